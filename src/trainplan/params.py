@@ -1,0 +1,817 @@
+"""Exact parameter counts of decoder-only transformers, from a shape or a Hugging Face config.json.
+
+Two ways in (SPEC §2):
+
+* ``count_from_shape(layers, width, vocab, ...)``. With ``family="standard"`` and
+  no FFN width this is the textbook *approximation* of SPEC §2: ``12 d^2`` per
+  block (attention ``4 d^2`` = q, k, v, o, each d×d; FFN ``8 d^2`` = two d×4d
+  matrices), no biases, no norms, plus the token embedding ``V d`` (and a
+  second ``V d`` when the output head is untied). It is within a few per cent
+  of real models, not exact for any of them. Naming a family (``"llama"``,
+  ``"gpt2"``, ...) or giving an FFN width or KV heads makes the count exact for
+  that family's implementation: gated MLPs, grouped-query attention, biases and
+  norms included.
+* ``count_from_hf_config(config)`` reads a ``config.json`` dict and counts what
+  ``transformers.AutoModelForCausalLM.from_config`` builds, to the parameter.
+  Keys the file leaves out take the defaults of the family's transformers
+  configuration class (listed below with their source), because that is what
+  the real implementation does with them.
+
+Everything here is pure integer arithmetic, except ``load_hf_config``, which
+reads the file. Bad input raises ``trainplan.errors.UserError``.
+
+How one block is counted (``d`` width, ``f`` FFN width, ``h`` heads, ``g`` KV
+heads, ``k`` head width, ``E`` experts; a linear ``a -> b`` holds ``a b``
+weights plus ``b`` biases when it has them)::
+
+    attention   q: d -> h k    k, v: d -> g k (each)    o: h k -> d
+    MLP         gated (SwiGLU):  gate, up: d -> f, down: f -> d   (3 d f)
+                plain (GELU):    up: d -> f, down: f -> d          (2 d f)
+    MoE         router d -> E (no bias) and E copies of the gated MLP
+    norms       2 per block; RMSNorm: d weights, LayerNorm: d weights + d biases
+
+The model adds the token embedding ``V d`` (GPT-2 also a learned position
+embedding ``P d``), one final norm, and an output head ``V d`` unless it is
+tied to the embedding (then the same tensor is stored once).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from trainplan.errors import UserError
+
+# --------------------------------------------------------------------------- #
+# Named constants (sources in the comments).
+# --------------------------------------------------------------------------- #
+
+#: Families ``count_from_shape`` knows. "standard" is the SPEC §2 textbook block.
+FAMILIES: Final[tuple[str, ...]] = (
+    "standard",
+    "llama",
+    "mistral",
+    "qwen2",
+    "gpt2",
+    "gpt_neox",
+    "mixtral",
+)
+
+#: ``model_type`` values of config.json that ``count_from_hf_config`` supports.
+SUPPORTED_MODEL_TYPES: Final[tuple[str, ...]] = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "gpt2",
+    "gpt_neox",
+    "mixtral",
+)
+
+#: FFN width as a multiple of the model width when none is given: the original
+#: Transformer (Vaswani et al. 2017, d_ff = 4 d_model), GPT-2 (``n_inner=None``
+#: means ``4 * n_embd`` in transformers' modeling_gpt2.py) and GPT-NeoX/Pythia.
+#: With it the standard block is 4 d^2 + 2·d·4d = 12 d^2 (SPEC §2).
+CLASSIC_FFN_MULTIPLE: Final[int] = 4
+
+#: Weight matrices of a gated (SwiGLU) MLP: gate, up, down (Shazeer 2020; Llama).
+GATED_MLP_MATRICES: Final[int] = 3
+#: Weight matrices of a plain MLP: up, down.
+PLAIN_MLP_MATRICES: Final[int] = 2
+
+#: Normalisation layers in one pre-norm block: before attention and before the MLP.
+NORMS_PER_BLOCK: Final[int] = 2
+#: Parameters per channel of an RMSNorm (a weight) and of a LayerNorm (weight and bias).
+RMSNORM_PARAMS_PER_CHANNEL: Final[int] = 1
+LAYERNORM_PARAMS_PER_CHANNEL: Final[int] = 2
+#: The SPEC §2 approximation counts no norm parameters.
+NO_NORM_PARAMS: Final[int] = 0
+
+#: GPT-2's cross-attention (``add_cross_attention``) projects keys and values of
+#: the encoder states together: ``c_attn`` is d -> 2d (modeling_gpt2.py).
+GPT2_CROSS_KV_PROJECTIONS: Final[int] = 2
+
+#: Learned positions of GPT-2 when a shape gives none: ``n_positions`` = 1024 of
+#: the released GPT-2 models (Radford et al. 2019; GPT2Config default).
+GPT2_DEFAULT_POSITIONS: Final[int] = 1024
+
+# Defaults of the transformers configuration classes, used for keys a
+# config.json leaves out (transformers 5.x, models/<family>/configuration_<family>.py;
+# unchanged since 4.40 for these keys). ``None`` for num_key_value_heads means
+# "as many as the attention heads"; for head_dim, "width / heads".
+LLAMA_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 32000,
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": None,
+    "head_dim": None,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "tie_word_embeddings": False,
+}
+MISTRAL_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 32000,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": None,
+    "tie_word_embeddings": False,
+}
+QWEN2_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 151936,
+    "hidden_size": 4096,
+    "intermediate_size": 22016,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "head_dim": None,
+    "tie_word_embeddings": False,
+}
+MIXTRAL_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 32000,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": None,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "tie_word_embeddings": False,
+}
+GPT_NEOX_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 50432,
+    "hidden_size": 6144,
+    "intermediate_size": 24576,
+    "num_hidden_layers": 44,
+    "num_attention_heads": 64,
+    "attention_bias": True,
+    "tie_word_embeddings": False,
+}
+GPT2_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 50257,
+    "n_positions": 1024,
+    "n_embd": 768,
+    "n_layer": 12,
+    "n_head": 12,
+    "n_inner": None,
+    "add_cross_attention": False,
+    "tie_word_embeddings": True,
+}
+#: GPT2Config.attribute_map: the generic names a GPT-2 config.json may use instead.
+GPT2_KEY_ALIASES: Final[dict[str, str]] = {
+    "n_embd": "hidden_size",
+    "n_layer": "num_hidden_layers",
+    "n_head": "num_attention_heads",
+    "n_positions": "max_position_embeddings",
+}
+#: MixtralConfig.attribute_map.
+MIXTRAL_KEY_ALIASES: Final[dict[str, str]] = {"num_local_experts": "num_experts"}
+
+
+# --------------------------------------------------------------------------- #
+# Public result.
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters of a model, split the way memory and compute accounts need them.
+
+    ``total = embedding + layers * per_layer + final_norm + lm_head``.
+    ``heads``/``kv_heads``/``head_dim`` describe attention; a shape given without
+    heads is recorded as one head of the full width, which leaves every count
+    here and the KV-cache width ``kv_heads * head_dim`` (= width) unchanged.
+    """
+
+    total: int  # every parameter stored (all experts)
+    active: int  # parameters used per token (MoE: shared + top-k experts); == total for dense
+    embedding: int  # input token embedding (+ learned position embedding if any)
+    lm_head: int  # output projection, 0 when tied to the embedding
+    per_layer: int  # parameters of one transformer block (all experts)
+    family: str  # "standard", "llama", "mistral", "qwen2", "gpt2", "gpt_neox", "mixtral"
+    layers: int
+    width: int
+    vocab: int
+    ffn_width: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    tied: bool
+    final_norm: int = 0  # the norm after the last block (0 for "standard")
+    experts: int = 1  # MLP experts per block (1 for dense)
+    experts_per_token: int = 1  # experts each token is routed to (1 for dense)
+
+
+# --------------------------------------------------------------------------- #
+# The one counting engine: a resolved architecture in, a ParamCount out.
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class _Architecture:
+    """Every choice that changes the count, resolved (no defaults left)."""
+
+    family: str
+    layers: int
+    width: int
+    vocab: int
+    ffn_width: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    tied: bool
+    q_bias: bool
+    k_bias: bool
+    v_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    mlp_matrices: int  # GATED_MLP_MATRICES or PLAIN_MLP_MATRICES
+    norm_params_per_channel: int  # RMSNorm, LayerNorm or none
+    learned_positions: int  # rows of a learned position embedding (0: none)
+    experts: int
+    experts_per_token: int
+    router: bool  # a d -> experts routing matrix per block
+    cross_attention: bool  # GPT-2 add_cross_attention
+
+
+def _linear(inputs: int, outputs: int, bias: bool) -> int:
+    """Parameters of a linear map inputs -> outputs (weights, then biases if any)."""
+    return inputs * outputs + (outputs if bias else 0)
+
+
+def _count(arch: _Architecture) -> ParamCount:
+    d = arch.width
+    query_width = arch.heads * arch.head_dim
+    kv_width = arch.kv_heads * arch.head_dim
+
+    attention = (
+        _linear(d, query_width, arch.q_bias)
+        + _linear(d, kv_width, arch.k_bias)
+        + _linear(d, kv_width, arch.v_bias)
+        + _linear(query_width, d, arch.o_bias)
+    )
+    gated = arch.mlp_matrices == GATED_MLP_MATRICES
+    one_mlp = _linear(d, arch.ffn_width, arch.mlp_bias) * (2 if gated else 1) + _linear(
+        arch.ffn_width, d, arch.mlp_bias
+    )
+    router = d * arch.experts if arch.router else 0
+    norm = d * arch.norm_params_per_channel
+    block_norms = NORMS_PER_BLOCK * norm
+    cross = 0
+    if arch.cross_attention:
+        cross = (
+            _linear(d, GPT2_CROSS_KV_PROJECTIONS * d, True)  # c_attn (keys, values)
+            + _linear(d, d, True)  # q_attn
+            + _linear(d, d, True)  # c_proj
+            + norm  # ln_cross_attn
+        )
+
+    shared_per_layer = attention + router + block_norms + cross
+    per_layer = shared_per_layer + arch.experts * one_mlp
+    active_per_layer = shared_per_layer + arch.experts_per_token * one_mlp
+
+    embedding = arch.vocab * d + arch.learned_positions * d
+    lm_head = 0 if arch.tied else arch.vocab * d
+    final_norm = norm
+    outside_blocks = embedding + final_norm + lm_head
+    return ParamCount(
+        total=outside_blocks + arch.layers * per_layer,
+        active=outside_blocks + arch.layers * active_per_layer,
+        embedding=embedding,
+        lm_head=lm_head,
+        per_layer=per_layer,
+        family=arch.family,
+        layers=arch.layers,
+        width=d,
+        vocab=arch.vocab,
+        ffn_width=arch.ffn_width,
+        heads=arch.heads,
+        kv_heads=arch.kv_heads,
+        head_dim=arch.head_dim,
+        tied=arch.tied,
+        final_norm=final_norm,
+        experts=arch.experts,
+        experts_per_token=arch.experts_per_token,
+    )
+
+
+# --------------------------------------------------------------------------- #
+# What each family builds (transformers' modeling_<family>.py).
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class _FamilyTraits:
+    mlp_matrices: int
+    norm_params_per_channel: int
+    qkv_bias: bool  # default bias of q, k, v
+    o_bias: bool  # default bias of the attention output
+    mlp_bias: bool  # default bias of the MLP
+    attention_bias_settable: bool  # honours an ``attention_bias`` flag
+    mlp_bias_settable: bool  # honours an ``mlp_bias`` flag
+    mixture_of_experts: bool  # takes experts > 1
+    always_routed: bool  # has a router even over a single expert
+    learned_positions: bool
+    grouped_query: bool  # k/v may have fewer heads than q
+    separate_head_dim: bool  # head_dim may differ from width / heads
+
+
+_TRAITS: Final[dict[str, _FamilyTraits]] = {
+    # SPEC §2: four d×d attention matrices, two-matrix FFN, no biases, no norms.
+    "standard": _FamilyTraits(
+        mlp_matrices=PLAIN_MLP_MATRICES,
+        norm_params_per_channel=NO_NORM_PARAMS,
+        qkv_bias=False,
+        o_bias=False,
+        mlp_bias=False,
+        attention_bias_settable=False,
+        mlp_bias_settable=False,
+        mixture_of_experts=True,
+        always_routed=False,
+        learned_positions=False,
+        grouped_query=True,
+        separate_head_dim=False,
+    ),
+    # LlamaAttention/LlamaMLP: bias=config.attention_bias / config.mlp_bias; RMSNorm.
+    "llama": _FamilyTraits(
+        mlp_matrices=GATED_MLP_MATRICES,
+        norm_params_per_channel=RMSNORM_PARAMS_PER_CHANNEL,
+        qkv_bias=False,
+        o_bias=False,
+        mlp_bias=False,
+        attention_bias_settable=True,
+        mlp_bias_settable=True,
+        mixture_of_experts=False,
+        always_routed=False,
+        learned_positions=False,
+        grouped_query=True,
+        separate_head_dim=True,
+    ),
+    # MistralAttention/MistralMLP: bias=False hard-coded (no bias flag is read).
+    "mistral": _FamilyTraits(
+        mlp_matrices=GATED_MLP_MATRICES,
+        norm_params_per_channel=RMSNORM_PARAMS_PER_CHANNEL,
+        qkv_bias=False,
+        o_bias=False,
+        mlp_bias=False,
+        attention_bias_settable=False,
+        mlp_bias_settable=False,
+        mixture_of_experts=False,
+        always_routed=False,
+        learned_positions=False,
+        grouped_query=True,
+        separate_head_dim=True,
+    ),
+    # Qwen2Attention: q/k/v bias=True, o_proj bias=False; MLP without biases.
+    "qwen2": _FamilyTraits(
+        mlp_matrices=GATED_MLP_MATRICES,
+        norm_params_per_channel=RMSNORM_PARAMS_PER_CHANNEL,
+        qkv_bias=True,
+        o_bias=False,
+        mlp_bias=False,
+        attention_bias_settable=False,
+        mlp_bias_settable=False,
+        mixture_of_experts=False,
+        always_routed=False,
+        learned_positions=False,
+        grouped_query=True,
+        separate_head_dim=True,
+    ),
+    # GPT-2: Conv1D layers all with biases, LayerNorm, learned positions.
+    "gpt2": _FamilyTraits(
+        mlp_matrices=PLAIN_MLP_MATRICES,
+        norm_params_per_channel=LAYERNORM_PARAMS_PER_CHANNEL,
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        attention_bias_settable=False,
+        mlp_bias_settable=False,
+        mixture_of_experts=False,
+        always_routed=False,
+        learned_positions=True,
+        grouped_query=False,
+        separate_head_dim=False,
+    ),
+    # GPT-NeoX: fused query_key_value and dense with bias=config.attention_bias,
+    # MLP nn.Linear with biases, LayerNorm; rotary embeddings hold no parameters.
+    "gpt_neox": _FamilyTraits(
+        mlp_matrices=PLAIN_MLP_MATRICES,
+        norm_params_per_channel=LAYERNORM_PARAMS_PER_CHANNEL,
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        attention_bias_settable=True,
+        mlp_bias_settable=False,
+        mixture_of_experts=False,
+        always_routed=False,
+        learned_positions=False,
+        grouped_query=False,
+        separate_head_dim=False,
+    ),
+    # Mixtral: Mistral attention (no biases), router without bias (present even
+    # over one expert), SwiGLU experts.
+    "mixtral": _FamilyTraits(
+        mlp_matrices=GATED_MLP_MATRICES,
+        norm_params_per_channel=RMSNORM_PARAMS_PER_CHANNEL,
+        qkv_bias=False,
+        o_bias=False,
+        mlp_bias=False,
+        attention_bias_settable=False,
+        mlp_bias_settable=False,
+        mixture_of_experts=True,
+        always_routed=True,
+        learned_positions=False,
+        grouped_query=True,
+        separate_head_dim=True,
+    ),
+}
+
+
+# --------------------------------------------------------------------------- #
+# Input checks.
+# --------------------------------------------------------------------------- #
+
+
+def _positive_int(value: object, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise UserError(key, f"a positive whole number, got {value!r}")
+    return value
+
+
+def _flag(value: object, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise UserError(key, f"true or false, got {value!r}")
+    return value
+
+
+def _resolve(
+    *,
+    family: str,
+    layers: int,
+    width: int,
+    vocab: int,
+    ffn_width: int | None,
+    heads: int | None,
+    kv_heads: int | None,
+    head_dim: int | None,
+    tied: bool,
+    attention_bias: bool | None,
+    mlp_bias: bool | None,
+    positions: int | None,
+    experts: int,
+    experts_per_token: int,
+    cross_attention: bool = False,
+    keys: dict[str, str] | None = None,
+) -> _Architecture:
+    """Check a shape and fill in the family's choices. ``keys`` maps argument
+    names to the names the user wrote (config.json keys), for error messages."""
+    name = dict(keys or {})
+
+    def key(argument: str) -> str:
+        return name.get(argument, argument)
+
+    if family not in _TRAITS:
+        raise UserError(key("family"), f"one of {', '.join(FAMILIES)}, got {family!r}")
+    traits = _TRAITS[family]
+    layers = _positive_int(layers, key("layers"))
+    width = _positive_int(width, key("width"))
+    vocab = _positive_int(vocab, key("vocab"))
+    tied = _flag(tied, key("tied"))
+    experts = _positive_int(experts, key("experts"))
+    experts_per_token = _positive_int(experts_per_token, key("experts_per_token"))
+
+    if ffn_width is None:
+        if traits.mlp_matrices == GATED_MLP_MATRICES:
+            raise UserError(
+                key("ffn_width"),
+                f"an FFN (intermediate) width for family {family}: gated MLPs have no conventional default",
+            )
+        ffn_width = CLASSIC_FFN_MULTIPLE * width
+    ffn_width = _positive_int(ffn_width, key("ffn_width"))
+
+    if heads is None:
+        if kv_heads is not None:
+            raise UserError(key("heads"), "the number of attention heads, needed with kv_heads")
+        if head_dim is not None:
+            raise UserError(key("heads"), "the number of attention heads, needed with head_dim")
+        heads = 1  # one head of the full width: the count does not depend on the split
+    heads = _positive_int(heads, key("heads"))
+    kv_heads = heads if kv_heads is None else _positive_int(kv_heads, key("kv_heads"))
+    if kv_heads != heads:
+        if not traits.grouped_query:
+            raise UserError(key("kv_heads"), f"equal to heads ({heads}): family {family} has no grouped-query attention")
+        if kv_heads > heads or heads % kv_heads:
+            raise UserError(key("kv_heads"), f"a divisor of heads ({heads}), got {kv_heads}")
+
+    if head_dim is None:
+        if width % heads:
+            raise UserError(key("heads"), f"a divisor of the width ({width}), got {heads}")
+        head_dim = width // heads
+    else:
+        head_dim = _positive_int(head_dim, key("head_dim"))
+        if not traits.separate_head_dim and head_dim * heads != width:
+            raise UserError(key("head_dim"), f"width / heads = {width // heads} for family {family}")
+
+    qkv_bias, o_bias, mlp_has_bias = traits.qkv_bias, traits.o_bias, traits.mlp_bias
+    if attention_bias is not None:
+        if not traits.attention_bias_settable:
+            raise UserError(key("attention_bias"), f"left out: family {family} fixes its attention biases")
+        qkv_bias = o_bias = _flag(attention_bias, key("attention_bias"))
+    if mlp_bias is not None:
+        if not traits.mlp_bias_settable:
+            raise UserError(key("mlp_bias"), f"left out: family {family} fixes its MLP biases")
+        mlp_has_bias = _flag(mlp_bias, key("mlp_bias"))
+
+    learned_positions = 0
+    if traits.learned_positions:
+        learned_positions = _positive_int(
+            GPT2_DEFAULT_POSITIONS if positions is None else positions, key("positions")
+        )
+    elif positions is not None:
+        raise UserError(key("positions"), f"left out: family {family} has no learned position embedding")
+
+    if experts > 1 and not traits.mixture_of_experts:
+        raise UserError(key("experts"), f"1: family {family} is dense (mixtral and standard take experts)")
+    if experts_per_token > experts:
+        raise UserError(key("experts_per_token"), f"at most experts ({experts}), got {experts_per_token}")
+
+    return _Architecture(
+        family=family,
+        layers=layers,
+        width=width,
+        vocab=vocab,
+        ffn_width=ffn_width,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        tied=tied,
+        q_bias=qkv_bias,
+        k_bias=qkv_bias,
+        v_bias=qkv_bias,
+        o_bias=o_bias,
+        mlp_bias=mlp_has_bias,
+        mlp_matrices=traits.mlp_matrices,
+        norm_params_per_channel=traits.norm_params_per_channel,
+        learned_positions=learned_positions,
+        experts=experts,
+        experts_per_token=experts_per_token,
+        router=traits.always_routed or experts > 1,
+        cross_attention=cross_attention,
+    )
+
+
+# --------------------------------------------------------------------------- #
+# Public API.
+# --------------------------------------------------------------------------- #
+
+
+def count_from_shape(
+    layers: int,
+    width: int,
+    vocab: int,
+    ffn_width: int | None = None,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    family: str = "standard",
+    tied: bool = True,
+    experts: int = 1,
+    experts_per_token: int = 1,
+    *,
+    head_dim: int | None = None,
+    attention_bias: bool | None = None,
+    mlp_bias: bool | None = None,
+    positions: int | None = None,
+) -> ParamCount:
+    """Parameters of a decoder-only transformer of the given shape.
+
+    ``family="standard"`` without ``ffn_width`` is SPEC §2's approximation,
+    ``12 d^2`` per layer plus ``V d`` (``2 V d`` untied); with ``ffn_width`` or
+    ``kv_heads`` it generalises to ``2 d·h k + 2 d·g k + 2 d f`` per layer, still
+    without biases or norms. Any other family is counted exactly as its
+    transformers implementation builds it. Gated families (llama, mistral,
+    qwen2, mixtral) need ``ffn_width``; gpt2 and gpt_neox default it to ``4 d``.
+
+    ``heads`` matters only with ``kv_heads`` (grouped-query attention) or
+    ``head_dim``. ``experts``/``experts_per_token`` make a mixture of experts
+    (families mixtral and standard): a router of ``d × experts`` per layer and
+    ``experts`` copies of the MLP, of which ``experts_per_token`` count as active.
+
+    Keyword-only refinements: ``head_dim`` (llama, mistral, qwen2, mixtral),
+    ``attention_bias`` (llama, gpt_neox), ``mlp_bias`` (llama), ``positions``
+    (gpt2's learned position embedding, 1024 when not given).
+    """
+    arch = _resolve(
+        family=family,
+        layers=layers,
+        width=width,
+        vocab=vocab,
+        ffn_width=ffn_width,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        tied=tied,
+        attention_bias=attention_bias,
+        mlp_bias=mlp_bias,
+        positions=positions,
+        experts=experts,
+        experts_per_token=experts_per_token,
+    )
+    return _count(arch)
+
+
+def _value(config: dict[str, Any], key: str, defaults: dict[str, Any], aliases: dict[str, str] | None = None) -> Any:
+    """``config[key]``, else its alias, else the configuration class's default."""
+    if key in config:
+        return config[key]
+    alias = (aliases or {}).get(key)
+    if alias is not None and alias in config:
+        return config[alias]
+    return defaults[key]
+
+
+def _written_name(config: dict[str, Any], key: str, aliases: dict[str, str] | None = None) -> str:
+    """The name the file used for ``key`` (for error messages)."""
+    alias = (aliases or {}).get(key)
+    if key not in config and alias is not None and alias in config:
+        return alias
+    return key
+
+
+def count_from_hf_config(config: dict[str, Any]) -> ParamCount:
+    """Parameters of ``AutoModelForCausalLM.from_config(config)``, exactly.
+
+    ``config`` is the parsed ``config.json`` of a Hugging Face model whose
+    ``model_type`` is one of ``SUPPORTED_MODEL_TYPES``. Keys it leaves out take
+    the defaults of the transformers configuration class; keys that hold no
+    parameters (rope, dropout, sliding window, ``use_parallel_residual``...) are
+    ignored. ``tie_word_embeddings`` is honoured for every family.
+    """
+    if not isinstance(config, dict):
+        raise UserError("config", f"a JSON object (the contents of config.json), got {type(config).__name__}")
+    model_type = config.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        shown = "missing" if model_type is None else repr(model_type)
+        raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES)}; got {shown}")
+
+    if model_type == "gpt2":
+        return _count_gpt2(config)
+    if model_type == "gpt_neox":
+        return _count_gpt_neox(config)
+    return _count_llama_like(config, model_type)
+
+
+_LLAMA_LIKE_DEFAULTS: Final[dict[str, dict[str, Any]]] = {
+    "llama": LLAMA_CONFIG_DEFAULTS,
+    "mistral": MISTRAL_CONFIG_DEFAULTS,
+    "qwen2": QWEN2_CONFIG_DEFAULTS,
+    "mixtral": MIXTRAL_CONFIG_DEFAULTS,
+}
+
+_LLAMA_LIKE_KEYS: Final[dict[str, str]] = {
+    "layers": "num_hidden_layers",
+    "width": "hidden_size",
+    "vocab": "vocab_size",
+    "ffn_width": "intermediate_size",
+    "heads": "num_attention_heads",
+    "kv_heads": "num_key_value_heads",
+    "head_dim": "head_dim",
+    "tied": "tie_word_embeddings",
+    "attention_bias": "attention_bias",
+    "mlp_bias": "mlp_bias",
+    "experts": "num_local_experts",
+    "experts_per_token": "num_experts_per_tok",
+}
+
+
+def _count_llama_like(config: dict[str, Any], model_type: str) -> ParamCount:
+    """Llama, Mistral, Qwen2 and Mixtral: pre-norm RMSNorm blocks with SwiGLU MLPs."""
+    defaults = _LLAMA_LIKE_DEFAULTS[model_type]
+    aliases = MIXTRAL_KEY_ALIASES if model_type == "mixtral" else None
+    get = lambda k: _value(config, k, defaults, aliases)  # noqa: E731
+
+    heads = get("num_attention_heads")
+    kv_heads = get("num_key_value_heads")
+    head_dim = get("head_dim")  # null in a file means "width / heads", as in transformers
+    attention_bias = mlp_bias = None
+    if model_type == "llama":
+        attention_bias = get("attention_bias")
+        mlp_bias = get("mlp_bias")
+    experts, experts_per_token = 1, 1
+    if model_type == "mixtral":
+        experts = get("num_local_experts")
+        experts_per_token = get("num_experts_per_tok")
+
+    keys = dict(_LLAMA_LIKE_KEYS)
+    keys["experts"] = _written_name(config, "num_local_experts", aliases)
+    arch = _resolve(
+        family=model_type,
+        layers=get("num_hidden_layers"),
+        width=get("hidden_size"),
+        vocab=get("vocab_size"),
+        ffn_width=_positive_int(get("intermediate_size"), "intermediate_size"),
+        heads=_positive_int(heads, "num_attention_heads"),
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        tied=get("tie_word_embeddings"),
+        attention_bias=attention_bias,
+        mlp_bias=mlp_bias,
+        positions=None,
+        experts=experts,
+        experts_per_token=experts_per_token,
+        keys=keys,
+    )
+    return _count(arch)
+
+
+def _count_gpt_neox(config: dict[str, Any]) -> ParamCount:
+    """GPT-NeoX / Pythia: fused qkv, LayerNorm, untied ``embed_out`` by default."""
+    get = lambda k: _value(config, k, GPT_NEOX_CONFIG_DEFAULTS)  # noqa: E731
+    arch = _resolve(
+        family="gpt_neox",
+        layers=get("num_hidden_layers"),
+        width=get("hidden_size"),
+        vocab=get("vocab_size"),
+        ffn_width=_positive_int(get("intermediate_size"), "intermediate_size"),
+        heads=_positive_int(get("num_attention_heads"), "num_attention_heads"),
+        kv_heads=None,
+        head_dim=None,
+        tied=get("tie_word_embeddings"),
+        attention_bias=get("attention_bias"),
+        mlp_bias=None,
+        positions=None,
+        experts=1,
+        experts_per_token=1,
+        keys=_LLAMA_LIKE_KEYS,
+    )
+    return _count(arch)
+
+
+def _count_gpt2(config: dict[str, Any]) -> ParamCount:
+    """GPT-2: learned positions, Conv1D with biases, LayerNorm, tied head by default."""
+    get = lambda k: _value(config, k, GPT2_CONFIG_DEFAULTS, GPT2_KEY_ALIASES)  # noqa: E731
+    name = lambda k: _written_name(config, k, GPT2_KEY_ALIASES)  # noqa: E731
+    width = _positive_int(get("n_embd"), name("n_embd"))
+    n_inner = get("n_inner")
+    ffn_width = CLASSIC_FFN_MULTIPLE * width if n_inner is None else _positive_int(n_inner, "n_inner")
+    arch = _resolve(
+        family="gpt2",
+        layers=get("n_layer"),
+        width=width,
+        vocab=get("vocab_size"),
+        ffn_width=ffn_width,
+        heads=_positive_int(get("n_head"), name("n_head")),
+        kv_heads=None,
+        head_dim=None,
+        tied=get("tie_word_embeddings"),
+        attention_bias=None,
+        mlp_bias=None,
+        positions=get("n_positions"),
+        experts=1,
+        experts_per_token=1,
+        cross_attention=_flag(get("add_cross_attention"), "add_cross_attention"),
+        keys={
+            "layers": name("n_layer"),
+            "width": name("n_embd"),
+            "vocab": "vocab_size",
+            "ffn_width": "n_inner",
+            "heads": name("n_head"),
+            "tied": "tie_word_embeddings",
+            "positions": name("n_positions"),
+        },
+    )
+    return _count(arch)
+
+
+#: The file a Hugging Face model directory keeps its configuration in.
+HF_CONFIG_FILENAME: Final[str] = "config.json"
+
+
+def load_hf_config(path: str | Path) -> dict[str, Any]:
+    """Read a Hugging Face ``config.json`` (or a model directory holding one).
+
+    Raises ``UserError(path, ...)`` when the file is missing or unreadable, is
+    not valid JSON, or does not hold a JSON object.
+    """
+    file = Path(path)
+    if file.is_dir():
+        file = file / HF_CONFIG_FILENAME
+    where = str(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(where, "an existing Hugging Face config.json file (not found)") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(where, f"a readable UTF-8 config.json file ({error})") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UserError(where, f"valid JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+    if not isinstance(config, dict):
+        raise UserError(where, f"a JSON object of model settings, got a JSON {type(config).__name__}")
+    return config
