@@ -30,6 +30,7 @@ Dimension = Literal[
     "fraction",  # 0.25 or "25 %"
     "frequency",  # per second (fps)
     "dollars",
+    "carbon",  # grams CO2-equivalent per kWh
 ]
 
 DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
@@ -76,9 +77,22 @@ def _prefixed(unit: str, bases: tuple[str, ...]) -> float | None:
     return None
 
 
+# Dimensions whose units are a plain table, added by the module that owns them.
+_TABLES: dict[str, dict[str, float]] = {}
+
+
+def register_dimension(dimension: str, table: dict[str, float], expected: str) -> None:
+    """Add a dimension whose units are a fixed table of names to multipliers."""
+    _TABLES[dimension] = table
+    EXPECTED[dimension] = expected
+    SYMBOL.setdefault(dimension, next(iter(table)))
+
+
 def _unit_factor(unit: str, dimension: Dimension) -> float | None:
     """SI multiplier for `unit` in `dimension`, or None if the unit does not belong there."""
     u = unit.strip()
+    if dimension in _TABLES:
+        return _TABLES[dimension].get(u)
     if dimension == "count":
         return COUNT_SUFFIX.get(u.rstrip(), None) if u.lower() not in ("tokens", "params", "frames") else 1.0
     if dimension == "bytes":

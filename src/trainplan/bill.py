@@ -1,0 +1,103 @@
+"""The bill of moving data (SPEC §9), in dollars per hour of data moved through training once.
+
+Three terms, each linear in hours moved:
+- bytes: the stored hour kept for `storage_months` months, plus reading it once (transfer);
+- cores: the CPU cores fed to the accelerator, for as long as that hour takes to train on;
+- idle accelerator: the wall time minus the useful time, at the accelerator-hour price.
+Because every term is linear, transport per hour t is a fixed share t / p of any budget
+spent on hours priced p, whatever the size of the budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+GB = 1e9  # prices are quoted per decimal gigabyte
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class BillAccount:
+    """Dollars per hour of data moved once (one epoch over that hour)."""
+
+    accelerator_seconds: float  # accelerator time one hour of data takes
+    useful_seconds: float  # of which training
+    bytes: float
+    storage: float
+    transfer: float
+    cores: float
+    idle_accelerator: float
+    total: float
+    shares: dict[str, float]
+
+
+def bill_per_hour(*, frames_per_hour: float, demand_fps: float, busy: float, cores: float,
+                  stored_bytes_per_hour: float, read_bytes_per_hour: float, accelerator_hour: float,
+                  core_hour: float, storage_gb_month: float, transfer_gb: float,
+                  storage_months: float = 1.0) -> BillAccount:
+    useful = frames_per_hour / demand_fps
+    wall = useful / busy if busy > 0 else math.inf
+    storage = stored_bytes_per_hour / GB * storage_gb_month * storage_months
+    transfer = read_bytes_per_hour / GB * transfer_gb
+    core_cost = cores * wall / SECONDS_PER_HOUR * core_hour
+    idle = (wall - useful) / SECONDS_PER_HOUR * accelerator_hour
+    total = storage + transfer + core_cost + idle
+    terms = {"bytes": storage + transfer, "cores": core_cost, "idle_accelerator": idle}
+    shares = {k: (v / total if total > 0 else 0.0) for k, v in terms.items()}
+    return BillAccount(wall, useful, storage + transfer, storage, transfer, core_cost, idle, total, shares)
+
+
+def over_epochs(bill: BillAccount, epochs: float) -> float:
+    """Dollars per hour of data trained on for `epochs` epochs: storage once, the rest each epoch."""
+    return bill.storage + epochs * (bill.transfer + bill.cores + bill.idle_accelerator)
+
+
+def transport_share(transport_per_hour: float, price_per_hour: float) -> float:
+    """t / p: the share of a budget, spent on hours priced p, that moving them costs.
+    Independent of the budget B: B buys B / p hours, whose transport costs t B / p."""
+    return transport_per_hour / price_per_hour
+
+
+def budget_split(budget: float, transport_per_hour: float, price_per_hour: float) -> dict[str, float]:
+    """Hours bought with a budget and what their transport costs on top (shown linear in B)."""
+    hours = budget / price_per_hour
+    transport = transport_per_hour * hours
+    return {"hours": hours, "transport": transport, "share": transport / budget}
+
+
+def cost_per_useful_hour(price_per_hour: float, transport_per_hour: float, exchange_rate: float) -> float:
+    """(p + t) / ρ: what one useful hour of a source costs, ρ useful hours per hour bought."""
+    return (price_per_hour + transport_per_hour) / exchange_rate
+
+
+def decoded_break_even_epochs_per_month(stored_bytes_per_hour: float, decoded_bytes_per_hour: float,
+                                        storage_gb_month: float, decode_cost_per_epoch: float) -> float:
+    """Epochs a month above which storing decoded frames (more bytes, no decoding) is cheaper than
+    storing video and decoding it every epoch."""
+    extra_storage = (decoded_bytes_per_hour - stored_bytes_per_hour) / GB * storage_gb_month
+    return extra_storage / decode_cost_per_epoch if decode_cost_per_epoch > 0 else math.inf
+
+
+def decode_cost_per_epoch(frames_per_hour: float, decoded_per_used: float, core_fps: float,
+                          core_hour: float) -> float:
+    """Core-hours to decode one hour of video once, in dollars."""
+    return frames_per_hour * decoded_per_used / core_fps / SECONDS_PER_HOUR * core_hour
+
+
+@dataclass(frozen=True)
+class CoresDecision:
+    cores_now: float
+    cores_added: int
+    busy_now: float
+    busy_after: float
+    extra_core_cost: float  # dollars per hour of data, per epoch
+    idle_removed: float  # dollars per hour of data, per epoch
+    net_saving: float
+
+
+def add_cores_decision(bill_now: BillAccount, bill_after: BillAccount, cores_now: float, cores_added: int,
+                       busy_now: float, busy_after: float) -> CoresDecision:
+    extra = bill_after.cores - bill_now.cores
+    removed = bill_now.idle_accelerator - bill_after.idle_accelerator
+    return CoresDecision(cores_now, cores_added, busy_now, busy_after, extra, removed, removed - extra)

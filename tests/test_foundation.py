@@ -1,0 +1,176 @@
+"""The foundation's accounts, checked against figures derived by hand from SPEC §3-§6,
+and the published worked example (issue 2) to its printed precision."""
+
+import math
+
+import pytest
+
+from trainplan import compute, memory, network, storage
+from trainplan.catalogue import accelerators, resolve_accelerator
+from trainplan.dtypes import state_bytes_per_param
+from trainplan.plan import build_report
+from trainplan.workload import load_workload
+
+from conftest import EXAMPLES
+
+
+def test_worked_example_to_printed_precision(plan_json):
+    r = plan_json(str(EXAMPLES / "finetune-1b.toml"))
+    c, m, n, s = r["compute"], r["memory"], r["network"], r["storage"]
+    assert c["steps"] == 61036
+    assert round(c["seconds"] / 3600, 1) == 8.7
+    assert round(c["seconds_per_step"], 2) == 0.51
+    assert round(m["state_bytes"] / 1e9) == 16
+    assert round(m["activation_bytes"] / 1e9, 2) == 2.15
+    assert round(m["per_device_bytes"] / 1e9, 1) == 25.2 and m["fits"] is True
+    assert round(n["ring_bytes_per_step"] / 1e9) == 3
+    assert round(n["floor_seconds_per_step"], 2) == 0.12
+    assert round(s["data_bytes"] / 1e9) == 4
+    assert round(s["checkpoint_bytes"] / 1e9) == 14 and round(s["checkpoints_bytes"] / 1e9) == 42
+    assert round(s["save_seconds"]) == 14
+    assert round(s["save_share"] * 100, 1) == 0.4
+
+
+def test_compute_by_hand():
+    # P = 7e9, D = 2e12, 64 devices of 989.5 TFLOP/s, MFU 0.45, s = 0.85
+    a = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85)
+    assert a.flops == 6 * 7e9 * 2e12
+    rate = 64 * 989.5e12 * 0.45 * 0.85
+    assert a.seconds == pytest.approx(6 * 7e9 * 2e12 / rate)
+    assert a.tokens_per_step == 64 * 4 * 4096 * 2
+    assert a.steps == math.ceil(2e12 / (64 * 4 * 4096 * 2))
+    full = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, recompute="full")
+    assert full.flops == 8 * 7e9 * 2e12
+    # an end-to-end measured MFU already contains the scaling loss
+    e2e = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, mfu_end_to_end=True)
+    assert e2e.sustained_flops == pytest.approx(64 * 989.5e12 * 0.45)
+    assert compute.inference_flops_per_token(7e9) == 14e9
+
+
+def test_state_bytes_per_param():
+    assert state_bytes_per_param("bf16", "adamw").total == 16
+    assert state_bytes_per_param("fp32", "adam").total == 16
+    assert state_bytes_per_param("bf16", "adamw").restart == 14
+    # SGD with momentum halves the optimizer state (8 -> 4 bytes)
+    assert state_bytes_per_param("bf16", "sgd").optimizer == state_bytes_per_param("bf16", "adam").optimizer / 2
+
+
+@pytest.mark.parametrize("zero,expected", [
+    (0, 2 + 2 + 12),
+    (1, 2 + 2 + 12 / 8),
+    (2, 2 + (2 + 12) / 8),
+    (3, 16 / 8),
+])
+def test_zero_stages_by_hand(zero, expected):
+    s = state_bytes_per_param("bf16", "adamw")
+    a = memory.memory_account(1e9, s, zero, 8, 0.0, 0.0, 0.0, 80e9)
+    assert a.state_bytes == pytest.approx(expected * 1e9)
+
+
+def test_activations_and_recompute():
+    # b S d bytes L k = 4 * 4096 * 4096 * 2 * 32 * 17
+    assert memory.activation_bytes(4, 4096, 4096, 32, 2, 17) == 4 * 4096 * 4096 * 2 * 32 * 17
+    assert memory.retained_tensors(17, "full", 0.5) == 1
+    assert memory.retained_tensors(17, "selective", 23 / 34) == pytest.approx(11.5)
+    assert memory.retained_tensors(17, "none", 0.5) == 17
+
+
+def test_devices_to_train_and_fits():
+    s = state_bytes_per_param("bf16", "adamw")
+    # 70 B params: 1,120 GB of state; 80 GB cards, 10 GB activations, 2 GB buffers, 10 % headroom
+    a = memory.memory_account(70e9, s, 0, 1, 10e9, 2e9, 0.1, 80e9)
+    assert not a.fits
+    usable = 80e9 / 1.1 - 2e9
+    assert a.devices_to_train == math.ceil(70e9 * 16 / (usable - 10e9))
+    assert a.devices_to_run == math.ceil(70e9 * 2 / usable)
+    overflow = memory.memory_account(1e9, s, 0, 1, 100e9, 2e9, 0.1, 80e9)
+    assert overflow.devices_to_train is None
+
+
+def test_ring_allreduce():
+    assert network.ring_allreduce_bytes(2e9, 4) == 3e9
+    assert network.ring_allreduce_bytes(2e9, 1) == 0
+    a = network.network_account(1e9, 2, 4, 25e9, 0.512, compute.backward_share())
+    assert a.floor_seconds_per_step == pytest.approx(0.12)
+    assert a.verdict == "overlap"  # 0.12 s fits inside 2/3 of 0.512 s
+    slow = network.network_account(1e9, 2, 4, 1e9, 0.512, compute.backward_share())
+    assert slow.verdict == "bound"
+
+
+def test_storage_by_hand():
+    a = storage.storage_account(4e9, 1e9, 14, 3, 2, 1, 2, 1e9, 3600, 31250, 1)
+    assert a.retained_bytes == (4e9 + 42e9 + 2e9) * 2
+    assert a.save_seconds == 14 and a.save_share == pytest.approx(14 / 3600)
+
+
+def test_catalogue_has_the_required_entries():
+    cat = accelerators()
+    assert cat["a100-sxm-80gb"].peak("bf16") == 312e12 and cat["a100-sxm-80gb"].video_decoders == 5
+    assert cat["h100-sxm"].peak("bf16") == 989.5e12 and cat["h100-sxm"].video_decoders == 7
+    for key in ("h200", "b200", "mi300x", "cpu-core"):
+        assert cat[key].source and cat[key].memory > 0
+
+
+def test_set_overrides_one_figure_of_an_entry():
+    w = load_workload(None, ["cluster.accelerator.peak_flops=500 TFLOPS"])
+    assert w.accelerator.peak("bf16") == 500e12
+    assert w.accelerator.video_decoders == 7  # the rest of the H100 entry stays
+    inline = resolve_accelerator({"peak_flops": "200 TFLOPS", "memory": "32 GB"})
+    assert inline.peak("bf16") == 200e12 and inline.memory == 32e9
+
+
+def test_provenance_and_set(tmp_path):
+    f = tmp_path / "w.toml"
+    f.write_text('[data]\nbitrate = "4 Mbit/s"\n')
+    w = load_workload(f, ["cluster.cores=16"])
+    assert w.data.bitrate == 4e6 and w.cluster.cores == 16
+    assert w.provenance["cluster.cores"].source == "--set on the command line"
+    assert "w.toml" in w.provenance["data.bitrate"].source
+    assert w.provenance["cluster.mfu"].kind == "assumed" and "0.4" in w.provenance["cluster.mfu"].source
+    r = build_report(w)
+    assert r["assumptions"]["data.bitrate"]["value"] == 4e6
+
+
+@pytest.mark.parametrize("content,args,key", [
+    ("[model]\nparmas = 3\n", [], "model.parmas"),
+    ('[data]\nbitrate = "8 furlongs"\n', [], "data.bitrate"),
+    ("[cluster]\ncount = 0\n", [], "cluster.count"),
+    ("[cluster]\ncount = -2\n", [], "cluster.count"),
+    ("[cluster]\nmfu = 1.5\n", [], "cluster.mfu"),
+    ('[cluster]\naccelerator = "h100-pcie-9000"\n', [], "cluster.accelerator"),
+    ("[model\nparams = 3\n", [], "w.toml"),
+    ("", ["data.bogus=3"], "data.bogus"),
+    ("", ["data.patch=300"], "data.patch"),
+])
+def test_bad_input_exit_2_one_line(tmp_path, cli, content, args, key):
+    f = tmp_path / "w.toml"
+    f.write_text(content)
+    sets = [x for a in args for x in ("--set", a)]
+    res = cli("plan", str(f), *sets)
+    assert res.returncode == 2, res.stdout
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0], res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_missing_file(cli):
+    res = cli("plan", "no/such/file.toml")
+    assert res.returncode == 2 and "no such workload file" in res.stderr
+
+
+def test_did_you_mean(cli, tmp_path):
+    f = tmp_path / "w.toml"
+    f.write_text("[cluster]\ncorez = 3\n")
+    res = cli("plan", str(f))
+    assert "did you mean 'cluster.cores'" in res.stderr
+
+
+def test_formats(cli, tmp_path):
+    table = cli("plan")
+    assert table.returncode == 0 and "Decode binds" in table.stdout and "assumptions" in table.stdout
+    md = cli("plan", "--format", "markdown")
+    assert md.stdout.startswith("# trainplan") and "| busy | 34.6 % | derived |" in md.stdout
+    out = tmp_path / "r.json"
+    res = cli("plan", "--format", "json", "--output", str(out))
+    assert res.returncode == 0 and out.read_text().startswith("{")
