@@ -693,7 +693,9 @@ def _count_llama_like(config: dict[str, Any], model_type: str) -> ParamCount:
     """Llama, Mistral, Qwen2 and Mixtral: pre-norm RMSNorm blocks with SwiGLU MLPs."""
     defaults = _LLAMA_LIKE_DEFAULTS[model_type]
     aliases = MIXTRAL_KEY_ALIASES if model_type == "mixtral" else None
-    get = lambda k: _value(config, k, defaults, aliases)  # noqa: E731
+
+    def get(key: str) -> Any:
+        return _value(config, key, defaults, aliases)
 
     heads = get("num_attention_heads")
     kv_heads = get("num_key_value_heads")
@@ -731,7 +733,9 @@ def _count_llama_like(config: dict[str, Any], model_type: str) -> ParamCount:
 
 def _count_gpt_neox(config: dict[str, Any]) -> ParamCount:
     """GPT-NeoX / Pythia: fused qkv, LayerNorm, untied ``embed_out`` by default."""
-    get = lambda k: _value(config, k, GPT_NEOX_CONFIG_DEFAULTS)  # noqa: E731
+
+    def get(key: str) -> Any:
+        return _value(config, key, GPT_NEOX_CONFIG_DEFAULTS)
     arch = _resolve(
         family="gpt_neox",
         layers=get("num_hidden_layers"),
@@ -754,8 +758,12 @@ def _count_gpt_neox(config: dict[str, Any]) -> ParamCount:
 
 def _count_gpt2(config: dict[str, Any]) -> ParamCount:
     """GPT-2: learned positions, Conv1D with biases, LayerNorm, tied head by default."""
-    get = lambda k: _value(config, k, GPT2_CONFIG_DEFAULTS, GPT2_KEY_ALIASES)  # noqa: E731
-    name = lambda k: _written_name(config, k, GPT2_KEY_ALIASES)  # noqa: E731
+
+    def get(key: str) -> Any:
+        return _value(config, key, GPT2_CONFIG_DEFAULTS, GPT2_KEY_ALIASES)
+
+    def name(key: str) -> str:
+        return _written_name(config, key, GPT2_KEY_ALIASES)
     width = _positive_int(get("n_embd"), name("n_embd"))
     n_inner = get("n_inner")
     ffn_width = CLASSIC_FFN_MULTIPLE * width if n_inner is None else _positive_int(n_inner, "n_inner")
