@@ -321,6 +321,13 @@ def test_llama_flags_and_head_dim_by_hand() -> None:
     assert count.head_dim == k
 
 
+def test_shape_without_vocabulary_counts_the_blocks_alone() -> None:
+    L, d = 4, 256
+    count = count_from_shape(L, d, 0, tied=False)
+    assert count.total == 12 * L * d**2
+    assert count.embedding == count.lm_head == 0
+
+
 def test_param_count_is_frozen() -> None:
     count = count_from_shape(2, 8, 10)
     with pytest.raises(FrozenInstanceError):
@@ -379,6 +386,7 @@ def test_bad_config_values_name_the_key(config: dict[str, Any], key: str) -> Non
         ({"experts": 2, "experts_per_token": 3}, "experts_per_token"),
         ({"family": "llama", "ffn_width": 8, "positions": 10}, "positions"),
         ({"width": 0}, "width"),
+        ({"vocab": -1}, "vocab"),
     ],
 )
 def test_bad_shapes_name_the_argument(kwargs: dict[str, Any], key: str) -> None:

@@ -444,6 +444,12 @@ def _positive_int(value: object, key: str) -> int:
     return value
 
 
+def _non_negative_int(value: object, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UserError(key, f"a whole number, 0 or more, got {value!r}")
+    return value
+
+
 def _flag(value: object, key: str) -> bool:
     if not isinstance(value, bool):
         raise UserError(key, f"true or false, got {value!r}")
@@ -481,7 +487,7 @@ def _resolve(
     traits = _TRAITS[family]
     layers = _positive_int(layers, key("layers"))
     width = _positive_int(width, key("width"))
-    vocab = _positive_int(vocab, key("vocab"))
+    vocab = _non_negative_int(vocab, key("vocab"))  # 0: a shape without a vocabulary, no embedding counted
     tied = _flag(tied, key("tied"))
     experts = _positive_int(experts, key("experts"))
     experts_per_token = _positive_int(experts_per_token, key("experts_per_token"))
@@ -597,7 +603,8 @@ def count_from_shape(
     transformers implementation builds it. Gated families (llama, mistral,
     qwen2, mixtral) need ``ffn_width``; gpt2 and gpt_neox default it to ``4 d``.
 
-    ``heads`` matters only with ``kv_heads`` (grouped-query attention) or
+    ``vocab=0`` counts the blocks alone (a shape given without a vocabulary:
+    no embedding, no head). ``heads`` matters only with ``kv_heads`` (grouped-query attention) or
     ``head_dim``. ``experts``/``experts_per_token`` make a mixture of experts
     (families mixtral and standard): a router of ``d × experts`` per layer and
     ``experts`` copies of the MLP, of which ``experts_per_token`` count as active.
