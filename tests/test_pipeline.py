@@ -1,0 +1,210 @@
+"""The input pipeline and the bill (SPEC §7, §9): the reference point to its printed
+precision from `trainplan plan` with no file, other states derived by hand, invariants."""
+
+import math
+
+import numpy as np
+import pytest
+
+from trainplan import bill as bill_mod
+from trainplan import pipeline as pl
+from trainplan.plan import build_report, pipeline_inputs
+from trainplan.workload import load_workload
+
+H100_BF16 = 989.5e12
+
+
+def test_reference_point_from_plan_with_no_file(plan_json):
+    p = plan_json()["pipeline"]
+    assert round(p["stored_bytes_per_hour"] / 1e9, 1) == 10.8
+    assert round(p["decoded_bytes_per_hour"] / 1e9) == 1008
+    assert p["frames_per_hour"] == 324_000
+    assert round(p["tokens_per_hour"] / 1e6, 1) == 82.9
+    assert round(p["demand_fps"]) == 2771
+    assert round(p["demand_tokens_per_second"]) == 709_319
+    assert p["supply_fps"] == 960
+    assert round(p["busy"] * 100, 1) == 34.6
+    assert p["bottleneck"] == "decode"
+    assert round(p["cores_needed"], 1) == 23.1
+    assert p["pixels_per_token"] == 8100
+    assert p["decoded_bytes_per_token"] == 12150
+    assert round(p["stored_bytes_per_token"]) == 130
+    assert p["stages"]["decode"]["tokens_per_second"] == 245_760
+    assert p["tokens_per_frame"] == 256
+
+
+def test_reference_read_of_decoded_frames(plan_json):
+    p = plan_json("--set", "data.access=decoded")["pipeline"]
+    # 1.5 GB/s / (1.5 x 1920 x 1080 bytes per frame / 256 tokens)
+    assert round(p["stages"]["read"]["tokens_per_second"]) == 123_457
+    assert p["stages"]["decode"]["tokens_per_second"] is None  # no decoder: infinite capacity
+    assert p["bottleneck"] == "read"
+    assert p["busy"] == pytest.approx(123_456.79 / 709_319.0, rel=1e-6)
+
+
+def test_tokens_per_frame_floors():
+    assert pl.tokens_per_frame(224, 14) == 256
+    assert pl.tokens_per_frame(384, 14) == 729  # 27.43 -> 27, floored not rounded
+    assert pl.tokens_per_frame(336, 14) == 576
+
+
+def _account(**over):
+    w = load_workload(None, [f"{k}={v}" for k, v in over.items()])
+    return pl.pipeline_account(**pipeline_inputs(w)), w
+
+
+@pytest.mark.parametrize("width,height,side,patch,params,cores,access,gop,nvdec", [
+    (1280, 720, 224, 14, 93e6, 8, "sequential", 30, False),
+    (3840, 2160, 384, 14, 300e6, 16, "sequential", 30, False),
+    (1920, 1080, 224, 16, 1e9, 4, "random", 60, False),
+    (1920, 1080, 224, 14, 93e6, 8, "sequential", 30, True),
+    (640, 480, 224, 14, 20e6, 2, "random", 12, True),
+])
+def test_states_derived_by_hand(width, height, side, patch, params, cores, access, gop, nvdec):
+    p, w = _account(**{"data.width": width, "data.height": height, "data.side": side, "data.patch": patch,
+                       "model.params": params, "cluster.cores": cores, "data.access": f'"{access}"',
+                       "data.gop": gop, "cluster.nvdec": str(nvdec).lower()})
+    n = (side // patch) ** 2
+    demand = 0.4 * H100_BF16 / (6 * params * n)
+    g = 1.0 if access == "sequential" else (gop + 1) / 2
+    scale = 1920 * 1080 / (width * height)
+    core_fps = 120 * scale
+    decoders = cores * core_fps + (7 * 771 * scale if nvdec else 0.0)
+    decode_fps = decoders / g  # frames used per second
+    read_fps = 1.5e9 / (g * 8e6 / (8 * 30))  # bytes per frame = g x bitrate / (8 fps)
+    transfer_fps = 25e9 / (3 * side * side)
+    supply = min(decode_fps, read_fps, transfer_fps)
+    assert p.tokens_per_frame == n
+    assert p.demand_fps == pytest.approx(demand)
+    assert p.supply_fps == pytest.approx(supply)
+    assert p.busy == pytest.approx(min(1.0, supply / demand))
+    assert p.pixels_per_token == pytest.approx(g * width * height / n)
+    engines_fps = 7 * 771 * scale if nvdec else 0.0
+    assert p.cores_needed == pytest.approx(max(0.0, demand * g - engines_fps) / core_fps)
+    assert p.cores_needed_cpu_only == pytest.approx(demand * g / core_fps)
+    assert p.threshold_params == pytest.approx(0.4 * H100_BF16 / (6 * n * supply))
+    expected = "accelerator" if supply >= demand else ("decode" if supply == decode_fps else "read")
+    assert p.bottleneck == expected
+
+
+def test_threshold_is_where_busy_reaches_one():
+    p, _ = _account()
+    at, _ = _account(**{"model.params": p.threshold_params})
+    assert at.busy == pytest.approx(1.0)
+    below, _ = _account(**{"model.params": p.threshold_params * 0.99})
+    assert below.busy < 1.0 and below.bottleneck == "decode"
+
+
+def test_prefetch_off_adds_load_to_compute():
+    p, _ = _account(**{"cluster.prefetch": "false"})
+    s, d = 960.0, 2770.777329749104
+    assert p.busy == pytest.approx(s / (s + d))  # step = load + compute
+
+
+def test_tokens_kind_read_and_tokenize():
+    p, _ = _account(**{"data.kind": '"tokens"', "training.tokens": "1e9", "data.bytes_per_token": 2,
+                       "data.tokenize_online": "true", "cluster.cores": 4, "model.params": 1e6})
+    demand = 0.4 * H100_BF16 / (6 * 1e6)
+    supply = min(1.5e9 / 2, 4 * 1e6, 25e9 / 2)
+    assert p.demand_tokens_per_second == pytest.approx(demand)
+    assert p.supply_tokens_per_second == pytest.approx(supply)
+    assert p.bottleneck == "tokenize"
+
+
+def test_vectorized_equals_scalar():
+    _, w = _account()
+    cores = np.arange(0, 40)
+    arr = pl.pipeline_arrays(**pipeline_inputs(w, cores=cores))
+    for c in (0, 7, 23, 24, 39):
+        one = pl.pipeline_account(**pipeline_inputs(w, cores=float(c)))
+        assert arr["busy"][c] == pytest.approx(one.busy)
+
+
+def test_more_cores_never_lower_busy_and_busy_at_most_one():
+    _, w = _account()
+    for access in ("sequential", "random", "decoded"):
+        for nvdec in (False, True):
+            arr = pl.pipeline_arrays(**pipeline_inputs(w, cores=np.linspace(0, 64, 257), access=access,
+                                                       nvdec=nvdec))
+            busy = arr["busy"]
+            assert np.all(np.diff(busy) >= -1e-15) and np.all(busy <= 1.0) and np.all(busy >= 0.0)
+
+
+def test_bill_by_hand():
+    r = build_report(load_workload())
+    b, p = r["bill"], r["pipeline"]
+    useful = 324_000 / p["demand_fps"]
+    wall = useful / p["busy"]
+    assert b["storage"] == pytest.approx(10.8 * 0.023)  # 10.8 GB for a month
+    assert b["transfer"] == pytest.approx(10.8 * 0.01)  # read once, sequentially
+    assert b["cores"] == pytest.approx(8 * wall / 3600 * 0.05)
+    assert b["idle_accelerator"] == pytest.approx((wall - useful) / 3600 * 3.0)
+    assert b["total"] == pytest.approx(b["bytes"] + b["cores"] + b["idle_accelerator"])
+    assert sum(b["shares"].values()) == pytest.approx(1.0)
+    # the decisions
+    assert b["epoch_seconds"] == pytest.approx(1000 * wall)
+    assert b["epoch_seconds_at_cores_needed"] == pytest.approx(1000 * useful)
+    extra_storage = (1007.7696 - 10.8) * 0.023
+    decode_per_epoch = 324_000 / 120 / 3600 * 0.05
+    assert b["decoded_break_even_epochs_per_month"] == pytest.approx(extra_storage / decode_per_epoch)
+    a = b["add_cores"]
+    assert a["cores_added"] == 16 and a["busy_after"] == 1.0
+    assert a["extra_core_cost"] == pytest.approx((24 * useful - 8 * wall) / 3600 * 0.05)
+    assert a["idle_removed"] == pytest.approx(b["idle_accelerator"])
+
+
+def test_verdict_names_the_cheapest_change(cli):
+    out = cli("plan").stdout
+    assert out.startswith("Decode binds: the accelerator is busy 34.6 %. 23.1 cores needed, 8 present: add 16 cores")
+
+
+def test_bill_terms_linear_in_hours():
+    kw = dict(demand_fps=2770.0, busy=0.35, cores=8, accelerator_hour=3.0, core_hour=0.05,
+              storage_gb_month=0.023, transfer_gb=0.01)
+    one = bill_mod.bill_per_hour(frames_per_hour=324_000, stored_bytes_per_hour=10.8e9, read_bytes_per_hour=10.8e9, **kw)
+    five = bill_mod.bill_per_hour(frames_per_hour=5 * 324_000, stored_bytes_per_hour=5 * 10.8e9,
+                                  read_bytes_per_hour=5 * 10.8e9, **kw)
+    for term in ("bytes", "cores", "idle_accelerator", "total"):
+        assert getattr(five, term) == pytest.approx(5 * getattr(one, term))
+
+
+def test_transport_share_independent_of_budget():
+    shares = [bill_mod.budget_split(b, 0.58, 10.0)["share"] for b in (1e3, 1e6, 3.7e8)]
+    assert shares == pytest.approx([0.058] * 3)
+    assert bill_mod.transport_share(0.58, 10.0) == pytest.approx(0.058)
+
+
+def test_sources_ranked_by_cost_per_useful_hour(tmp_path):
+    f = tmp_path / "w.toml"
+    f.write_text("""
+[[sources]]
+name = "fleet-4k"
+format = "video"
+price_hour = 4.0
+exchange_rate = 0.5
+width = 3840
+height = 2160
+bitrate = "20 Mbit/s"
+
+[[sources]]
+name = "vendor-decoded"
+format = "decoded"
+price_hour = 12.0
+exchange_rate = 0.9
+
+[[sources]]
+name = "lab-1080p"
+format = "video"
+price_hour = 8.0
+exchange_rate = 1.0
+""")
+    r = build_report(load_workload(f))
+    rows = r["bill"]["sources"]
+    assert [row["rank"] for row in rows] == [1, 2, 3]
+    costs = [row["cost_per_useful_hour"] for row in rows]
+    assert costs == sorted(costs)
+    for row in rows:
+        assert row["cost_per_useful_hour"] == pytest.approx(
+            (row["price_hour"] + row["transport_per_hour"]) / row["exchange_rate"])
+    lab = next(row for row in rows if row["name"] == "lab-1080p")
+    assert lab["transport_per_hour"] == pytest.approx(r["bill"]["total"])  # same format as the main data
