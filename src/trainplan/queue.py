@@ -99,6 +99,7 @@ class Variability:
             and self.decode_cv == 0.0
             and self.read_cv == 0.0
             and (self.keyframe_interval <= 1 or self.keyframe_cost == 1.0)
+            and self.read_latency_seconds == 0.0
         )
 
 
@@ -157,6 +158,7 @@ class StageUse:
 class QueueResult:
     busy: float  # accelerator busy fraction, simulated
     formula_busy: float  # min(1, S/D) on the spec's mean service times
+    sample_formula_busy: float  # the same formula on this sample's mean times (the measured frames)
     difference: float  # busy - formula_busy
     throughput_fps: float  # frames trained per second
     demand_fps: float  # 1 / step seconds
@@ -165,7 +167,7 @@ class QueueResult:
     utilisation: dict[str, float]  # busy fraction per stage: read, each decoder group, accelerator
     waits: dict[str, float]  # time-weighted waits, see `simulate`
     stages: tuple[StageUse, ...]
-    bottleneck: str  # the stage the simulation finds busiest (read, a decoder group, accelerator)
+    bottleneck: str  # the busiest stage, in §7's words: "read", "decode" or "accelerator"
     frames: int
     warmup_frames: int
     cooldown_frames: int
@@ -550,18 +552,34 @@ def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit:
     waits["mean_buffer_wait_seconds"] = float((A_f[measured] - E[measured]).mean())
     stages.append(StageUse("accelerator", 1, busy, 0.0, 1.0 - busy))
     utilisation["accelerator"] = busy
-    most = max(s.busy for s in stages)  # the busiest stage; the accelerator wins a tie (balanced)
-    bottleneck = next(s.name for s in reversed(stages) if s.busy >= most - 1e-9)
+    # The busiest of read, decode (every decoder pooled) and accelerator, in §7's words;
+    # the accelerator wins a tie (a balanced pipeline keeps it busy).
+    dec_units = sum(s.units for s in stages[1:-1])
+    pooled = {"read": r_busy, "accelerator": busy}
+    if dec_units:
+        pooled["decode"] = sum(s.busy * s.units for s in stages[1:-1]) / dec_units
+    most = max(pooled.values())
+    bottleneck = next(k for k in ("accelerator", "decode", "read") if k in pooled and pooled[k] >= most - 1e-9)
 
     timeline, trace = _timeline(
         spec, t0, window / (k1 - k0), timeline_limit, (read_start, read_done), (read_done, P),
         (S, C), (C, E), (A_f, A_f + step), E, A_f, who,
     )
     fb = formula_busy(spec)
+    mean_read = float((read_done - read_start)[measured].mean())
+    if no_decoder:
+        sample_fb = min(1.0, step / mean_read) if mean_read > 0 else 1.0
+    else:
+        mean_work = float(((C - S) / np.asarray(spec.decoder_seconds_per_frame)[who])[measured].mean())
+        supply = sum(1.0 / (mean_work * d) for d in spec.decoder_seconds_per_frame)
+        if mean_read > 0:
+            supply = min(supply, 1.0 / mean_read)
+        sample_fb = min(1.0, supply * step)
     v = spec.variability
     return QueueResult(
         busy=busy,
         formula_busy=fb,
+        sample_formula_busy=sample_fb,
         difference=busy - fb,
         throughput_fps=throughput,
         demand_fps=1.0 / step,
@@ -576,7 +594,7 @@ def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit:
         cooldown_frames=cooldown,
         window_seconds=window,
         seed=spec.seed,
-        variability=None if v is None or (v.is_off and not v.read_latency_seconds) else asdict(v) | {
+        variability=None if v is None or v.is_off else asdict(v) | {
             "empirical_decode_seconds": len(v.empirical_decode_seconds)},
         timeline=timeline,
         buffer_trace=trace,
@@ -672,3 +690,147 @@ def buffer_sweep(spec: QueueSpec, buffers: tuple[int, ...], times: ServiceTimes 
         rows.append({"buffer_frames": int(b), "busy": r.busy, "formula_busy": r.formula_busy,
                      "difference": r.difference, "mean_buffer_frames": r.mean_buffer_frames})
     return rows
+
+
+# ---------------------------------------------------------------- from the pipeline account (§7)
+
+
+def queue_spec_from_pipeline(
+    account: Any,
+    buffer_frames: int = 64,
+    frames: int = 100_000,
+    seed: int = 0,
+    variability: Variability | None = None,
+    read_ahead_frames: int | None = None,
+) -> tuple[QueueSpec, list[str]]:
+    """The queue of a `pipeline.PipelineAccount` (one accelerator), and notes on what it leaves out.
+
+    Times are per frame used: a used frame costs g decoded frames (g = decoded_per_used,
+    (G+1)/2 for random access), so a core decodes a used frame in g / core_fps seconds
+    and an engine in g / engine_fps. Fractional cores (cores = 23.5) become 23 whole
+    decoders and one at half speed, which keeps the total rate exact. Pre-decoded frames
+    (g = 0) have no decoder. The reader is the storage link; host-to-device transfer is
+    not a stage of the queue, and where it (or a tokenizer) is slower than read and
+    decode it is folded into the serial reader so that the capacity still binds (noted).
+    """
+    if getattr(account, "kind", "video") != "video":
+        raise UserError("data.kind", "video: the queue simulates frames (token data has no decoder to queue on)")
+    notes: list[str] = []
+    n = float(account.tokens_per_frame)
+    g = float(account.decoded_per_used)
+    demand = float(account.demand_fps)
+    if not (demand > 0 and math.isfinite(demand)):
+        raise UserError("pipeline.demand_fps", f"a finite demand > 0 frames/s, got {demand!r}")
+    stage = account.stage_tokens_per_second
+    read_fps = float(stage["read"]) / n
+    serial_fps = read_fps
+    for other in ("tokenize", "transfer"):
+        fps_other = float(stage.get(other, math.inf)) / n
+        if fps_other < min(serial_fps, float(stage["decode"]) / n):
+            notes.append(f"{other} ({fps_other:.6g} frames/s) binds before read and decode; "
+                         f"the simulated reader carries its time")
+            serial_fps = fps_other
+    decoders: list[float] = []
+    names: list[str] = []
+    if g > 0:
+        core_fps = float(account.core_fps)
+        cores = float(account.cores)
+        whole = int(math.floor(cores + 1e-9))
+        frac = cores - whole
+        decoders += [g / core_fps] * whole
+        names += ["cpu"] * whole
+        if frac > 1e-9:
+            decoders.append(g / (core_fps * frac))
+            names.append("cpu")
+            notes.append(f"{cores:g} cores: {whole} decoders and one at {frac:.3g} of a core's speed")
+        engines = int(round(float(account.video_decoders)))
+        if engines > 0:
+            engine_fps = (float(account.decoder_fps) - cores * core_fps) / engines
+            decoders += [g / engine_fps] * engines
+            names += ["nvdec"] * engines
+        if not decoders:
+            raise UserError("cluster.cores", "at least one decoder (a CPU core or a video engine) for encoded video")
+    if not getattr(account, "prefetch", True):
+        notes.append("cluster.prefetch is false: the formula's busy is S/(S+D); the queue always overlaps "
+                     "loading with compute, so it is compared with min(1, S/D)")
+    spec = QueueSpec(
+        read_seconds_per_frame=0.0 if math.isinf(serial_fps) else 1.0 / serial_fps,
+        decoder_seconds_per_frame=tuple(decoders),
+        step_seconds_per_frame=1.0 / demand,
+        buffer_frames=int(buffer_frames),
+        frames=int(frames),
+        seed=int(seed),
+        variability=variability,
+        decoder_names=tuple(names),
+        read_ahead_frames=read_ahead_frames,
+    )
+    return spec, notes
+
+
+def queue_spec_from_workload(
+    workload: Any,
+    frames: int = 100_000,
+    seed: int = 0,
+    variability: Variability | None = None,
+    buffer_frames: int | None = None,
+) -> tuple[QueueSpec, Any, list[str]]:
+    """The queue of a `Workload` (data.buffer sizes the buffer): spec, its PipelineAccount, notes."""
+    from trainplan import pipeline as pipeline_mod
+    from trainplan.plan import pipeline_inputs
+
+    account = pipeline_mod.pipeline_account(**pipeline_inputs(workload))
+    b = workload.data.buffer if buffer_frames is None else buffer_frames
+    spec, notes = queue_spec_from_pipeline(account, b, frames, seed, variability)
+    return spec, account, notes
+
+
+def simulated_check(
+    workload_or_account: Any,
+    frames: int = 200_000,
+    seed: int = 0,
+    variability: Variability | None = None,
+    buffer_frames: int | None = None,
+) -> dict[str, Any]:
+    """The simulated busy fraction next to the formula's, for `trainplan plan --simulate`.
+
+    Accepts a Workload or a pipeline.PipelineAccount. Keys: `busy` (simulated),
+    `formula_busy` (min(1, S/D) of the simulated stages, §7's busy when prefetching),
+    `difference` (busy - formula_busy), `pipeline_busy` (the plan's figure), and the
+    simulation's throughput, bottleneck, buffer, frames, seed and notes. Token data has
+    no queue: then `busy` is None and a note says why.
+    """
+    if hasattr(workload_or_account, "stage_tokens_per_second"):
+        account = workload_or_account
+        buffer = 64 if buffer_frames is None else buffer_frames
+        if getattr(account, "kind", "video") != "video":
+            return _no_queue(account)
+        spec, notes = queue_spec_from_pipeline(account, buffer, frames, seed, variability)
+    else:
+        if workload_or_account.data.kind != "video":
+            from trainplan import pipeline as pipeline_mod
+            from trainplan.plan import pipeline_inputs
+
+            return _no_queue(pipeline_mod.pipeline_account(**pipeline_inputs(workload_or_account)))
+        spec, account, notes = queue_spec_from_workload(workload_or_account, frames, seed, variability, buffer_frames)
+    r = simulate(spec, timeline_limit=0)
+    return {
+        "busy": r.busy,
+        "formula_busy": r.formula_busy,
+        "difference": r.difference,
+        "pipeline_busy": float(account.busy),
+        "throughput_fps": r.throughput_fps,
+        "demand_fps": r.demand_fps,
+        "bottleneck": r.bottleneck,
+        "mean_buffer_frames": r.mean_buffer_frames,
+        "buffer_frames": spec.buffer_frames,
+        "frames": spec.frames,
+        "seed": spec.seed,
+        "variability": r.variability,
+        "notes": notes,
+    }
+
+
+def _no_queue(account: Any) -> dict[str, Any]:
+    return {"busy": None, "formula_busy": float(account.busy), "difference": None,
+            "pipeline_busy": float(account.busy),
+            "notes": ["token data: no decode stage to queue on, nothing simulated"]}

@@ -1,0 +1,341 @@
+"""The queue of SPEC §8: by hand, against SimPy, and against the formula of §7."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simpy_reference import simulate_simpy  # noqa: E402
+
+from trainplan import pipeline as pipeline_mod  # noqa: E402
+from trainplan.errors import UserError  # noqa: E402
+from trainplan.queue import (  # noqa: E402
+    QueueSpec,
+    Variability,
+    buffer_sweep,
+    formula_busy,
+    queue_spec_from_pipeline,
+    run,
+    sample_service_times,
+    simulate,
+    simulated_check,
+)
+
+# SPEC §7 reference point, per frame: 8 cores at 120 frames/s of 1080p, demand 2,770.78
+# frames/s (0.4 x 989.5e12 / (6 x 93e6 x 256)), a frame of 8 Mbit/s / 30 fps / 8 = 33,333
+# bytes read at 1.5 GB/s.
+DEMAND = 0.4 * 989.5e12 / (6 * 93e6 * 256)
+READ = 8e6 / 30 / 8 / 1.5e9
+DEFAULT = QueueSpec(READ, (1 / 120,) * 8, 1 / DEMAND, frames=20_000)
+
+
+def test_reference_point_numbers():
+    assert DEMAND == pytest.approx(2770.78, abs=0.01)
+    assert formula_busy(DEFAULT) == pytest.approx(960 / DEMAND)  # 34.6 %, decode binds
+    r = simulate(DEFAULT)
+    assert r.busy == pytest.approx(0.3465, abs=5e-4)
+    assert r.throughput_fps == pytest.approx(960, rel=1e-9)
+    assert r.bottleneck == "decode"
+
+
+# ---------------------------------------------------------------- by hand
+
+
+def test_small_queue_by_hand():
+    """read 1 s, one decoder 2 s, step 3 s, buffer 1.
+
+    frame 0: read by 1, decoded 1-3, enters 3, step 3-6.
+    frame 1: read by 2, decoded 3-5, enters 5 (frame 0 left at 3), step 6-9.
+    frame 2: decoded 5-7, enters 7 (frame 1 left at 6), step 9-12.
+    frame 3: decoded 7-9, enters 9 (frame 2 left at 9), step 12-15.
+    frame 4: decoded 9-11, buffer holds frame 3 until 12: blocked 11-12, step 15.
+    frame 5: decoded 12-14, enters 15 (frame 4 leaves at 15), step 18.
+    """
+    spec = QueueSpec(1.0, (2.0,), 3.0, buffer_frames=1, frames=100)
+    tr = run(spec)
+    assert tr.read_done[:6].tolist() == [1, 2, 3, 4, 5, 6]
+    assert tr.decode_start[:6].tolist() == [1, 3, 5, 7, 9, 12]
+    assert tr.decode_done[:6].tolist() == [3, 5, 7, 9, 11, 14]
+    assert tr.enter_buffer[:6].tolist() == [3, 5, 7, 9, 12, 15]
+    assert tr.step_start[:6].tolist() == [3, 6, 9, 12, 15, 18]
+    r = simulate(spec)
+    assert r.busy == pytest.approx(1.0)  # the accelerator binds: 1/3 < 1/2 < 1
+    assert r.bottleneck == "accelerator"
+    # the decoder decodes 2 s of every 3 and is blocked the other 1 s
+    (dec,) = [s for s in r.stages if s.name == "decoder"]
+    assert dec.busy == pytest.approx(2 / 3, abs=0.02)
+    assert dec.blocked == pytest.approx(1 / 3, abs=0.02)
+
+
+def test_two_decoders_take_frames_in_turn():
+    """Reads at 1, 2, 3...; decoders of 3 s: frames alternate, the first free takes the next."""
+    spec = QueueSpec(1.0, (3.0, 3.0), 0.1, frames=100)
+    tr = run(spec)
+    assert tr.decoder[:6].tolist() == [0, 1, 0, 1, 0, 1]
+    assert tr.decode_start[:6].tolist() == [1, 2, 4, 5, 7, 8]
+    r = simulate(spec)
+    assert r.throughput_fps == pytest.approx(2 / 3, rel=1e-6)  # decode binds: 2 x 1/3 < 1
+    assert r.busy == pytest.approx(0.1 * 2 / 3, rel=1e-6)
+
+
+def test_pre_decoded_frames_have_no_decoder():
+    spec = QueueSpec(2e-3, (), 1e-3, frames=2000)
+    r = simulate(spec)
+    assert formula_busy(spec) == 0.5
+    assert r.busy == pytest.approx(0.5)
+    assert r.bottleneck == "read"
+    assert set(r.utilisation) == {"read", "accelerator"}
+
+
+def test_littles_law_on_the_buffer():
+    spec = replace(DEFAULT, step_seconds_per_frame=1 / 950, variability=Variability("lognormal", 0.8))
+    r = simulate(spec, timeline_limit=0)
+    assert r.mean_buffer_frames == pytest.approx(r.throughput_fps * r.waits["mean_buffer_wait_seconds"], rel=0.02)
+
+
+# ---------------------------------------------------------------- sampling
+
+
+def test_keyframes_keep_a_gops_mean():
+    v = Variability(keyframe_interval=30, keyframe_cost=4.0)
+    t = sample_service_times(replace(DEFAULT, frames=3000, variability=v))
+    w = t.decode_work
+    assert w[0] == pytest.approx(4 * w[1])
+    assert w[30] == w[0] and w[31] == w[1]
+    assert w[:30].mean() == pytest.approx(1.0)
+    assert w[0] == pytest.approx(4 * 30 / 33)  # normal frames cost 30/33, keyframes 4 x that
+
+
+@pytest.mark.parametrize("dist,cv", [("lognormal", 0.5), ("exponential", 1.0)])
+def test_distributions_have_mean_one_and_their_cv(dist, cv):
+    t = sample_service_times(replace(DEFAULT, frames=200_000, variability=Variability(dist, cv)))
+    w = t.decode_work
+    assert w.mean() == pytest.approx(1.0, abs=0.01)
+    assert w.std() / w.mean() == pytest.approx(cv, abs=0.02)
+
+
+def test_empirical_sample_is_resampled_scaled_to_the_decoders_mean():
+    probe = (0.010, 0.008, 0.030, 0.008, 0.009)  # seconds per frame from a probe
+    t = sample_service_times(replace(DEFAULT, frames=50_000, variability=Variability(
+        "empirical", empirical_decode_seconds=probe)))
+    allowed = {round(x / np.mean(probe), 12) for x in probe}
+    assert set(np.round(t.decode_work, 12)) <= allowed
+    assert t.decode_work.mean() == pytest.approx(1.0, abs=0.02)
+
+
+def test_read_latency_is_paid_per_frame_and_in_the_formula():
+    spec = QueueSpec(1e-3, (), 1e-3, frames=2000, variability=Variability(read_latency_seconds=1e-3))
+    assert formula_busy(spec) == pytest.approx(0.5)
+    assert simulate(spec).busy == pytest.approx(0.5)
+
+
+def test_seeded_and_reproducible():
+    spec = replace(DEFAULT, step_seconds_per_frame=1 / 950, variability=Variability("lognormal", 0.5),
+                   frames=5000)
+    a, b = simulate(spec), simulate(spec)
+    assert a.busy == b.busy and a.timeline == b.timeline
+    assert simulate(replace(spec, seed=1)).mean_buffer_frames != a.mean_buffer_frames
+
+
+@pytest.mark.parametrize("change,key", [
+    (dict(step_seconds_per_frame=0.0), "simulate.step_seconds_per_frame"),
+    (dict(buffer_frames=0), "simulate.buffer_frames"),
+    (dict(decoder_seconds_per_frame=(0.01, -1.0)), "simulate.decoder_seconds_per_frame"),
+    (dict(frames=10), "simulate.frames"),
+    (dict(variability=Variability("gamma")), "simulate.decode"),
+    (dict(variability=Variability("exponential", 0.5)), "simulate.cv"),
+    (dict(variability=Variability("empirical")), "simulate.empirical"),
+])
+def test_bad_input_names_the_key(change, key):
+    with pytest.raises(UserError) as err:
+        simulate(replace(DEFAULT, **change))
+    assert err.value.where == key
+
+
+# ---------------------------------------------------------------- against SimPy
+
+SIMPY_CASES = {
+    "default": DEFAULT,
+    "accelerator-bound": replace(DEFAULT, step_seconds_per_frame=1 / 900),
+    "lognormal": replace(DEFAULT, step_seconds_per_frame=1 / 950, variability=Variability("lognormal", 0.7)),
+    "everything": replace(DEFAULT, step_seconds_per_frame=1 / 960, variability=Variability(
+        "exponential", read_cv=0.3, keyframe_interval=30, keyframe_cost=3, read_latency_seconds=1e-4)),
+    "heterogeneous": replace(DEFAULT, decoder_seconds_per_frame=(1 / 120,) * 4 + (1 / 771,) * 3,
+                             step_seconds_per_frame=1 / 2500, buffer_frames=4,
+                             variability=Variability("lognormal", 1.0)),
+    "empirical": replace(DEFAULT, step_seconds_per_frame=1 / 940, buffer_frames=8, variability=Variability(
+        "empirical", empirical_decode_seconds=(0.007, 0.008, 0.02, 0.0075))),
+    "read-ahead-bound": replace(DEFAULT, read_seconds_per_frame=1 / 1000, read_ahead_frames=3,
+                                step_seconds_per_frame=1 / 950,
+                                variability=Variability("lognormal", 0.7, read_cv=0.5)),
+    "no-decoder": QueueSpec(1 / 1000, (), 1 / 950, buffer_frames=16, variability=Variability(read_cv=0.5)),
+}
+
+
+@pytest.mark.parametrize("name", list(SIMPY_CASES))
+def test_same_as_simpy_on_the_same_sample(name):
+    spec = replace(SIMPY_CASES[name], frames=6000)
+    t = sample_service_times(spec)
+    ours = simulate(spec, t, timeline_limit=0)
+    trace = run(spec, t)
+    ref = simulate_simpy(t.read_seconds, t.decode_work, spec.decoder_seconds_per_frame, t.step_seconds,
+                         spec.buffer_frames, spec.read_ahead_frames)
+    assert ours.busy == pytest.approx(ref.busy, abs=1e-9)
+    assert ours.mean_buffer_frames == pytest.approx(ref.mean_buffer_frames, rel=1e-6, abs=1e-9)
+    # frame by frame: when each step began, when each frame entered the buffer
+    np.testing.assert_allclose(trace.step_start, ref.step_start, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(trace.enter_buffer, ref.enter_buffer, rtol=0, atol=1e-9)
+    if spec.decoder_seconds_per_frame:
+        dec = [s for s in ours.stages if s.name not in ("read", "accelerator")]
+        pooled = sum(s.busy * s.units for s in dec) / sum(s.units for s in dec)
+        assert pooled == pytest.approx(ref.decoder_busy, abs=1e-9)
+
+
+# ---------------------------------------------------------------- against the formula (variability off)
+
+
+def _grid() -> list[tuple[str, QueueSpec]]:
+    cases = []
+    for c in (1, 2, 3, 8, 13, 32):
+        supply = c * 120.0
+        for busy in (0.1, 0.35, 0.7, 0.95, 1.0, 1.3):  # 1.3: demand below supply, accelerator binds
+            cases.append((f"{c}cpu-busy{busy}", QueueSpec(READ, (1 / 120,) * c, busy / supply, frames=20_000)))
+    for cores, engines in ((4, 7), (8, 5), (1, 1), (16, 3)):
+        dec = (1 / 120,) * cores + (1 / 771,) * engines
+        supply = cores * 120 + engines * 771
+        for busy in (0.2, 0.6, 0.99, 1.2):
+            cases.append((f"{cores}cpu+{engines}nvdec-busy{busy}", QueueSpec(READ, dec, busy / supply, frames=20_000)))
+    for read_fps in (500.0, 900.0):  # read-bound: decoders could do 960
+        for busy in (0.3, 0.9, 1.1):
+            cases.append((f"read{read_fps}-busy{busy}",
+                          QueueSpec(1 / read_fps, (1 / 120,) * 8, busy / read_fps, frames=20_000)))
+    cases.append(("odd-rates", QueueSpec(1 / 777.7, (1 / 97.3, 1 / 123.4, 1 / 55.5, 1 / 800.1), 1 / 601.3,
+                                         buffer_frames=3, frames=20_000)))
+    return cases
+
+
+def test_agrees_with_the_formula_within_a_point_over_a_grid():
+    worst = 0.0
+    for name, spec in _grid():
+        r = simulate(spec, timeline_limit=0)
+        assert abs(r.difference) < 0.01, (name, r.busy, r.formula_busy)
+        worst = max(worst, abs(r.difference))
+    assert worst < 0.005
+
+
+def _pipeline_states():
+    """States of §7's pipeline: resolutions, models, cores, access patterns, video engines on/off."""
+    base = dict(kind="video", mfu=0.4, peak_flops=989.5e12, core_fps_1080p=120.0, video_decoders=7,
+                nvdec_fps_1080p=771.0, link=1.5e9, host_to_device=25e9, fps=30.0, cameras=3, bitrate=8e6,
+                gop=30, side=224, patch=14)
+    for (w, h) in ((640, 480), (1920, 1080), (3840, 2160)):
+        for params in (20e6, 93e6, 1e9):
+            for cores in (2, 8, 23.1, 48):
+                for access in ("sequential", "random", "decoded"):
+                    for nvdec in (False, True):
+                        if access == "decoded" and nvdec:
+                            continue
+                        yield dict(base, width=w, height=h, params=params, cores=cores, access=access,
+                                   nvdec=nvdec)
+    # a slow link: read binds
+    yield dict(base, width=1920, height=1080, params=93e6, cores=8, access="decoded", nvdec=False, link=5e8)
+    yield dict(base, width=1920, height=1080, params=20e6, cores=64, access="sequential", nvdec=True, link=2e7)
+
+
+def test_agrees_with_the_pipeline_formula_in_every_state():
+    seen_bottlenecks = set()
+    n = 0
+    for args in _pipeline_states():
+        account = pipeline_mod.pipeline_account(**args)
+        spec, _notes = queue_spec_from_pipeline(account, frames=8000)
+        r = simulate(spec, timeline_limit=0)
+        assert abs(r.busy - account.busy) < 0.01, (args, r.busy, account.busy)
+        assert r.formula_busy == pytest.approx(account.busy, rel=1e-9)
+        seen_bottlenecks.add(account.bottleneck)
+        n += 1
+    assert {"read", "decode", "accelerator"} <= seen_bottlenecks
+    assert n > 150
+
+
+def test_simulated_check_keys():
+    account = pipeline_mod.pipeline_account(
+        kind="video", params=93e6, mfu=0.4, peak_flops=989.5e12, cores=8, core_fps_1080p=120.0, link=1.5e9,
+        host_to_device=25e9, cameras=3)
+    out = simulated_check(account, frames=10_000)
+    assert {"busy", "formula_busy", "difference"} <= set(out)
+    assert out["busy"] == pytest.approx(0.346, abs=1e-3)
+    assert abs(out["difference"]) < 1e-6
+    json.dumps(out)
+
+
+def test_fractional_cores_keep_the_total_rate():
+    account = pipeline_mod.pipeline_account(
+        kind="video", params=93e6, mfu=0.4, peak_flops=989.5e12, cores=2.5, core_fps_1080p=120.0, link=1.5e9,
+        host_to_device=25e9)
+    spec, notes = queue_spec_from_pipeline(account)
+    assert sum(1 / d for d in spec.decoder_seconds_per_frame) == pytest.approx(300.0)
+    assert len(spec.decoder_seconds_per_frame) == 3 and notes
+
+
+# ---------------------------------------------------------------- variability on
+
+
+def test_variability_loses_busy_and_a_bigger_buffer_recovers_it():
+    # Supply 960 frames/s against a demand of 900: the formula says 100 % busy.
+    spec = replace(DEFAULT, step_seconds_per_frame=1 / 900, frames=30_000,
+                   variability=Variability("lognormal", 1.0, keyframe_interval=30, keyframe_cost=3))
+    rows = buffer_sweep(spec, (1, 4, 16, 64, 256))
+    busy = [r["busy"] for r in rows]
+    assert all(b <= r["formula_busy"] + 1e-9 for b, r in zip(busy, rows))
+    assert busy[0] < 0.95  # a one-frame buffer loses > 5 points
+    assert all(b2 >= b1 - 0.002 for b1, b2 in zip(busy, busy[1:]))  # monotone, up to sampling noise
+    assert 1 - busy[-1] < 0.25 * (1 - busy[0])  # 256 frames recover most of the loss
+
+
+@pytest.mark.parametrize("variability", [
+    Variability("exponential"),
+    Variability("lognormal", 0.5, read_cv=0.5),
+    Variability(keyframe_interval=30, keyframe_cost=10),
+])
+@pytest.mark.parametrize("demand", [700.0, 960.0, 1200.0, 3000.0])
+def test_formula_is_an_upper_bound_with_variability(variability, demand):
+    spec = replace(DEFAULT, step_seconds_per_frame=1 / demand, frames=20_000, buffer_frames=8,
+                   variability=variability)
+    r = simulate(spec, timeline_limit=0)
+    # The sample's own mean decode time wanders by ~cv/sqrt(frames) from the spec's, so the
+    # bound is the formula on the sample's means; the window's edges allow ~(c + B)/frames.
+    assert r.busy <= r.sample_formula_busy + 0.002
+    assert r.sample_formula_busy == pytest.approx(r.formula_busy, abs=0.03)
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def test_timeline_is_who_was_busy_when():
+    spec = replace(DEFAULT, step_seconds_per_frame=1 / 950, variability=Variability("lognormal", 0.5),
+                   frames=5000)
+    r = simulate(spec, timeline_limit=300)
+    assert 0 < len(r.timeline) <= 300
+    lanes = {i.lane for i in r.timeline}
+    assert "accelerator" in lanes and any(lane.startswith("decoder[") for lane in lanes)
+    by_lane: dict[str, list] = {}
+    for i in r.timeline:
+        assert i.end > i.start
+        by_lane.setdefault(i.lane, []).append(i)
+    for intervals in by_lane.values():  # one unit does one thing at a time
+        intervals.sort(key=lambda i: i.start)
+        for a, b in zip(intervals, intervals[1:]):
+            assert b.start >= a.end - 1e-12
+    assert all(0 <= level <= spec.buffer_frames for _, level in r.buffer_trace)
+    d = r.to_dict()
+    json.dumps(d)
+    assert d["timeline"][0].keys() == {"who", "state", "start", "end"}
+    assert not any(math.isnan(v) for v in d["utilisation"].values())
