@@ -174,3 +174,18 @@ def test_formats(cli, tmp_path):
     out = tmp_path / "r.json"
     res = cli("plan", "--format", "json", "--output", str(out))
     assert res.returncode == 0 and out.read_text().startswith("{")
+
+
+def test_hf_config_workload_gets_the_exact_count_not_the_default_model(plan_json):
+    r = plan_json(str(EXAMPLES / "llama2-7b-pretrain.toml"))
+    assert r["workload"]["params"] == 6_738_415_616
+    # 32 layers x width 4096 from the config size the activations: b S d bytes L k, selective keeps 23/34 of 17
+    assert r["memory"]["activation_bytes"] == pytest.approx(1 * 4096 * 4096 * 2 * 32 * 17 * 23 / 34)
+    # ZeRO-1 over 256 devices: weights and grads whole, optimizer (fp32 master + moments) sharded
+    assert r["memory"]["state_bytes"] == pytest.approx(6_738_415_616 * (2 + 2 + 12 / 256))
+
+
+def test_params_alone_do_not_inherit_the_default_shape():
+    w = load_workload(None, ["model.params=7e9"])
+    assert w.model.layers is None and w.model.width is None
+    assert load_workload().model.params == 93e6 and load_workload().model.width == 768

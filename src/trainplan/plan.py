@@ -50,8 +50,9 @@ def resolve_model(w: Workload) -> ModelFacts:
             count = params_mod.count_from_shape(
                 m.layers, m.width, m.vocab or 0, m.ffn_width, m.heads, m.kv_heads, m.family, m.tied,
                 m.experts, m.experts_per_token)
-        except UserError:
-            raise
+        except UserError as err:  # name the workload key, not the function argument
+            where = err.where if err.where.startswith("model.") else f"model.{err.where}"
+            raise UserError(where, err.expected) from None
         except (ValueError, TypeError) as err:
             raise UserError("model", f"expected a consistent shape ({err})") from None
         source = f"counted from the shape ({count.family})"

@@ -68,7 +68,8 @@ CarbonIntensity = Annotated[float, _unit("carbon")]
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=False, frozen=True)
+    # allow_inf_nan=False: plain float fields (cores, hours, epochs...) refuse inf and nan too
+    model_config = ConfigDict(extra="forbid", validate_default=False, frozen=True, allow_inf_nan=False)
 
 
 def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - reads as a declaration
@@ -80,9 +81,11 @@ def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - rea
 
 
 class ModelSection(Section):
-    params: Count | None = Q(93e6, "assumed: the 93 M-parameter video model of SPEC §7's reference point", gt=0)
-    layers: Whole | None = Q(12, "assumed: a ViT-Base shape (Dosovitskiy et al. 2021), 12 layers", gt=0)
-    width: Whole | None = Q(768, "assumed: a ViT-Base shape, width 768", gt=0)
+    params: Count | None = Q(None, "assumed (no model given): the 93 M-parameter video model of SPEC §7's "
+                             "reference point", gt=0)
+    layers: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape (Dosovitskiy et al. 2021), "
+                             "12 layers", gt=0)
+    width: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape, width 768", gt=0)
     vocab: Whole | None = Q(None, "none: a vision model has no vocabulary", gt=0)
     ffn_width: Whole | None = Q(None, "none: 4 x width, the standard block of SPEC §2", gt=0)
     heads: Whole | None = Q(None, "none: width / 64 when needed (64-wide heads, GPT-2/ViT convention)", gt=0)
@@ -397,7 +400,16 @@ def load_workload(
     return workload
 
 
+# The model of the built-in default workload (SPEC §7's reference point), used only when the
+# workload names no model at all: a user's model.params or config.json must not inherit its shape.
+DEFAULT_MODEL = {"params": 93e6, "layers": 12, "width": 768}
+MODEL_IDENTITY_KEYS = ("params", "layers", "width", "hf_config")
+
+
 def build_workload(doc: dict[str, Any]) -> Workload:
+    model = doc.get("model")
+    if model is None or (isinstance(model, dict) and not any(k in model for k in MODEL_IDENTITY_KEYS)):
+        doc = {**doc, "model": {**DEFAULT_MODEL, **(model or {})}}
     try:
         workload = Workload.model_validate(doc)
     except ValidationError as err:
