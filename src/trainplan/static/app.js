@@ -198,6 +198,7 @@ function renderBill(b) {
   if (b.per_epochs && b.per_epochs["10"] !== undefined) {
     const li = document.createElement("li");
     li.id = "bill-ten-epochs";
+    li.className = "plain";
     li.textContent = `over ten epochs ${dollars(b.per_epochs["10"])}`;
     list.append(li);
   }
