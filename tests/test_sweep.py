@@ -1,0 +1,147 @@
+"""trainplan sweep: the vectorized grid agrees with plan.build_report point by point."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+import numpy as np
+import pytest
+
+from trainplan import sweep
+from trainplan.errors import UserError
+from trainplan.plan import build_report
+from trainplan.render import flatten
+from trainplan.workload import load_workload
+
+
+def _same(got, want) -> bool:
+    if want is None:  # the report writes inf/nan as null
+        return isinstance(got, (float, np.floating)) and not math.isfinite(got)
+    if isinstance(want, bool):
+        return bool(got) == want
+    if isinstance(want, str):
+        return str(got) == want
+    return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _check_agrees(sets: list[str], varies: list[str]) -> int:
+    result = sweep.sweep(None, sets, varies)
+    checked = 0
+    for row in sweep.rows(result):
+        point = sets + [f"{k}={sweep._override(row[k])}" for k in result.keys]
+        report = flatten(build_report(load_workload(None, point)))
+        for column, value in row.items():
+            if column in result.keys:
+                continue
+            if column not in report:  # a figure the plan leaves out at this point is NaN in the sweep
+                assert np.isnan(value), f"{column} is not a figure of the report at {point}"
+                continue
+            assert _same(value, report[column]), f"{column} at {point}: sweep {value!r}, plan {report[column]!r}"
+            checked += 1
+    return checked
+
+
+def test_video_grid_agrees_with_build_report_for_every_column():
+    # cores 0 starves the accelerator (busy 0, wall time infinite); count 4 applies scaling efficiency;
+    # the access pattern is looped, the rest vectorized.
+    n = _check_agrees(["cluster.mfu=0.35"], [
+        "cluster.cores=0:24:12", "cluster.count=1,4", "training.micro_batch=4:64:x4",
+        "data.access=sequential,random,decoded", "data.bitrate=4Mbit/s:8Mbit/s:4Mbit/s",
+    ])
+    assert n > 70 * 3 * 2 * 3 * 3 * 2
+
+
+def test_token_grid_agrees_with_build_report_for_every_column():
+    sets = ["data.kind=tokens", "training.tokens=2e9", "model.layers=16", "model.width=2048",
+            "cluster.accelerator=a100-sxm-80gb", "data.tokenize_online=true"]
+    _check_agrees(sets, [
+        "model.params=1e8:1e10:x10", "training.zero=0,3", "cluster.count=1:8:7", "cluster.link=1GB/s:2GB/s:1GB/s",
+        "training.recompute=none,full", "storage.checkpoints_kept=1,3", "prices.data_hour=0,10",
+    ])
+
+
+def test_shape_and_tokens_keys_are_vectorized_and_agree():
+    sets = ["training.recompute=selective", "model.params=93e6", "model.layers=12", "model.width=768"]
+    base = load_workload(None, sets)
+    assert all(sweep._vectorizable(base, sweep.parse_vary(v), lambda e: load_workload(None, sets + [e]))
+               for v in ("model.width=512,1024", "model.layers=6,12", "model.params=1e8,2e8"))
+    # on the default workload, naming model.params alone names a new model (no shape): looped
+    default = load_workload(None, [])
+    assert not sweep._vectorizable(default, sweep.parse_vary("model.params=1e8,2e8"),
+                                   lambda e: load_workload(None, [e]))
+    _check_agrees(sets, [
+        "model.params=1e8:2e8:1e8",
+        "model.width=512:1024:512", "model.layers=6:12:6", "data.hours=10,1000", "training.epochs=1,3",
+        "cluster.headroom=0,0.2", "storage.write_rate=1GB/s,2GB/s", "prices.storage_months=1,2",
+    ])
+
+
+def test_grid_syntax():
+    assert sweep.parse_vary("cluster.cores=8:12").values == (8, 9, 10, 11, 12)  # STOP included, STEP 1
+    assert sweep.parse_vary("cluster.cores=8:20:4").values == (8, 12, 16, 20)
+    assert sweep.parse_vary("cluster.cores=8:20:5").values == (8, 13, 18)
+    assert sweep.parse_vary("cluster.mfu=0.1:0.3:0.1").values == pytest.approx((0.1, 0.2, 0.3))
+    assert sweep.parse_vary("cluster.link=1GB/s:4GB/s:1GB/s").values == (1e9, 2e9, 3e9, 4e9)
+    assert sweep.parse_vary("training.micro_batch=1:64:x2").values == (1, 2, 4, 8, 16, 32, 64)
+    assert sweep.parse_vary("model.params=1e8:1e10:x10").values == pytest.approx((1e8, 1e9, 1e10))
+    assert sweep.parse_vary("data.bitrate=4 Mbit/s,8 Mbit/s").values == (4e6, 8e6)
+    axis = sweep.parse_vary("cluster.accelerator=h100-sxm,a100-sxm-80gb")
+    assert axis.values == ("h100-sxm", "a100-sxm-80gb") and not axis.numeric
+
+
+@pytest.mark.parametrize("spec", [
+    "cluster.cores", "cluster.corez=1:2", "cluster.cores=4:2", "cluster.cores=1:4:0", "cluster.mfu=0.5:1.5:0.5",
+    "training.micro_batch=1:4:0.5", "cluster.cores=1:8:x1", "data.access=1:3", "cluster.link=1:2:3:4",
+])
+def test_bad_grids_are_user_errors(spec):
+    with pytest.raises(UserError):
+        sweep.parse_vary(spec)
+
+
+def test_rows_follow_the_order_of_the_varies():
+    r = sweep.sweep(None, [], ["data.access=sequential,random", "cluster.cores=8,16"])
+    assert list(r.columns["data.access"]) == ["sequential", "sequential", "random", "random"]
+    assert list(r.columns["cluster.cores"]) == [8, 16, 8, 16]
+
+
+def test_cli_csv_columns(cli):
+    res = cli("sweep", "--vary", "cluster.cores=8:24:8", "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    table = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert [float(r["cluster.cores"]) for r in table] == [8, 16, 24]
+    # busy = min(1, cores x 120 / 2770.78 demand) (SPEC §7 reference point)
+    demand = 0.4 * 989.5e12 / (6 * 93e6 * 256)
+    for r in table:
+        assert float(r["pipeline.busy"]) == pytest.approx(min(1.0, float(r["cluster.cores"]) * 120 / demand))
+    assert "compute.seconds" in table[0] and "bill.total" in table[0]
+
+
+def test_cli_parquet_and_plot(cli, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "s.parquet"
+    res = cli("sweep", "--vary", "cluster.cores=1:32", "--vary", "data.access=sequential,random",
+              "--format", "parquet", "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    table = pq.read_table(out)
+    assert table.num_rows == 64 and "pipeline.busy" in table.column_names
+    svg = tmp_path / "busy.svg"
+    res = cli("sweep", "--vary", "cluster.cores=1:32", "--vary", "data.access=sequential,random",
+              "--plot", "pipeline.busy", "--against", "cluster.cores", "--output", str(svg))
+    assert res.returncode == 0, res.stderr
+    assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
+
+
+def test_cli_bad_vary_exits_2(cli):
+    res = cli("sweep", "--vary", "cluster.mfu=0.5:2:0.5")
+    assert res.returncode == 2
+    assert "cluster.mfu" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_progress_bar_chunks_agree():
+    big = sweep.sweep(None, [], ["cluster.cores=1:600", "training.micro_batch=1:500"], progress=False)
+    assert len(big) == 300_000  # more than one chunk
+    i = 599 * 500 + 499  # the last point: 600 cores, micro-batch 500
+    assert big.columns["cluster.cores"][i] == 600 and big.columns["training.micro_batch"][i] == 500
+    assert big.columns["pipeline.busy"][i] == 1.0
