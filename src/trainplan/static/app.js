@@ -46,6 +46,10 @@ function number(x, digits = 1) {
   if (x === null || x === undefined) return "—";
   return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
+function rate(x) {
+  if (x === null || x === undefined) return "—";
+  return Math.abs(x) >= 100 ? number(x, 0) : `${+x.toPrecision(3)}`;
+}
 function roundSignificant(x, digits) { return Number(x.toPrecision(digits)); }
 
 // ---------------------------------------------------------------- controls
@@ -207,8 +211,8 @@ function renderBill(b) {
 function renderDetails(report) {
   const p = report.pipeline;
   const rows = [
-    ["Demand (frames/s the accelerator would train on)", number(p.demand_fps, 0)],
-    ["Supply (frames/s the slowest stage delivers)", number(p.supply_fps, 0)],
+    ["Demand (frames/s the accelerator would train on)", rate(p.demand_fps)],
+    ["Supply (frames/s the slowest stage delivers)", rate(p.supply_fps)],
     ["Tokens per frame", number(p.tokens_per_frame, 0)],
     ["Pixels decoded per token", number(p.pixels_per_token, 0)],
     ["Model size below which these cores stall the accelerator",
@@ -290,7 +294,9 @@ function renderPlot(series, p) {
   if (p.cores_needed !== null && p.cores_needed <= xmax) {
     const x = X(p.cores_needed);
     plot.append(svg("line", { id: "plot-needed", class: "needed", x1: x, x2: x, y1: top, y2: H - bottom }));
-    plot.append(svg("text", { x: x + 4, y: H - bottom - 6 }, `${number(p.cores_needed, 1)} needed`));
+    const end = x > W * 0.8;
+    plot.append(svg("text", { x: end ? x - 4 : x + 4, y: Y(0.5), "text-anchor": end ? "end" : "start" },
+      `${number(p.cores_needed, 1)} cores needed`));
   }
 
   // legend of the stages that appear
