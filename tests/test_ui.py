@@ -18,18 +18,21 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
-pytest.importorskip("httpx")
-from fastapi.testclient import TestClient  # noqa: E402
+pytest.importorskip("uvicorn")
 
 from trainplan import pipeline, plan  # noqa: E402
 from trainplan.errors import UserError  # noqa: E402
 from trainplan.ui import create_app, overrides_from_json  # noqa: E402
 from trainplan.workload import load_workload  # noqa: E402
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -38,7 +41,10 @@ STATIC = Path(plan.__file__).parent / "static"
 
 
 @pytest.fixture(scope="module")
-def client() -> TestClient:
+def client() -> "TestClient":
+    pytest.importorskip("httpx", reason="fastapi's TestClient needs httpx (in the [test] extra)")
+    from fastapi.testclient import TestClient
+
     return TestClient(create_app())
 
 
