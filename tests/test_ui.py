@@ -13,7 +13,6 @@ of SPEC §7 for the default workload:
 from __future__ import annotations
 
 import json
-import math
 import socket
 import threading
 import time
