@@ -77,7 +77,7 @@ def test_small_queue_by_hand():
 
 def test_two_decoders_take_frames_in_turn():
     """Reads at 1, 2, 3...; decoders of 3 s: frames alternate, the first free takes the next."""
-    spec = QueueSpec(1.0, (3.0, 3.0), 0.1, frames=100)
+    spec = QueueSpec(1.0, (3.0, 3.0), 0.1, frames=1000)
     tr = run(spec)
     assert tr.decoder[:6].tolist() == [0, 1, 0, 1, 0, 1]
     assert tr.decode_start[:6].tolist() == [1, 2, 4, 5, 7, 8]
@@ -176,6 +176,8 @@ SIMPY_CASES = {
     "read-ahead-bound": replace(DEFAULT, read_seconds_per_frame=1 / 1000, read_ahead_frames=3,
                                 step_seconds_per_frame=1 / 950,
                                 variability=Variability("lognormal", 0.7, read_cv=0.5)),
+    "unbounded-read-ahead": replace(DEFAULT, read_ahead_frames=None, step_seconds_per_frame=1 / 950,
+                                    variability=Variability("lognormal", 0.7, read_cv=0.5)),
     "no-decoder": QueueSpec(1 / 1000, (), 1 / 950, buffer_frames=16, variability=Variability(read_cv=0.5)),
 }
 
@@ -339,3 +341,51 @@ def test_timeline_is_who_was_busy_when():
     json.dumps(d)
     assert d["timeline"][0].keys() == {"who", "state", "start", "end"}
     assert not any(math.isnan(v) for v in d["utilisation"].values())
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_cli_simulate_json_and_plot(cli, tmp_path):
+    png = tmp_path / "timeline.png"
+    res = cli("simulate", "--frames", "20000", "--format", "json", "--plot", str(png), "--timeline", "400",
+              "--cv", "0.5", "--keyframe-cost", "3", "--read-latency", "10us", "--buffers", "1,64")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["busy"] == pytest.approx(out["formula_busy"], abs=0.01)  # decode-bound: variability costs nothing
+    assert out["pipeline_busy"] == pytest.approx(0.3465, abs=5e-4)
+    assert out["variability"]["decode"] == "lognormal" and out["variability"]["keyframe_interval"] == 30
+    assert out["variability"]["read_latency_seconds"] == pytest.approx(1e-5)
+    assert [r["buffer_frames"] for r in out["buffer_sweep"]] == [1, 64]
+    assert 0 < len(out["timeline"]) <= 400
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_simulate_table_default_workload(cli):
+    res = cli("simulate", "--frames", "20000")
+    assert res.returncode == 0, res.stderr
+    assert "34.65 %" in res.stdout and "decode" in res.stdout
+
+
+@pytest.mark.parametrize("args,key", [
+    (("--decode-dist", "gamma"), "--decode-dist"),
+    (("--plot", "x.gif"), "--plot"),
+    (("--read-latency", "3 parsecs"), "--read-latency"),
+    (("--buffers", "1,x"), "--buffers"),
+    (("--decode-dist", "empirical"), "--empirical"),
+    (("--set", "data.kind=tokens"), "data.kind"),
+])
+def test_cli_simulate_bad_input(cli, args, key):
+    res = cli("simulate", "--frames", "2000", *args)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and key in res.stderr and "Traceback" not in res.stderr
+
+
+def test_cli_empirical_sample_file(cli, tmp_path):
+    sample = tmp_path / "decode.json"
+    sample.write_text(json.dumps({"frame_seconds": [0.008, 0.009, 0.02, 0.007]}))
+    res = cli("simulate", "--frames", "5000", "--format", "json", "--empirical", str(sample),
+              "--set", "cluster.cores=24", "--timeline", "0")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["variability"]["decode"] == "empirical" and out["variability"]["empirical_decode_seconds"] == 4

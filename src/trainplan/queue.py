@@ -10,8 +10,9 @@ Semantics (each a choice, written down here once):
 - **Reader.** One serial reader (the storage link). Frame i costs
   `read_seconds_per_frame` (+ `read_latency_seconds`: one request in flight, so a
   request's latency is paid on every frame) and frames are read in order. A read frame
-  enters the read-ahead queue; with `read_ahead_frames=None` (the default) that queue is
-  unbounded, otherwise a reader holding a frame blocks while the queue is full.
+  enters the read-ahead queue of `read_ahead_frames` (64 by default, `READ_AHEAD_FRAMES`;
+  None: unbounded, the reader runs ahead freely); a reader holding a frame blocks while
+  that queue is full.
 - **Decoders.** c parallel decoders, heterogeneous allowed (CPU cores and video-decode
   engines). A free decoder takes the next read frame, in read order; when several
   wait, the one that has waited longest goes first (FIFO, as a SimPy `Store`). Frame i
@@ -77,6 +78,9 @@ import numpy as np
 from trainplan.errors import UserError
 
 WARMUP_FRACTION = 0.1  # share of frames discarded while the pipeline fills from empty
+# Encoded frames the reader may hold ahead of the decoders. Assumed: a loader prefetches
+# as many encoded frames as the decoded buffer holds (SPEC §8's 64); None is unbounded.
+READ_AHEAD_FRAMES = 64
 DISTRIBUTIONS = ("deterministic", "exponential", "lognormal", "empirical")
 
 
@@ -115,7 +119,7 @@ class QueueSpec:
     seed: int = 0
     variability: Variability | None = None
     decoder_names: tuple[str, ...] = ()  # a group name per decoder ("cpu", "nvdec"); default "decoder"
-    read_ahead_frames: int | None = None  # read frames waiting for a decoder; None: unbounded
+    read_ahead_frames: int | None = READ_AHEAD_FRAMES  # read frames waiting for a decoder; None: unbounded
 
 
 @dataclass(frozen=True)
@@ -176,11 +180,15 @@ class QueueResult:
     variability: dict[str, Any] | None
     timeline: tuple[Interval, ...] = field(default=(), repr=False)
     buffer_trace: tuple[tuple[float, int], ...] = field(default=(), repr=False)  # (time, frames) steps
+    # The span the timeline covers completely: from the start of the measured window to the
+    # start of the first interval left out (every interval starting in it is in `timeline`).
+    timeline_span: tuple[float, float] = (0.0, 0.0)
 
     def to_dict(self, timeline: bool = True) -> dict[str, Any]:
         """JSON-ready, SI units (seconds, frames, frames/s, fractions)."""
         out: dict[str, Any] = {
-            k: v for k, v in asdict(self).items() if k not in ("timeline", "buffer_trace", "stages")
+            k: v for k, v in asdict(self).items()
+            if k not in ("timeline", "buffer_trace", "stages", "timeline_span")
         }
         out["stages"] = [asdict(s) for s in self.stages]
         if timeline:
@@ -188,6 +196,7 @@ class QueueResult:
                 {"who": i.lane, "state": i.state, "start": i.start, "end": i.end} for i in self.timeline
             ]
             out["buffer_trace"] = [list(p) for p in self.buffer_trace]
+            out["timeline_span"] = list(self.timeline_span)
         return out
 
 
@@ -298,18 +307,21 @@ def _recurrence(
     and decoder index, and per rank A (step start) and the frame's index.
 
     `reads` holds P already (cumulative read completions) when `read_ahead` is None,
-    else the per-frame read seconds. The loop is split in phases (buffer not yet full,
-    steady, drain) so that the steady phase carries no branch it does not need.
+    else the per-frame read seconds. The lists A and S carry `buffer` and `read_ahead`
+    leading -inf entries, so that "the step of rank k - B" and "the decode start of
+    frame j - Q" need no branch before there is one.
     """
     n = len(work)
     c = min(len(dec), n)
-    S = [0.0] * n
+    B = buffer
+    inf = math.inf
+    A = [-inf] * B + [0.0] * n  # A[k + B]: start of the k-th step
     E = [0.0] * n
-    A = [0.0] * n
     order = [0] * n
     who = [0] * n
     bounded = read_ahead is not None
     q = int(read_ahead) if bounded else 0
+    S = [-inf] * q + [0.0] * n  # S[j + q]: decode start of frame j
     r = reads
     P = [0.0] * n if bounded else reads
     p_prev = 0.0
@@ -317,92 +329,67 @@ def _recurrence(
     for j in range(c):
         if bounded:
             p = p_prev + r[j]
-            if j >= q and S[j - q] > p:
-                p = S[j - q]
+            if S[j] > p:
+                p = S[j]
             P[j] = p
             p_prev = p
-        S[j] = P[j]
+        S[j + q] = P[j]
         who[j] = j
         heap.append((P[j] + work[j] * dec[j], j))
     heapq.heapify(heap)
     heapreplace = heapq.heapreplace
     heappop = heapq.heappop
-    a_next = -math.inf  # earliest start of the next step (last start + s)
-    nxt = c
-    filling = min(buffer, n - c)  # ranks whose entry cannot wait on the buffer
+    a_next = -inf  # earliest start of the next step (last start + s)
+    j = c  # the next frame to hand to a decoder
     if not bounded:
-        for k in range(filling):
-            e, i = heap[0]
-            a = e if e >= a_next else a_next
-            A[k] = a
-            a_next = a + step
-            E[i] = e
-            order[k] = i
-            j = nxt
-            nxt = j + 1
-            p = P[j]
-            st = p if p >= e else e
-            S[j] = st
-            d = who[i]
-            who[j] = d
-            heapreplace(heap, (st + work[j] * dec[d], j))
-        for k in range(filling, n - c):
+        for k in range(n - c):
             ci, i = heap[0]
-            ab = A[k - buffer]
+            ab = A[k]
             e = ci if ci >= ab else ab
             a = e if e >= a_next else a_next
-            A[k] = a
+            A[k + B] = a
             a_next = a + step
             E[i] = e
             order[k] = i
-            j = nxt
-            nxt = j + 1
             p = P[j]
             st = p if p >= e else e
             S[j] = st
             d = who[i]
             who[j] = d
             heapreplace(heap, (st + work[j] * dec[d], j))
+            j += 1
     else:
         for k in range(n - c):
             ci, i = heap[0]
-            if k >= buffer:
-                ab = A[k - buffer]
-                e = ci if ci >= ab else ab
-            else:
-                e = ci
+            ab = A[k]
+            e = ci if ci >= ab else ab
             a = e if e >= a_next else a_next
-            A[k] = a
+            A[k + B] = a
             a_next = a + step
             E[i] = e
             order[k] = i
-            j = nxt
-            nxt = j + 1
             p = p_prev + r[j]
-            if j >= q:
-                sq = S[j - q]
-                if sq > p:
-                    p = sq
+            sq = S[j]  # decode start of frame j - q: its slot in the read-ahead queue frees then
+            if sq > p:
+                p = sq
             P[j] = p
             p_prev = p
             st = p if p >= e else e
-            S[j] = st
+            S[j + q] = st
             d = who[i]
             who[j] = d
             heapreplace(heap, (st + work[j] * dec[d], j))
+            j += 1
     for k in range(n - c, n):  # drain: no frame left to hand out
         ci, i = heappop(heap)
-        if k >= buffer:
-            ab = A[k - buffer]
-            e = ci if ci >= ab else ab
-        else:
-            e = ci
+        ab = A[k]
+        e = ci if ci >= ab else ab
         a = e if e >= a_next else a_next
-        A[k] = a
+        A[k + B] = a
         a_next = a + step
         E[i] = e
         order[k] = i
-    return (P if bounded else None), S, E, A, order, who
+    return (P if bounded else None), S[q:], E, A[B:], order, who
 
 
 def _groups(spec: QueueSpec) -> tuple[list[str], list[int]]:
@@ -561,7 +548,7 @@ def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit:
     most = max(pooled.values())
     bottleneck = next(k for k in ("accelerator", "decode", "read") if k in pooled and pooled[k] >= most - 1e-9)
 
-    timeline, trace = _timeline(
+    timeline, trace, span = _timeline(
         spec, t0, window / (k1 - k0), timeline_limit, (read_start, read_done), (read_done, P),
         (S, C), (C, E), (A_f, A_f + step), E, A_f, who,
     )
@@ -598,6 +585,7 @@ def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit:
             "empirical_decode_seconds": len(v.empirical_decode_seconds)},
         timeline=timeline,
         buffer_trace=trace,
+        timeline_span=span,
     )
 
 
@@ -614,11 +602,11 @@ def _timeline(
     enter: np.ndarray,
     leave: np.ndarray,
     who: np.ndarray,
-) -> tuple[tuple[Interval, ...], tuple[tuple[float, int], ...]]:
+) -> tuple[tuple[Interval, ...], tuple[tuple[float, int], ...], tuple[float, float]]:
     """The first `limit` intervals (by start) that end after t0, the start of the window
-    (steady state), and the buffer's occupancy over the same span."""
+    (steady state), the buffer's occupancy over the span they cover, and that span."""
     if limit <= 0:
-        return (), ()
+        return (), (), (t0, t0)
     names, gidx = _groups(spec)
     count = [0] * len(names)
     lanes = []
@@ -646,7 +634,9 @@ def _timeline(
     start, end, kind, frame = collect(horizon)
     if start.size < limit:
         start, end, kind, frame = collect(math.inf)
-    sel = np.lexsort((kind, start))[:limit]
+    ranked = np.lexsort((kind, start))
+    sel = ranked[:limit]
+    cut = float(start[ranked[limit]]) if ranked.size > limit else float(end.max(initial=t0))
     out = []
     for s_, e_, k_, f_ in zip(start[sel].tolist(), end[sel].tolist(), kind[sel].tolist(), frame[sel].tolist()):
         if k_ == 0:
@@ -661,9 +651,9 @@ def _timeline(
             w = "accelerator"
         out.append(Interval(w, s_, e_))
     if not out:
-        return (), ()
+        return (), (), (t0, t0)
     lo = t0
-    hi = max(i.end for i in out)
+    hi = cut
     inside = (enter <= lo) & (leave > lo)
     level = int(inside.sum())
     ev_in = enter[(enter > lo) & (enter <= hi)]
@@ -673,7 +663,7 @@ def _timeline(
     o = np.lexsort((delta, times))  # leave before enter at one instant
     levels = level + np.cumsum(delta[o])
     trace = [(lo, level)] + list(zip(times[o].tolist(), levels.tolist()))
-    return tuple(out), tuple(trace)
+    return tuple(out), tuple(trace), (lo, hi)
 
 
 # ---------------------------------------------------------------- helpers
@@ -701,7 +691,7 @@ def queue_spec_from_pipeline(
     frames: int = 100_000,
     seed: int = 0,
     variability: Variability | None = None,
-    read_ahead_frames: int | None = None,
+    read_ahead_frames: int | None = READ_AHEAD_FRAMES,
 ) -> tuple[QueueSpec, list[str]]:
     """The queue of a `pipeline.PipelineAccount` (one accelerator), and notes on what it leaves out.
 
@@ -773,6 +763,7 @@ def queue_spec_from_workload(
     seed: int = 0,
     variability: Variability | None = None,
     buffer_frames: int | None = None,
+    read_ahead_frames: int | None = READ_AHEAD_FRAMES,
 ) -> tuple[QueueSpec, Any, list[str]]:
     """The queue of a `Workload` (data.buffer sizes the buffer): spec, its PipelineAccount, notes."""
     from trainplan import pipeline as pipeline_mod
@@ -780,7 +771,7 @@ def queue_spec_from_workload(
 
     account = pipeline_mod.pipeline_account(**pipeline_inputs(workload))
     b = workload.data.buffer if buffer_frames is None else buffer_frames
-    spec, notes = queue_spec_from_pipeline(account, b, frames, seed, variability)
+    spec, notes = queue_spec_from_pipeline(account, b, frames, seed, variability, read_ahead_frames)
     return spec, account, notes
 
 
