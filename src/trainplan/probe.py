@@ -484,8 +484,9 @@ def read(path: str | Path, *, size: int = 64 * 2**20, block: int = 4 * 2**20) ->
         raise UserError("block", f"expected a block of at least 4096 bytes, got {block}")
     created = False
     if p.is_dir():
-        if size < block:
-            raise UserError("size", f"expected at least one block ({block} bytes), got {size}")
+        if size < 4096:
+            raise UserError("size", f"expected a test file of at least 4096 bytes, got {size}")
+        block = min(block, size)
         fd, name = tempfile.mkstemp(prefix="trainplan-read-probe-", dir=p)
         target = Path(name)
         created = True

@@ -581,3 +581,43 @@ class _Unwrapped:
 
     def __iter__(self) -> Iterator[Any]:
         return self.original(self.loader)
+
+
+# ---------------------------------------------------------------- text
+
+
+def summary(result: ProfileResult) -> str:
+    """A few plain lines: measured next to predicted."""
+    r = result
+    lines = [
+        f"profile ({r.timing} timing): {r.steps} steps after {r.warmup} warm-up, {r.frames:.0f} frames "
+        f"in {r.wall_seconds:.2f} s" + (f", {r.workers} loader worker(s)" if r.workers is not None else ""),
+        f"  busy {r.busy * 100:.1f} %   waiting on data {r.wait_share * 100:.1f} %   "
+        f"other {r.other_seconds / max(r.wall_seconds, 1e-12) * 100:.1f} %",
+        f"  demand {r.demand_fps:.1f} frames/s of step time; delivered {r.delivered_fps:.1f} frames/s",
+        f"  step {r.mean_step_seconds * 1e3:.2f} ms mean ({r.step_cpu_share * 100:.0f} % of it on a CPU); fetch "
+        f"{r.mean_fetch_seconds * 1e3:.2f} ms mean, {r.p95_fetch_seconds * 1e3:.2f} ms p95",
+    ]
+    for h in sorted(r.hops.values(), key=lambda h: -h.cpu_seconds_per_frame):
+        lines.append(f"  hop {h.name:<10} {h.cpu_seconds_per_frame * 1e3:8.3f} CPU-ms/frame "
+                     f"({h.frames_per_cpu_second:.1f} frames/CPU-s, {h.processes} process(es), "
+                     f"{h.cpu_share * 100:.0f} % on a CPU)")
+    if r.slowest_hop:
+        lines.append(f"  slowest hop: {r.slowest_hop}")
+    if r.cores_needed is not None:
+        lines.append(f"  cores needed: {r.cores_needed:.2f} ({r.cores_needed_basis})")
+    if r.predicted:
+        p = r.predicted
+        pred = [f"busy {float(p['busy']) * 100:.1f} %"]
+        if "bottleneck" in p:
+            pred.append(f"bottleneck {p['bottleneck']}")
+        if p.get("cores_needed") is not None:
+            pred.append(f"cores needed {float(p['cores_needed']):.2f}")
+        if p.get("demand_fps") is not None:
+            pred.append(f"demand {float(p['demand_fps']):.1f} frames/s")
+        if p.get("supply_fps") is not None:
+            pred.append(f"supply {float(p['supply_fps']):.1f} frames/s")
+        lines.append("  plan predicted: " + ", ".join(pred))
+        if r.busy_relative_error is not None:
+            lines.append(f"  measured busy vs predicted: {r.busy_relative_error * 100:+.1f} % relative")
+    return "\n".join(lines)

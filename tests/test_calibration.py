@@ -1,0 +1,156 @@
+"""The calibration file: written by probes, read by the plan, refused where it does not apply."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from trainplan import calibration
+from trainplan.errors import UserError
+
+MACHINE = {"hostname": "bench-1", "cpu_model": "Test CPU 9000", "cpu_count": 8}
+
+
+def decode_result(width: int = 1920, height: int = 1080, core_fps_1080p: float = 101.5) -> dict:
+    """The shape of DecodeProbe.to_dict() (the fields calibration reads)."""
+    seq = {"clip_frames": 60, "interpolation": "BILINEAR", "frames_per_cpu_second": core_fps_1080p}
+    return {
+        "frames_per_cpu_second": core_fps_1080p * 1920 * 1080 / (width * height),
+        "frames_per_cpu_second_1080p": core_fps_1080p, "core_fps_1080p": core_fps_1080p,
+        "access": "sequential", "width": width, "height": height, "fps": 30.0, "bitrate": 8e6, "gop": 30,
+        "codec": "h264", "postprocess": "rgb_resize", "side": 224, "threads": 1, "preset": "veryfast",
+        "sequential": seq, "random": None,
+    }
+
+
+def write_decode(path, **kw):
+    d = decode_result(**kw)
+    return calibration.write(path, "decode", settings=calibration.decode_settings(d), results=d,
+                             values=calibration.decode_values(d), machine=MACHINE, date="2025-06-01T12:00:00+00:00")
+
+
+def test_round_trip_and_source_text(tmp_path):
+    cal = write_decode(tmp_path / "cal.toml")
+    values = calibration.load(cal)
+    assert set(values) == {"cluster.core_fps_1080p"}
+    m = values["cluster.core_fps_1080p"]
+    value, source = m  # unpacks as (value, source), as workload.load_workload reads it
+    assert value == 101.5 and m[0] == 101.5 and m[1] == source
+    assert "bench-1" in source and "Test CPU 9000" in source and "2025-06-01" in source
+    assert "trainplan probe decode" in source and "1920x1080" in source
+    doc = tomllib.loads(cal.read_text())
+    assert doc["format"] == 1
+    assert doc["probes"]["decode"]["settings"]["width"] == 1920
+    assert doc["probes"]["decode"]["settings"]["codec"] == "h264"
+    assert doc["machine"]["hostname"] == "bench-1"
+
+
+def test_probes_merge_into_one_file(tmp_path):
+    cal = write_decode(tmp_path / "cal.toml")
+    read = {"path": "/data/x", "bytes": 64e6, "block_bytes": 4 * 2**20, "cold_bytes_per_second": 1.2e9,
+            "warm_bytes_per_second": 9e9, "cold_method": "posix_fadvise", "created": True}
+    calibration.write(cal, "read", settings={"path": "/data/x"}, results=read,
+                      values=calibration.read_values(read), machine=MACHINE)
+    ar = {"backend": "nccl", "world_size": 8, "bytes": 2**28, "launched_by": "torchrun",
+          "bus_bytes_per_second": 180e9}
+    calibration.write(cal, "allreduce", settings={}, results=ar, values=calibration.allreduce_values(ar),
+                      machine=MACHINE)
+    values = calibration.load(cal)
+    assert values["cluster.link"].value == 1.2e9
+    assert values["cluster.interconnect"].value == 180e9
+    assert values["cluster.core_fps_1080p"].value == 101.5
+    # a second decode run replaces the first value, not appends
+    write_decode(cal, core_fps_1080p=88.0)
+    doc = tomllib.loads(cal.read_text())
+    assert [v["key"] for v in doc["values"]].count("cluster.core_fps_1080p") == 1
+    assert calibration.load(cal)["cluster.core_fps_1080p"].value == 88.0
+
+
+def test_mfu_is_marked_end_to_end(tmp_path):
+    cal = tmp_path / "cal.toml"
+    calibration.write(cal, "profile", settings={}, results={}, values=calibration.mfu_values(0.31, "a step"),
+                      machine=MACHINE)
+    values = calibration.load(cal)
+    assert values["cluster.mfu"].value == 0.31
+    assert values["cluster.mfu_end_to_end"].value is True
+    assert "trainplan profile" in values["cluster.mfu"].source
+    with pytest.raises(UserError, match="cluster.mfu"):
+        calibration.mfu_values(1.7, "impossible")
+
+
+def test_plan_takes_measured_values(tmp_path):
+    from trainplan.workload import load_workload
+
+    cal = write_decode(tmp_path / "cal.toml")
+    w = load_workload(None, [], cal)
+    assert w.cluster.core_fps_1080p == 101.5
+    assert w.provenance["cluster.core_fps_1080p"].kind == "measured"
+    assert "bench-1" in w.provenance["cluster.core_fps_1080p"].source
+    assert w.provenance["cluster.link"].kind == "assumed"
+
+
+def test_refuses_another_resolution(tmp_path):
+    cal = write_decode(tmp_path / "cal.toml", width=3840, height=2160)
+    with pytest.raises(UserError) as err:
+        calibration.check_compatible(cal, {"data": {"width": 1920, "height": 1080}})
+    assert "data.width" in err.value.expected and "3840x2160" in err.value.expected
+    # the same refusal through the workload loader
+    from trainplan.workload import load_workload
+
+    with pytest.raises(UserError, match="data.width"):
+        load_workload(None, [], cal)
+    # accepted on the format it was measured on, and where no decoder is used
+    calibration.check_compatible(cal, {"data": {"width": 3840, "height": 2160}})
+    calibration.check_compatible(cal, {"data": {"access": "decoded"}})
+    calibration.check_compatible(cal, {"data": {"kind": "tokens"}})
+
+
+def test_refuses_another_codec(tmp_path):
+    cal = write_decode(tmp_path / "cal.toml")
+    text = cal.read_text().replace('codec = "h264"', 'codec = "hevc"')
+    cal.write_text(text)
+    with pytest.raises(UserError, match="codec"):
+        calibration.check_compatible(cal, {"data": {}})
+
+
+def test_apply_sets_nested_keys(tmp_path):
+    cal = write_decode(tmp_path / "cal.toml", width=1280, height=720)
+    mm = {"library": "torch", "device": "cpu", "dtype": "float32", "n": 512, "threads": 1,
+          "flops_per_second": 5e10}
+    calibration.write(cal, "matmul", settings={}, results={}, values=calibration.matmul_peak_values(mm),
+                      machine=MACHINE)
+    doc = {"data": {"width": 1280, "height": 720}, "cluster": {"accelerator": "cpu-core"}}
+    set_ = calibration.apply(doc, cal)
+    assert doc["cluster"]["core_fps_1080p"] == 101.5
+    assert doc["cluster"]["accelerator"] == {"name": "cpu-core", "peak_flops": 5e10}
+    assert set(set_) == {"cluster.core_fps_1080p", "cluster.accelerator.peak_flops"}
+    with pytest.raises(UserError):
+        calibration.apply({"data": {}}, cal)  # 1080p workload, 720p calibration
+
+
+@pytest.mark.parametrize("text, where", [
+    ("format = 7\n", "format 1"),
+    ("format = 1\n[[values]]\nkey = \"cluster.cores\"\nvalue = 8\n", "values[0].key"),
+    ("format = 1\n[[values]]\nkey = \"cluster.link\"\nvalue = -3\n", "cluster.link"),
+    ("format = 1\n[[values]]\nkey = \"cluster.link\"\nvalue = \"fast\"\n", "cluster.link"),
+    ("format = 1\n[[values]]\nkey = \"cluster.mfu_end_to_end\"\nvalue = 1\n", "true or false"),
+    ("format = [\n", "malformed"),
+])
+def test_bad_files(tmp_path, text, where):
+    cal = tmp_path / "cal.toml"
+    cal.write_text(text)
+    with pytest.raises(UserError) as err:
+        calibration.load(cal)
+    assert where in str(err.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(UserError, match="no such calibration file"):
+        calibration.load(tmp_path / "none.toml")
+
+
+def test_unknown_key_is_a_programming_error(tmp_path):
+    with pytest.raises(ValueError):
+        calibration.write(tmp_path / "c.toml", "decode", settings={}, results={},
+                          values=[{"key": "cluster.cores", "value": 3}], machine=MACHINE)
