@@ -36,7 +36,7 @@ Dimension = Literal[
 DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 # Suffixes people use for counts of parameters and tokens ("7B", "1.5T").
-COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
 TIME_UNITS = {
     "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0,
@@ -47,6 +47,7 @@ TIME_UNITS = {
 }
 
 _NUMBER = r"[-+]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)"
+_GROUPED = re.compile(r"^([-+]?\d{1,3}(?:,\d{3})+)(?![\d,])")
 _QUANTITY = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>[^\d\s].*?)?\s*$", re.IGNORECASE)
 
 EXPECTED = {
@@ -122,7 +123,13 @@ def _unit_factor(unit: str, dimension: Dimension) -> float | None:
     if dimension == "fraction":
         return 0.01 if u == "%" else None
     if dimension == "frequency":
-        return 1.0 if u in ("fps", "/s", "Hz", "1/s", "per s") else None
+        if u in ("1/s", "per s"):
+            return 1.0
+        # "30 fps", "1.2 kHz", and "1.5 k/s" as format_quantity writes it
+        for base in ("fps", "/s", "Hz"):
+            if u.endswith(base) and u[: len(u) - len(base)] in DECIMAL:
+                return DECIMAL[u[: len(u) - len(base)]]
+        return None
     if dimension == "dollars":
         return 1.0 if u in ("$", "USD", "usd", "dollars") else None
     return None
@@ -141,6 +148,8 @@ def parse(value: object, dimension: Dimension, key: str = "value") -> float:
         text = value.strip()
         if dimension == "dollars" and text.startswith("$"):
             text = text[1:].strip()
+        if dimension == "dollars":  # "$1,234.50" as format_quantity writes it: strict thousands groups only
+            text = _GROUPED.sub(lambda m: m.group(1).replace(",", ""), text)
         m = _QUANTITY.match(text)
         if not m:
             raise UserError(key, f"expected {EXPECTED[dimension]}, got {value!r}")

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
+                      field_validator)
 
 from trainplan import units
 from trainplan.catalogue import Accelerator, resolve_accelerator
@@ -70,6 +71,14 @@ CarbonIntensity = Annotated[float, _unit("carbon")]
 class Section(BaseModel):
     # allow_inf_nan=False: plain float fields (cores, hours, epochs...) refuse inf and nan too
     model_config = ConfigDict(extra="forbid", validate_default=False, frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """pydantic's lax mode reads true as 1.0; only a true/false key takes true or false."""
+        if isinstance(value, bool) and cls.model_fields[info.field_name].annotation is not bool:
+            raise ValueError("expected a number or a name, not true or false")
+        return value
 
 
 def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - reads as a declaration
@@ -396,7 +405,6 @@ def load_workload(
         check = getattr(calibration_module, "check_compatible", None)
         if check is not None:
             check(calibration, workload)
-    _check_consistency(workload)
     return workload
 
 
@@ -415,6 +423,9 @@ def build_workload(doc: dict[str, Any]) -> Workload:
     except ValidationError as err:
         raise _first_error(err, doc) from None
     _ = workload.accelerator  # resolve now so an unknown accelerator is refused at the boundary
+    _check_consistency(workload)
+    # every leaf assumed until load_workload says where it came from (file, --set, calibration)
+    workload._provenance = _provenance(workload, set(), set(), {}, None)
     return workload
 
 

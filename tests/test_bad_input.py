@@ -1,0 +1,211 @@
+"""Bad input is refused: exit 2, stdout empty, one stderr line naming the key, no traceback,
+and with --output no file (nor temporary file) left behind (issue 8).
+
+Each case is run as a user would run it, as a subprocess: `trainplan plan FILE --output OUT`
+and `trainplan validate FILE`. The table in docs/readme/trust.md lists the same cases.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+
+import pytest
+
+# A calibration file whose decode probe ran on 4K video: it does not apply to the 1080p default.
+CALIBRATION_4K = """\
+format = 1
+[probes.decode]
+date = "2025-06-01T12:00:00+00:00"
+hostname = "bench-4k"
+settings = { width = 3840, height = 2160, codec = "h264" }
+results = { frames_per_cpu_second = 30.1 }
+
+[[values]]
+key = "cluster.core_fps_1080p"
+value = 120.4
+unit = "frames/s"
+probe = "decode"
+hostname = "bench-4k"
+"""
+
+# A config.json of a family trainplan does not count (an encoder-only BERT).
+BERT_CONFIG = '{"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "vocab_size": 30522}'
+
+
+@dataclass
+class Case:
+    id: str
+    toml: str  # the workload file w.toml
+    key: str  # what the one stderr line must name
+    sets: list[str] = field(default_factory=list)  # --set KEY=VALUE
+    files: dict[str, str | bytes] = field(default_factory=dict)  # other input files
+    args: list[str] = field(default_factory=list)  # other arguments
+    also: str = ""  # a second substring the line must hold (a hint)
+    validate: bool = False  # also run through `trainplan validate` (one case per row of the table)
+
+
+CASES = [
+    # the file itself
+    Case("malformed-toml", "[model\nparams = 3\n", "w.toml", also="malformed TOML", validate=True),
+    Case("not-utf8", b"\xff\xfe[model]\n", "w.toml", also="UTF-8"),  # type: ignore[arg-type]
+    Case("duplicate-key", "[cluster]\ncount = 2\ncount = 3\n", "w.toml"),
+    # unknown keys, with a suggestion
+    Case("unknown-key", "[cluster]\ncorez = 3\n", "cluster.corez", also="did you mean 'cluster.cores'", validate=True),
+    Case("unknown-section", "[clutser]\ncount = 3\n", "clutser", also="did you mean 'cluster'"),
+    Case("unknown-set-key", "", "data.bitrat", sets=["data.bitrat=3"], also="did you mean 'data.bitrate'", validate=True),
+    Case("set-not-key-value", "", "--set", sets=["data.bitrate"]),
+    Case("set-not-dotted", "", "--set", sets=["bitrate=3"]),
+    Case("set-into-a-value", "", "data.bitrate", sets=["data.bitrate.x=3"]),
+    # wrong or missing units, wrong types
+    Case("size-for-a-rate", '[data]\nbitrate = "8 MB"\n', "data.bitrate", also="bit rate", validate=True),
+    Case("unknown-unit", '[data]\nbitrate = "8 furlongs"\n', "data.bitrate"),
+    Case("rate-missing-per-second", '[data]\nbitrate = "8 Mbit"\n', "data.bitrate"),
+    Case("prefix-without-unit", '[cluster]\nlink = "1.5 G"\n', "cluster.link"),
+    Case("no-number", '[cluster]\nlink = "fast"\n', "cluster.link"),
+    Case("rate-for-a-duration", '[storage]\nsave_every = "1 GB/s"\n', "storage.save_every"),
+    Case("word-for-a-count", '[cluster]\ncount = "three"\n', "cluster.count"),
+    Case("bool-for-a-number", "[cluster]\ncores = true\n", "cluster.cores", validate=True),
+    Case("number-for-a-bool", '[cluster]\nnvdec = "maybe"\n', "cluster.nvdec"),
+    Case("fractional-count", "[model]\nlayers = 12.5\n", "model.layers", also="whole number"),
+    Case("unknown-choice", '[training]\nrecompute = "some"\n', "training.recompute"),
+    # zero, negative, NaN, infinite
+    Case("zero-count", "[cluster]\ncount = 0\n", "cluster.count", validate=True),
+    Case("zero-params", "[model]\nparams = 0\n", "model.params"),
+    Case("zero-fps", "[data]\nfps = 0\n", "data.fps"),
+    Case("negative-count", "[cluster]\ncount = -2\n", "cluster.count"),
+    Case("negative-params", '[model]\nparams = "-5B"\n', "model.params", validate=True),
+    Case("negative-cores", "[cluster]\ncores = -1\n", "cluster.cores"),
+    Case("negative-price", "[prices]\naccelerator_hour = -3\n", "prices.accelerator_hour"),
+    Case("nan-fraction", "[cluster]\nmfu = nan\n", "cluster.mfu", also="finite", validate=True),
+    Case("nan-plain-float", "[cluster]\ncores = nan\n", "cluster.cores"),
+    Case("nan-hours", "[data]\nhours = nan\n", "data.hours"),
+    Case("nan-with-unit", "", "data.bitrate", sets=['data.bitrate="nan Mbit/s"']),
+    Case("inf-rate", "[cluster]\nlink = inf\n", "cluster.link", also="finite"),
+    Case("inf-plain-float", "[cluster]\ncores = inf\n", "cluster.cores", also="finite", validate=True),
+    Case("inf-hours", "[data]\nhours = inf\n", "data.hours", also="finite"),
+    Case("inf-epochs", "[training]\nepochs = inf\n", "training.epochs", also="finite"),
+    Case("inf-tokens-text", '[training]\ntokens = "inf"\n', "training.tokens"),
+    Case("overflowing-number", '[training]\ntokens = "1e400"\n', "training.tokens"),
+    # impossible combinations
+    Case("patch-larger-than-side", "[data]\npatch = 300\n", "data.patch", also="data.side", validate=True),
+    Case("patch-larger-than-set-side", "", "data.patch", sets=["data.side=10"]),
+    Case("mfu-above-one", "[cluster]\nmfu = 1.5\n", "cluster.mfu", also="less than or equal to 1", validate=True),
+    Case("mfu-above-one-percent", '[cluster]\nmfu = "150 %"\n', "cluster.mfu"),
+    Case("serving-mfu-above-one", "[serving]\nmfu = 2\n", "serving.mfu"),
+    Case("efficiency-above-one", "", "cluster.scaling_efficiency", sets=["cluster.scaling_efficiency=1.2"]),
+    Case("zero-stage-4", "[training]\nzero = 4\n", "training.zero", validate=True),
+    Case("experts-per-token", "[model]\nexperts = 2\nexperts_per_token = 4\n", "model.experts_per_token"),
+    Case("kv-heads-not-divisor", "[model]\nheads = 12\nkv_heads = 5\n", "model.kv_heads"),
+    Case("tokens-without-count", '[data]\nkind = "tokens"\n', "training.tokens"),
+    # the accelerator
+    Case("unknown-accelerator", '[cluster]\naccelerator = "h100-pcie-9000"\n', "cluster.accelerator",
+         also="known:", validate=True),
+    Case("near-accelerator", '[cluster]\naccelerator = "h100"\n', "cluster.accelerator", also="did you mean"),
+    Case("unknown-accelerator-figure", '[cluster]\naccelerator = { peek_flops = "200 TFLOPS" }\n',
+         "cluster.accelerator.peek_flops", also="did you mean 'peak_flops'"),
+    Case("negative-accelerator-memory", '[cluster]\naccelerator = { peak_flops = "200 TFLOPS", memory = -1 }\n',
+         "cluster.accelerator.memory"),
+    Case("unknown-set-accelerator", "", "cluster.accelerator", sets=['cluster.accelerator="tpu-v9"']),
+    # a Hugging Face config.json
+    Case("config-unsupported-family", '[model]\nhf_config = "cfg.json"\n', "model_type",
+         files={"cfg.json": BERT_CONFIG}, also="bert", validate=True),
+    Case("config-missing", '[model]\nhf_config = "nowhere.json"\n', "nowhere.json"),
+    Case("config-not-json", '[model]\nhf_config = "cfg.json"\n', "cfg.json", files={"cfg.json": "{model_type: llama"}),
+    # a calibration file
+    Case("calibration-other-workload", "", "cal.toml", files={"cal.toml": CALIBRATION_4K},
+         args=["--calibration", "{dir}/cal.toml"], also="data.width", validate=True),
+    Case("calibration-wrong-format", "", "cal.toml", files={"cal.toml": "format = 7\n"},
+         args=["--calibration", "{dir}/cal.toml"], also="format"),
+    Case("calibration-missing", "", "nocal.toml", args=["--calibration", "{dir}/nocal.toml"]),
+    Case("calibration-bad-value", "", "cluster.link",
+         files={"cal.toml": 'format = 1\n[[values]]\nkey = "cluster.link"\nvalue = -3\n'},
+         args=["--calibration", "{dir}/cal.toml"]),
+]
+
+
+def _setup(tmp_path, case: Case) -> tuple[list[str], set[str]]:
+    w = tmp_path / "w.toml"
+    if isinstance(case.toml, bytes):
+        w.write_bytes(case.toml)
+    else:
+        w.write_text(case.toml)
+    for name, content in case.files.items():
+        target = tmp_path / name
+        target.write_bytes(content) if isinstance(content, bytes) else target.write_text(content)
+    extra = [a.replace("{dir}", str(tmp_path)) for a in case.args]
+    extra += [x for s in case.sets for x in ("--set", s)]
+    return [str(w), *extra], {p.name for p in tmp_path.iterdir()}
+
+
+def assert_refused(res, key: str, also: str = "") -> None:
+    assert res.returncode == 2, (res.returncode, res.stdout[-500:], res.stderr)
+    assert res.stdout == ""
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("trainplan: ") and key in lines[0], lines[0]
+    assert also in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_plan_refuses_and_leaves_no_file(tmp_path, cli, case):
+    args, before = _setup(tmp_path, case)
+    res = cli("plan", *args, "--format", "json", "--output", str(tmp_path / "out.json"))
+    assert_refused(res, case.key, case.also)
+    assert {p.name for p in tmp_path.iterdir()} == before  # no output, no .out.json.*.tmp
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.validate], ids=[c.id for c in CASES if c.validate])
+def test_validate_refuses(tmp_path, cli, case):
+    args, _ = _setup(tmp_path, case)
+    assert_refused(cli("validate", *args), case.key, case.also)
+
+
+def test_missing_workload_file(tmp_path, cli):
+    for command in ("plan", "validate"):
+        assert_refused(cli(command, str(tmp_path / "nope.toml")), "nope.toml", "no such workload file")
+
+
+def test_output_into_missing_directory(tmp_path, cli):
+    assert_refused(cli("plan", "--output", str(tmp_path / "no" / "r.json")), "--output")
+    assert not (tmp_path / "no").exists()
+
+
+def test_validate_accepts_a_good_workload(cli):
+    res = cli("validate", "examples/finetune-1b.toml")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == "" and len(res.stdout.strip().splitlines()) == 1 and "valid" in res.stdout
+
+
+# Usage errors of the command line itself. typer 0.2x raises its own click exceptions
+# (typer._click), which cli.main's `except click.ClickException` does not catch: they come
+# out as "internal error", exit 1. Reported to the lead (fix in cli.main, not owned here).
+USAGE_BUG = "cli.main does not catch typer's own ClickException (typer._click): exit 1 'internal error'"
+
+
+@pytest.mark.xfail(reason=USAGE_BUG, strict=False)
+@pytest.mark.parametrize("args,key", [(["plan", "--format", "bogus"], "--format"),
+                                      (["plan", "--frames", "5", "--simulate"], "--frames"),
+                                      (["no-such-command"], "no-such-command")])
+def test_usage_errors_exit_2(cli, args, key):
+    assert_refused(cli(*args), key)
+
+
+# ---------------------------------------------------------------- scaling fit RUNS.csv
+
+HAVE_SCALING = importlib.util.find_spec("trainplan.commands.scaling") is not None
+
+
+@pytest.mark.skipif(not HAVE_SCALING, reason="`trainplan scaling fit` (trainplan/commands/scaling.py) not there yet")
+@pytest.mark.parametrize("csv,key", [
+    ("params,loss\n1e8,3.1\n2e8,2.9\n4e8,2.7\n", "tokens"),  # a column missing
+    ("tokens,loss\n1e9,3.1\n2e9,2.9\n", "params"),
+    ("", "runs.csv"),  # empty file
+])
+def test_scaling_fit_refuses_missing_columns(tmp_path, cli, csv, key):
+    f = tmp_path / "runs.csv"
+    f.write_text(csv)
+    res = cli("scaling", "fit", str(f))
+    assert_refused(res, key)
+    assert "runs.csv" in res.stderr or key in res.stderr
