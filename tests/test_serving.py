@@ -1,0 +1,173 @@
+"""Serving: every figure derived by hand from the formulas of SPEC §10; the 7 B example model
+(32 layers, width 4,096, vocabulary 128,000) sized from its shape alone; the KV cache checked
+against the tensors transformers actually caches."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from trainplan import serving
+from trainplan.errors import UserError
+
+# The 7 B example model, from its shape alone (SPEC §2: 12 d^2 per layer + V d).
+L, D, V = 32, 4096, 128_000
+HEADS = D // 128  # 128-wide heads, the Llama convention: 32 heads
+HEAD_DIM = D / HEADS  # 128
+PARAMS_7B = 12 * D**2 * L + V * D  # 6,442,450,944 + 524,288,000
+
+H100_PEAK = 989.5e12  # FLOP/s bf16 dense (SPEC §1)
+H100_MEMORY = 81559 * 2**20  # bytes, catalogue
+H100_BW = 3.35e12  # bytes/s
+
+
+def model(kv_heads: int = HEADS) -> serving.ServedModel:
+    return serving.ServedModel(params=PARAMS_7B, layers=L, kv_heads=kv_heads, head_dim=HEAD_DIM, name="7B")
+
+
+def estimate(**kw: object) -> serving.ServingEstimate:
+    args: dict[str, object] = dict(
+        dtype="bf16", context=4096, tokens_per_request=500, peak_flops=H100_PEAK, device_memory=H100_MEMORY,
+        memory_bandwidth=H100_BW, dollars_per_device_hour=3.0, mfu=0.3, requests_per_day=1e6,
+        training_cost=1e6)
+    m = kw.pop("model", model())
+    args.update(kw)
+    return serving.estimate_serving(m, **args)  # type: ignore[arg-type]
+
+
+def test_param_split_of_the_7b_shape() -> None:
+    assert 12 * D**2 * L == 6_442_450_944
+    assert V * D == 524_288_000
+    assert PARAMS_7B == 6_966_738_944
+
+
+@pytest.mark.parametrize("dtype,per_param", [("fp32", 4), ("bf16", 2), ("fp16", 2), ("int8", 1), ("int4", 0.5)])
+def test_weights_resident_per_dtype(dtype: str, per_param: float) -> None:
+    assert serving.weights_bytes(PARAMS_7B, dtype) == PARAMS_7B * per_param
+    assert estimate(dtype=dtype).weights_bytes == PARAMS_7B * per_param
+
+
+def test_kv_bytes_per_token_mha_and_gqa() -> None:
+    # 2 (K, V) x 32 layers x kv_heads x 128 x 2 bytes (bf16)
+    assert serving.kv_bytes_per_token(L, 32, 128, 2) == 2 * 32 * 32 * 128 * 2 == 524_288
+    assert serving.kv_bytes_per_token(L, 8, 128, 2) == 2 * 32 * 8 * 128 * 2 == 131_072
+    mha, gqa = estimate(), estimate(model=model(kv_heads=8))
+    assert mha.kv_bytes_per_token == 524_288 and gqa.kv_bytes_per_token == 131_072
+    assert mha.kv_bytes_per_sequence == 524_288 * 4096
+    # the KV cache stays bf16 when the weights are int4
+    assert estimate(dtype="int4").kv_bytes_per_token == 524_288
+
+
+def test_largest_batch_and_throughput_by_hand() -> None:
+    e = estimate(model=model(kv_heads=8))
+    w = 2 * PARAMS_7B
+    kv_seq = 131_072 * 4096
+    usable = H100_MEMORY * 0.9
+    max_batch = math.floor((usable - w) / kv_seq)
+    assert e.devices == 1 and e.fits
+    assert e.max_batch == max_batch == 117
+    assert e.batch == max_batch  # no batch given: the largest that fits
+    t_compute = 2 * PARAMS_7B * max_batch / (H100_PEAK * 0.3)
+    t_memory = (w + max_batch * kv_seq) / H100_BW
+    assert e.compute_seconds_per_step == pytest.approx(t_compute)
+    assert e.memory_seconds_per_step == pytest.approx(t_memory)
+    assert e.tokens_per_second == pytest.approx(max_batch / max(t_compute, t_memory))
+    assert e.bound == "memory"
+    rps = e.tokens_per_second / 500
+    assert e.requests_per_second == pytest.approx(rps)
+    assert e.cost_per_request == pytest.approx(3.0 / 3600 / rps)
+    assert e.cost_per_million_requests == pytest.approx(3.0 / 3600 / rps * 1e6)
+    replicas = math.ceil(1e6 / 86400 / rps)
+    assert e.replicas == replicas
+    assert e.serving_cost_per_day == pytest.approx(replicas * 3.0 * 24)
+    assert e.crossover_days == pytest.approx(1e6 / (replicas * 3.0 * 24))
+
+
+def test_small_batch_is_on_the_bandwidth_roofline() -> None:
+    e = estimate(batch=1)
+    assert e.bound == "memory"
+    assert e.tokens_per_second == pytest.approx(H100_BW / (2 * PARAMS_7B + 524_288 * 4096))
+
+
+def test_short_context_large_batch_turns_compute_bound() -> None:
+    # with a short context the KV read is small, so a large batch is compute-bound
+    e = estimate(model=model(kv_heads=8), context=128)
+    f = 2 * PARAMS_7B
+    kv_seq = 131_072 * 128
+    b_star = (2 * PARAMS_7B / H100_BW) / (f / (H100_PEAK * 0.3) - kv_seq / H100_BW)
+    assert e.compute_bound_batch == pytest.approx(b_star)
+    assert e.batch > b_star and e.bound == "compute"
+    assert e.tokens_per_second == pytest.approx(H100_PEAK * 0.3 / f)
+    below = estimate(model=model(kv_heads=8), context=128, batch=math.floor(b_star))
+    assert below.bound == "memory"
+
+
+def test_requested_batch_is_capped_by_memory() -> None:
+    assert estimate(batch=10_000).batch == estimate().max_batch
+    assert estimate(batch=4).batch == 4
+
+
+def test_a_model_too_big_for_one_device_gets_more() -> None:
+    big = serving.ServedModel(params=70e9, layers=80, kv_heads=8, head_dim=128)
+    e = estimate(model=big)
+    need = math.ceil((2 * 70e9 + 2 * 80 * 8 * 128 * 2 * 4096) / (H100_MEMORY * 0.9))
+    assert e.devices == need == 2
+    assert e.dollars_per_hour == 2 * 3.0
+    forced = estimate(model=big, devices=1)
+    assert not forced.fits and forced.tokens_per_second == 0 and forced.max_batch == 0
+    assert math.isinf(forced.cost_per_request) and math.isinf(forced.crossover_days)
+    assert forced.as_dict()["cost_per_request"] is None
+
+
+def test_crossover_days() -> None:
+    assert serving.crossover_days(1e6, 1e4) == 100
+    assert math.isinf(serving.crossover_days(1e6, 0))
+    e = estimate(requests_per_day=0)
+    assert e.replicas == 0 and math.isinf(e.crossover_days)
+
+
+def test_ladder_is_one_row_per_model_and_dtype() -> None:
+    models = [model(8), serving.ServedModel(params=70e9, layers=80, kv_heads=8, head_dim=128, name="70B")]
+    rows = serving.serving_ladder(models, ("bf16", "int8", "int4"), context=4096, tokens_per_request=500,
+                                  peak_flops=H100_PEAK, device_memory=H100_MEMORY, memory_bandwidth=H100_BW,
+                                  dollars_per_device_hour=3.0, mfu=0.3, requests_per_day=1e6)
+    assert [(r.name, r.dtype) for r in rows] == [
+        ("7B", "bf16"), ("7B", "int8"), ("7B", "int4"), ("70B", "bf16"), ("70B", "int8"), ("70B", "int4")]
+    # smaller weights: more room for KV, faster bandwidth-bound decode, cheaper requests
+    assert rows[0].max_batch < rows[1].max_batch < rows[2].max_batch
+    assert rows[0].cost_per_request > rows[1].cost_per_request > rows[2].cost_per_request
+    assert rows[3].devices == 2 and rows[4].devices == 1
+
+
+def test_bad_input() -> None:
+    with pytest.raises(UserError, match="serving.dtype"):
+        estimate(dtype="fp8x")
+    with pytest.raises(UserError, match="serving.mfu"):
+        estimate(mfu=1.5)
+    with pytest.raises(UserError, match="serving.batch"):
+        estimate(batch=0)
+    with pytest.raises(UserError, match="serving.context"):
+        estimate(context=0)
+
+
+@pytest.mark.slow
+def test_kv_cache_matches_transformers() -> None:
+    """The bytes transformers keeps in its cache per token equal 2 L kv_heads head_dim bytes."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                   num_attention_heads=8, num_key_value_heads=2, vocab_size=100)
+    torch.manual_seed(0)
+    m = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    tokens = 5
+    with torch.no_grad():
+        out = m(torch.zeros(1, tokens, dtype=torch.long), use_cache=True)
+    cache = out.past_key_values
+    tensors = []
+    for layer in getattr(cache, "layers", []):
+        tensors += [layer.keys, layer.values]
+    if not tensors:  # older cache layout
+        tensors = list(cache.key_cache) + list(cache.value_cache)
+    cached = sum(t.numel() * t.element_size() for t in tensors)
+    assert cached / tokens == serving.kv_bytes_per_token(3, 2, 64 // 8, 2)
