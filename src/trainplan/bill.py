@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 GB = 1e9  # prices are quoted per decimal gigabyte
 SECONDS_PER_HOUR = 3600.0
@@ -19,32 +22,35 @@ SECONDS_PER_HOUR = 3600.0
 
 @dataclass(frozen=True)
 class BillAccount:
-    """Dollars per hour of data moved once (one epoch over that hour)."""
+    """Dollars per hour of data moved once (one epoch over that hour); numbers, or arrays
+    when the arguments are arrays (trainplan sweep)."""
 
-    accelerator_seconds: float  # accelerator time one hour of data takes
-    useful_seconds: float  # of which training
-    bytes: float
-    storage: float
-    transfer: float
-    cores: float
-    idle_accelerator: float
-    total: float
-    shares: dict[str, float]
+    accelerator_seconds: Any  # accelerator time one hour of data takes
+    useful_seconds: Any  # of which training
+    bytes: Any
+    storage: Any
+    transfer: Any
+    cores: Any
+    idle_accelerator: Any
+    total: Any
+    shares: dict[str, Any]
 
 
-def bill_per_hour(*, frames_per_hour: float, demand_fps: float, busy: float, cores: float,
-                  stored_bytes_per_hour: float, read_bytes_per_hour: float, accelerator_hour: float,
-                  core_hour: float, storage_gb_month: float, transfer_gb: float,
-                  storage_months: float = 1.0) -> BillAccount:
+def bill_per_hour(*, frames_per_hour: Any, demand_fps: Any, busy: Any, cores: Any,
+                  stored_bytes_per_hour: Any, read_bytes_per_hour: Any, accelerator_hour: Any,
+                  core_hour: Any, storage_gb_month: Any, transfer_gb: Any,
+                  storage_months: Any = 1.0) -> BillAccount:
     useful = frames_per_hour / demand_fps
-    wall = useful / busy if busy > 0 else math.inf
-    storage = stored_bytes_per_hour / GB * storage_gb_month * storage_months
-    transfer = read_bytes_per_hour / GB * transfer_gb
-    core_cost = cores * wall / SECONDS_PER_HOUR * core_hour
-    idle = (wall - useful) / SECONDS_PER_HOUR * accelerator_hour
-    total = storage + transfer + core_cost + idle
-    terms = {"bytes": storage + transfer, "cores": core_cost, "idle_accelerator": idle}
-    shares = {k: (v / total if total > 0 else 0.0) for k, v in terms.items()}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wall = np.where(busy > 0, useful / np.where(busy > 0, busy, 1.0), np.inf)
+        storage = stored_bytes_per_hour / GB * storage_gb_month * storage_months
+        transfer = read_bytes_per_hour / GB * transfer_gb
+        # no cores and no supply: 0 x inf is NaN, an undefined cost, not a zero one
+        core_cost = cores * wall / SECONDS_PER_HOUR * core_hour
+        idle = (wall - useful) / SECONDS_PER_HOUR * accelerator_hour
+        total = storage + transfer + core_cost + idle
+        terms = {"bytes": storage + transfer, "cores": core_cost, "idle_accelerator": idle}
+        shares = {k: np.where(total > 0, v / np.where(total > 0, total, 1.0), 0.0) for k, v in terms.items()}
     return BillAccount(wall, useful, storage + transfer, storage, transfer, core_cost, idle, total, shares)
 
 

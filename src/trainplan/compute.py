@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 # FLOPs per parameter per token of each pass (Kaplan et al. 2020, §2.1): the forward
 # pass is 2 (one multiply-add per weight), the backward pass twice the forward.
@@ -33,39 +35,44 @@ def inference_flops_per_token(params: float) -> float:
     return FORWARD_FLOPS_PER_PARAM_TOKEN * params
 
 
-def sustained_flops(count: int, peak_flops: float, mfu: float, scaling_efficiency: float,
-                    mfu_end_to_end: bool = False) -> float:
-    """R = n Φ μ s. Scaling efficiency is the loss of going from one device to n, so it is
-    1 on one device, and never applied on top of an MFU measured end to end on n devices."""
-    s = 1.0 if (count == 1 or mfu_end_to_end) else scaling_efficiency
+def scaling_applies(count: Any, mfu_end_to_end: bool = False) -> Any:
+    """Scaling efficiency is the loss of going from one device to n: none on one device, and
+    never on top of an MFU measured end to end on n devices. Works on arrays."""
+    return (np.asarray(count) != 1) & (not mfu_end_to_end)
+
+
+def sustained_flops(count: Any, peak_flops: Any, mfu: Any, scaling_efficiency: Any,
+                    mfu_end_to_end: bool = False) -> Any:
+    """R = n Φ μ s, with s applied only where `scaling_applies`. Works on arrays."""
+    s = np.where(scaling_applies(count, mfu_end_to_end), scaling_efficiency, 1.0)
     return count * peak_flops * mfu * s
 
 
 @dataclass(frozen=True)
 class ComputeAccount:
-    flops: float
-    sustained_flops: float  # FLOP/s across the cluster
-    tokens_per_step: float
-    steps: int
-    seconds: float
-    seconds_per_step: float
-    scaling_applied: bool
+    """Each field a number, or an array when the arguments are arrays (trainplan sweep)."""
+
+    flops: Any
+    sustained_flops: Any  # FLOP/s across the cluster
+    tokens_per_step: Any
+    steps: Any  # whole steps: ceil(D / batch)
+    seconds: Any
+    seconds_per_step: Any
+    scaling_applied: Any
 
 
-def compute_account(params: float, tokens: float, count: int, micro_batch: int, seq_len: int,
-                    grad_accum: int, peak_flops: float, mfu: float, scaling_efficiency: float,
+def compute_account(params: Any, tokens: Any, count: Any, micro_batch: Any, seq_len: Any,
+                    grad_accum: Any, peak_flops: Any, mfu: Any, scaling_efficiency: Any,
                     recompute: str = "none", mfu_end_to_end: bool = False) -> ComputeAccount:
     flops = training_flops(params, tokens, recompute)
     rate = sustained_flops(count, peak_flops, mfu, scaling_efficiency, mfu_end_to_end)
-    tokens_per_step = float(count * micro_batch * seq_len * grad_accum)
-    steps = math.ceil(tokens / tokens_per_step)
-    seconds = flops / rate
+    tokens_per_step = np.asarray(count * micro_batch * seq_len * grad_accum, dtype=np.float64)
     return ComputeAccount(
         flops=flops,
         sustained_flops=rate,
         tokens_per_step=tokens_per_step,
-        steps=steps,
-        seconds=seconds,
+        steps=np.ceil(tokens / tokens_per_step),
+        seconds=flops / rate,
         seconds_per_step=training_flops(params, tokens_per_step, recompute) / rate,
-        scaling_applied=not (count == 1 or mfu_end_to_end),
+        scaling_applied=scaling_applies(count, mfu_end_to_end),
     )

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from trainplan.dtypes import StateBytes
 
 
 @dataclass(frozen=True)
 class MemoryAccount:
-    weights_bytes: float
-    grads_bytes: float
-    optimizer_bytes: float  # fp32 master + moments
-    state_bytes: float
-    activation_bytes: float
-    runtime_buffers: float
-    headroom_bytes: float
-    per_device_bytes: float
-    device_memory: float
-    fits: bool
-    devices_to_run: int
-    devices_to_train: int | None  # None: activations alone overflow the card
+    """Each field a number, or an array when the arguments are arrays (trainplan sweep)."""
+
+    weights_bytes: Any
+    grads_bytes: Any
+    optimizer_bytes: Any  # fp32 master + moments
+    state_bytes: Any
+    activation_bytes: Any
+    runtime_buffers: Any
+    headroom_bytes: Any
+    per_device_bytes: Any
+    device_memory: Any
+    fits: Any
+    devices_to_run: Any  # 0: buffers and headroom alone fill the card
+    devices_to_train: Any  # NaN: activations alone overflow the card
 
 
 def sharded_state(params: float, state: StateBytes, zero: int, data_parallel: int) -> tuple[float, float, float]:
@@ -60,18 +64,19 @@ def usable_memory(device_memory: float, runtime_buffers: float, headroom: float)
     return device_memory / (1.0 + headroom) - runtime_buffers
 
 
-def memory_account(params: float, state: StateBytes, zero: int, data_parallel: int, activations: float,
-                   runtime_buffers: float, headroom: float, device_memory: float) -> MemoryAccount:
+def memory_account(params: Any, state: StateBytes, zero: int, data_parallel: Any, activations: Any,
+                   runtime_buffers: Any, headroom: Any, device_memory: Any) -> MemoryAccount:
     weights, grads, optimizer = sharded_state(params, state, zero, data_parallel)
     state_total = weights + grads + optimizer
     before_headroom = state_total + activations + runtime_buffers
     per_device = before_headroom * (1.0 + headroom)
     usable = usable_memory(device_memory, runtime_buffers, headroom)
-    # To run (inference): the weights alone, split over as many cards as needed.
-    devices_to_run = max(1, math.ceil(params * state.weights / usable)) if usable > 0 else 0
-    # To train: full sharding (ZeRO-3) over n devices is the fewest any data-parallel layout needs.
     room = usable - activations
-    devices_to_train = max(1, math.ceil(params * state.total / room)) if room > 0 else None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # To run (inference): the weights alone, split over as many cards as needed.
+        devices_to_run = np.where(usable > 0, np.maximum(1, np.ceil(params * state.weights / usable)), 0)
+        # To train: full sharding (ZeRO-3) over n devices is the fewest any data-parallel layout needs.
+        devices_to_train = np.where(room > 0, np.maximum(1, np.ceil(params * state.total / room)), np.nan)
     return MemoryAccount(
         weights_bytes=weights,
         grads_bytes=grads,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 # Below this share of the step the sync is reported negligible (a reporting threshold, not physics).
 NEGLIGIBLE_SHARE_OF_STEP = 0.05
@@ -15,31 +18,29 @@ def ring_allreduce_bytes(message_bytes: float, participants: int) -> float:
 
 @dataclass(frozen=True)
 class NetworkAccount:
-    gradient_bytes: float
-    ring_bytes_per_step: float
-    link_rate: float
-    floor_seconds_per_step: float
-    step_seconds: float
-    backward_seconds: float
-    share_of_step: float
-    verdict: str  # "none" | "negligible" | "overlap" | "bound"
+    """Each field a number, or an array when the arguments are arrays (trainplan sweep)."""
+
+    gradient_bytes: Any
+    ring_bytes_per_step: Any
+    link_rate: Any
+    floor_seconds_per_step: Any
+    step_seconds: Any
+    backward_seconds: Any
+    share_of_step: Any
+    verdict: Any  # "none" | "negligible" | "overlap" | "bound"
 
 
-def network_account(params: float, grad_bytes_per_param: float, participants: int, link_rate: float,
-                    step_seconds: float, backward_share: float) -> NetworkAccount:
+def network_account(params: Any, grad_bytes_per_param: float, participants: Any, link_rate: Any,
+                    step_seconds: Any, backward_share: float) -> NetworkAccount:
     message = params * grad_bytes_per_param
     ring = ring_allreduce_bytes(message, participants)
     floor = ring / link_rate
     backward = step_seconds * backward_share
     share = floor / step_seconds
-    if participants == 1:
-        verdict = "none"
-    elif share <= NEGLIGIBLE_SHARE_OF_STEP:
-        verdict = "negligible"
-    elif floor <= backward:
-        verdict = "overlap"  # must overlap with backward, and can hide there
-    else:
-        verdict = "bound"  # longer than backward: the step waits on the network
+    verdict = np.select(
+        [np.asarray(participants) == 1, share <= NEGLIGIBLE_SHARE_OF_STEP, floor <= backward],
+        # overlap: must overlap with backward, and can hide there; bound: the step waits on the network
+        ["none", "negligible", "overlap"], "bound")
     return NetworkAccount(message, ring, link_rate, floor, step_seconds, backward, share, verdict)
 
 

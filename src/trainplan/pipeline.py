@@ -193,6 +193,12 @@ def pipeline_arrays(
     }
 
 
+def wall_seconds(compute_seconds: Any, busy: Any) -> Any:
+    """The compute time stretched by the input pipeline's busy fraction (infinite at busy 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(busy > 0, compute_seconds / np.where(busy > 0, busy, 1.0), np.inf)
+
+
 @dataclass(frozen=True)
 class PipelineAccount:
     kind: str

@@ -10,6 +10,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from trainplan import bill as bill_mod
 from trainplan import compute as compute_mod
 from trainplan import memory as memory_mod
@@ -125,7 +127,11 @@ def _bill_for(w: Workload, p: pipeline_mod.PipelineAccount, cores: float) -> bil
 
 
 def _num(x: Any) -> Any:
-    """JSON-safe number: inf/nan become None (JSON has neither)."""
+    """JSON-safe number: numpy scalars become Python ones, inf/nan become None (JSON has neither)."""
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        x = x[()]
+    if isinstance(x, np.generic):
+        x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
@@ -167,8 +173,7 @@ def build_report(w: Workload) -> dict[str, Any]:
                                       compute_mod.backward_share(t.recompute))
 
     pipe = pipeline_mod.pipeline_account(**pipeline_inputs(w, model))
-    # Wall time: the compute time stretched by the input pipeline's busy fraction.
-    wall_seconds = comp.seconds / pipe.busy if pipe.busy > 0 else math.inf
+    wall_seconds = float(pipeline_mod.wall_seconds(comp.seconds, pipe.busy))
 
     if w.data.kind == "video":
         unique_frames = w.data.hours * pipe.frames_per_hour
@@ -186,7 +191,7 @@ def build_report(w: Workload) -> dict[str, Any]:
         "workload": {"accelerator": acc.key, "accelerator_name": acc.name, "params": model.params,
                      "active_params": model.active_params, "params_source": model.source, "tokens": tokens},
         "compute": {
-            "flops": comp.flops, "steps": comp.steps, "seconds": comp.seconds,
+            "flops": comp.flops, "steps": int(comp.steps), "seconds": comp.seconds,
             "seconds_per_step": comp.seconds_per_step, "tokens_per_step": comp.tokens_per_step,
             "sustained_flops": comp.sustained_flops, "scaling_applied": comp.scaling_applied,
             "wall_seconds": wall_seconds,
@@ -196,7 +201,8 @@ def build_report(w: Workload) -> dict[str, Any]:
             "optimizer_bytes": mem.optimizer_bytes, "activation_bytes": mem.activation_bytes,
             "runtime_buffers": mem.runtime_buffers, "headroom_bytes": mem.headroom_bytes,
             "per_device_bytes": mem.per_device_bytes, "device_memory": mem.device_memory, "fits": mem.fits,
-            "devices_to_run": mem.devices_to_run, "devices_to_train": mem.devices_to_train,
+            "devices_to_run": int(mem.devices_to_run),
+            "devices_to_train": None if np.isnan(mem.devices_to_train) else int(mem.devices_to_train),
         },
         "network": {
             "gradient_bytes": net.gradient_bytes, "ring_bytes_per_step": net.ring_bytes_per_step,

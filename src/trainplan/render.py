@@ -35,9 +35,12 @@ DIMENSIONS: dict[str, str] = {
     "bill.cores": "dollars", "bill.idle_accelerator": "dollars", "bill.transport_share": "fraction",
     "bill.accelerator_seconds_per_hour": "time", "bill.useful_seconds_per_hour": "time",
     "bill.epoch_seconds": "time", "bill.epoch_seconds_at_cores_needed": "time",
+    "simulation.busy": "fraction", "simulation.formula_busy": "fraction", "simulation.pipeline_busy": "fraction",
+    "simulation.difference": "fraction", "simulation.throughput_fps": "frequency",
+    "simulation.demand_fps": "frequency",
 }
 
-ACCOUNTS = ("compute", "memory", "network", "storage", "pipeline", "bill", "energy", "training_cost")
+ACCOUNTS = ("compute", "memory", "network", "storage", "pipeline", "bill", "energy", "training_cost", "simulation")
 
 
 def flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:

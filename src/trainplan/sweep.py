@@ -10,9 +10,8 @@ numeric grid evaluated inside each.
 The figures come from the same pure functions the plan uses (compute.training_flops,
 memory.sharded_state / activation_bytes / retained_tensors / usable_memory,
 network.ring_allreduce_bytes, storage.storage_account, pipeline.pipeline_arrays,
-bill.over_epochs). Where a function branches with Python `if` on a value
-(compute.sustained_flops, memory.memory_account's `math.ceil`, bill.bill_per_hour's
-`busy > 0`), the same rule is written here with np.where / np.ceil, and
+bill.over_epochs), compute.compute_account, memory.memory_account,
+network.network_account and bill.bill_per_hour, all of which take arrays;
 tests/test_sweep.py checks every column against plan.build_report point by point.
 """
 
@@ -242,19 +241,13 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
         tokens = np.asarray(get("data.hours"), f) * p["tokens_per_hour"] * np.asarray(get("training.epochs"), f)
 
     # compute (SPEC §3)
-    flops = compute_mod.training_flops(active, tokens, t.recompute)
-    scaled = compute_mod.sustained_flops(2, peak, mfu, np.asarray(get("cluster.scaling_efficiency"), f),
-                                         c.mfu_end_to_end) / 2
-    single = compute_mod.sustained_flops(1, peak, mfu, 1.0, c.mfu_end_to_end)
-    rate = count * np.where(count == 1, single, scaled)
-    tokens_per_step = count * np.asarray(get("training.micro_batch"), f) * np.asarray(get("training.seq_len"), f) \
-        * np.asarray(get("training.grad_accum"), f)
-    steps = np.ceil(tokens / tokens_per_step)
-    seconds = flops / rate
-    seconds_per_step = compute_mod.training_flops(active, tokens_per_step, t.recompute) / rate
-    busy = p["busy"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        wall = np.where(busy > 0, seconds / np.where(busy > 0, busy, 1.0), np.inf)
+    comp = compute_mod.compute_account(
+        active, tokens, count, np.asarray(get("training.micro_batch"), f), np.asarray(get("training.seq_len"), f),
+        np.asarray(get("training.grad_accum"), f), peak, mfu, np.asarray(get("cluster.scaling_efficiency"), f),
+        t.recompute, c.mfu_end_to_end)
+    flops, rate, tokens_per_step, steps = comp.flops, comp.sustained_flops, comp.tokens_per_step, comp.steps
+    seconds, seconds_per_step = comp.seconds, comp.seconds_per_step
+    wall = pipeline_mod.wall_seconds(seconds, p["busy"])
 
     # memory (SPEC §4)
     state = state_bytes_per_param(t.precision, t.optimizer)
@@ -268,28 +261,15 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
             np.asarray(width, f), np.asarray(layers, f), bytes_per_element(t.precision), k)
     else:
         activations = np.zeros(1)
-    weights, grads, optimizer = memory_mod.sharded_state(params, state, t.zero, count)
-    state_total = weights + grads + optimizer
     buffers = np.asarray(get("cluster.runtime_buffers"), f)
-    headroom = np.asarray(get("cluster.headroom"), f)
-    before_headroom = state_total + activations + buffers
-    per_device = before_headroom * (1.0 + headroom)
-    usable = memory_mod.usable_memory(acc.memory, buffers, headroom)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        devices_to_run = np.where(usable > 0, np.maximum(1, np.ceil(params * state.weights / usable)), 0)
-        room = usable - activations
-        devices_to_train = np.where(room > 0, np.maximum(1, np.ceil(params * state.total / room)), np.nan)
+    mem = memory_mod.memory_account(params, state, t.zero, count, activations, buffers,
+                                    np.asarray(get("cluster.headroom"), f), acc.memory)
 
     # network (SPEC §5)
     link_rate = np.asarray(get("cluster.interconnect") if get("cluster.interconnect") is not None
                            else acc.interconnect, f)
-    message = params * state.grads
-    ring = network_mod.ring_allreduce_bytes(message, count)
-    floor = ring / link_rate
-    backward = seconds_per_step * compute_mod.backward_share(t.recompute)
-    share = floor / seconds_per_step
-    verdict = np.select([count == 1, share <= network_mod.NEGLIGIBLE_SHARE_OF_STEP, floor <= backward],
-                        ["none", "negligible", "overlap"], "bound")
+    net = network_mod.network_account(params, state.grads, count, link_rate, seconds_per_step,
+                                      compute_mod.backward_share(t.recompute))
 
     # storage (SPEC §6)
     if d.kind == "video":
@@ -311,15 +291,16 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
         "compute.flops": flops, "compute.steps": steps, "compute.seconds": seconds,
         "compute.seconds_per_step": seconds_per_step, "compute.tokens_per_step": tokens_per_step,
         "compute.sustained_flops": rate, "compute.wall_seconds": wall,
-        "memory.state_bytes": state_total, "memory.weights_bytes": weights, "memory.grads_bytes": grads,
-        "memory.optimizer_bytes": optimizer, "memory.activation_bytes": activations,
-        "memory.runtime_buffers": buffers, "memory.headroom_bytes": per_device - before_headroom,
-        "memory.per_device_bytes": per_device, "memory.device_memory": np.asarray(acc.memory, f),
-        "memory.fits": per_device <= acc.memory, "memory.devices_to_run": devices_to_run,
-        "memory.devices_to_train": devices_to_train,
-        "network.gradient_bytes": message, "network.ring_bytes_per_step": ring, "network.link_rate": link_rate,
-        "network.floor_seconds_per_step": floor, "network.backward_seconds_per_step": backward,
-        "network.share_of_step": share, "network.verdict": verdict,
+        "memory.state_bytes": mem.state_bytes, "memory.weights_bytes": mem.weights_bytes,
+        "memory.grads_bytes": mem.grads_bytes, "memory.optimizer_bytes": mem.optimizer_bytes,
+        "memory.activation_bytes": mem.activation_bytes, "memory.runtime_buffers": mem.runtime_buffers,
+        "memory.headroom_bytes": mem.headroom_bytes, "memory.per_device_bytes": mem.per_device_bytes,
+        "memory.device_memory": np.asarray(acc.memory, f), "memory.fits": mem.fits,
+        "memory.devices_to_run": mem.devices_to_run, "memory.devices_to_train": mem.devices_to_train,
+        "network.gradient_bytes": net.gradient_bytes, "network.ring_bytes_per_step": net.ring_bytes_per_step,
+        "network.link_rate": net.link_rate, "network.floor_seconds_per_step": net.floor_seconds_per_step,
+        "network.backward_seconds_per_step": net.backward_seconds, "network.share_of_step": net.share_of_step,
+        "network.verdict": net.verdict,
         "storage.data_bytes": sto.data_bytes, "storage.checkpoint_bytes": sto.checkpoint_bytes,
         "storage.checkpoints_bytes": sto.checkpoints_bytes, "storage.exports_bytes": sto.exports_bytes,
         "storage.retained_bytes": sto.retained_bytes, "storage.input_byte_rate": sto.input_byte_rate,
@@ -339,7 +320,7 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
 
 def _bill_arrays(w: Workload, p: dict[str, Any], cores: np.ndarray, get: Callable[[str], Any],
                  data_hour_varied: bool = False) -> dict[str, Any]:
-    """plan._bill_for and bill.bill_per_hour over arrays (bill_per_hour branches on `busy > 0`)."""
+    """plan._bill_for over arrays."""
     f = np.float64
     if w.data.kind == "video":
         frames_per_hour = p["frames_per_hour"]
@@ -351,26 +332,20 @@ def _bill_arrays(w: Workload, p: dict[str, Any], cores: np.ndarray, get: Callabl
         stored = read = frames_per_hour * p["read_bytes_per_token"]
         demand = p["demand_tokens_per_second"]
     busy = p["busy"]
-    useful = frames_per_hour / demand
-    with np.errstate(divide="ignore", invalid="ignore"):
-        wall = np.where(busy > 0, useful / np.where(busy > 0, busy, 1.0), np.inf)
-    months = np.asarray(get("prices.storage_months"), f)
-    storage = stored / bill_mod.GB * np.asarray(get("prices.storage_gb_month"), f) * months
-    transfer = read / bill_mod.GB * np.asarray(get("prices.transfer_gb"), f)
-    with np.errstate(invalid="ignore"):  # no cores and no supply: 0 x inf, NaN as in the scalar plan
-        core_cost = cores * wall / bill_mod.SECONDS_PER_HOUR * np.asarray(get("prices.core_hour"), f)
-        idle = (wall - useful) / bill_mod.SECONDS_PER_HOUR * np.asarray(get("prices.accelerator_hour"), f)
-        total = storage + transfer + core_cost + idle
-    account = bill_mod.BillAccount(wall, useful, storage + transfer, storage, transfer, core_cost, idle, total, {})
+    account = bill_mod.bill_per_hour(
+        frames_per_hour=frames_per_hour, demand_fps=demand, busy=busy, cores=cores,
+        stored_bytes_per_hour=stored, read_bytes_per_hour=read,
+        accelerator_hour=np.asarray(get("prices.accelerator_hour"), f), core_hour=np.asarray(get("prices.core_hour"), f),
+        storage_gb_month=np.asarray(get("prices.storage_gb_month"), f),
+        transfer_gb=np.asarray(get("prices.transfer_gb"), f), storage_months=np.asarray(get("prices.storage_months"), f))
+    total = account.total
     out: dict[str, Any] = {
-        "bill.total": total, "bill.bytes": storage + transfer, "bill.storage": storage, "bill.transfer": transfer,
-        "bill.cores": core_cost, "bill.idle_accelerator": idle,
-        "bill.accelerator_seconds_per_hour": wall, "bill.useful_seconds_per_hour": useful,
+        "bill.total": total, "bill.bytes": account.bytes, "bill.storage": account.storage,
+        "bill.transfer": account.transfer, "bill.cores": account.cores, "bill.idle_accelerator": account.idle_accelerator,
+        "bill.accelerator_seconds_per_hour": account.accelerator_seconds,
+        "bill.useful_seconds_per_hour": account.useful_seconds,
     }
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for term in ("bytes", "cores", "idle_accelerator"):
-            out[f"bill.shares.{term}"] = np.where(total > 0, out[f"bill.{term}"] / np.where(total > 0, total, 1.0),
-                                                  0.0)
+    out.update({f"bill.shares.{term}": share for term, share in account.shares.items()})
     for e in (1, 10):
         out[f"bill.per_epochs.{e}"] = bill_mod.over_epochs(account, e)
     data_hour = np.asarray(get("prices.data_hour"), f)
