@@ -216,3 +216,50 @@ def test_bad_budget() -> None:
         scaling.compute_optimal(-1.0)
     with pytest.raises(UserError):
         scaling.compute_optimal(1e21, scaling.ScalingLaw(1.0, 1.0, 1.0, 0.0, 0.3))
+
+
+# ---------------------------------------------------------------- the command line (SPEC §11)
+
+
+def _cli(args: list[str]) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "trainplan", *args], capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_cli_optimal_keys_and_default_law() -> None:
+    import json
+
+    rc, out, _ = _cli(["scaling", "optimal", "--budget", "1e24"])
+    assert rc == 0
+    data = json.loads(out)
+    opt = scaling.compute_optimal(1e24, CH)
+    for key in ("params", "tokens", "loss", "tokens_per_param"):
+        assert data[key] == pytest.approx(getattr(opt, key))
+    rc, out, _ = _cli(["scaling", "optimal", "--budget", "1e24", "--law", "1.82,482.0,2085.4,0.3478,0.3658"])
+    assert json.loads(out)["params"] == pytest.approx(
+        scaling.compute_optimal(1e24, scaling.ScalingLaw(1.82, 482.0, 2085.4, 0.3478, 0.3658)).params)
+
+
+def test_cli_fit_keys(tmp_path: Path) -> None:
+    import json
+
+    rc, out, err = _cli(["scaling", "fit", str(RUNS_CSV), "--grid", "small", "--bootstrap", "4"])
+    assert rc == 0, err
+    data = json.loads(out)
+    for key in ("E", "A", "B", "alpha", "beta", "E_se", "A_se", "B_se", "alpha_se", "beta_se"):
+        assert isinstance(data[key], float)
+    assert data["E"] == pytest.approx(1.817, abs=0.01)
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "runs.csv"
+    bad.write_text("params,tokens\n1,2\n")
+    rc, out, err = _cli(["scaling", "fit", str(bad)])
+    assert rc == 2 and "missing column 'loss'" in err and "Traceback" not in err
+    rc, _, err = _cli(["scaling", "optimal", "--budget", "lots"])
+    assert rc == 2 and "--budget" in err
+    rc, _, err = _cli(["scaling", "optimal", "--budget", "1e21", "--law", "1,2"])
+    assert rc == 2 and "--law" in err

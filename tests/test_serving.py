@@ -104,7 +104,7 @@ def test_short_context_large_batch_turns_compute_bound() -> None:
 
 
 def test_requested_batch_is_capped_by_memory() -> None:
-    assert estimate(batch=10_000).batch == estimate().max_batch
+    assert estimate(batch=10_000, devices=1).batch == estimate().max_batch
     assert estimate(batch=4).batch == 4
 
 
@@ -171,3 +171,57 @@ def test_kv_cache_matches_transformers() -> None:
         tensors = list(cache.key_cache) + list(cache.value_cache)
     cached = sum(t.numel() * t.element_size() for t in tensors)
     assert cached / tokens == serving.kv_bytes_per_token(3, 2, 64 // 8, 2)
+
+
+def test_devices_are_sized_for_the_requested_batch() -> None:
+    big = serving.ServedModel(params=70e9, layers=80, kv_heads=8, head_dim=128)
+    kv_seq = 2 * 80 * 8 * 128 * 2 * 4096
+    e = estimate(model=big, batch=64)
+    assert e.devices == math.ceil((2 * 70e9 + 64 * kv_seq) / (H100_MEMORY * 0.9)) == 3
+    assert e.batch == 64 and e.max_batch >= 64
+
+
+# ---------------------------------------------------------------- the command line (SPEC §11)
+
+
+def _cli(args: list[str]) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "trainplan", *args], capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+SHAPE_7B = ["--set", "model.layers=32", "--set", "model.width=4096", "--set", "model.vocab=128000",
+            "--set", "model.heads=32", "--set", "model.params=6966738944"]
+
+
+def test_cli_serve_keys_match_the_account() -> None:
+    import json
+
+    sets = SHAPE_7B + ["--set", "serving.training_cost=1000000", "--set", "serving.batch=16",
+                       "--set", "serving.mfu=0.3", "--set", "serving.tokens_per_request=500",
+                       "--set", "serving.requests_per_day=1e6", "--set", "serving.context=4096",
+                       "--set", "serving.dtype=bf16", "--set", "prices.accelerator_hour=3"]
+    rc, out, err = _cli(["serve", *sets])
+    assert rc == 0, err
+    data = json.loads(out)
+    expected = estimate(batch=16)
+    for key in ("tokens_per_second", "requests_per_second", "cost_per_million_requests", "kv_bytes_per_token",
+                "weights_bytes", "crossover_days"):
+        assert data[key] == pytest.approx(getattr(expected, key)), key
+    assert data["kv_bytes_per_token"] == 524_288 and data["weights_bytes"] == 2 * PARAMS_7B
+
+
+def test_cli_serve_ladder_and_errors() -> None:
+    import json
+
+    rc, out, err = _cli(["serve", *SHAPE_7B, "--set", "serving.training_cost=1e6", "--ladder"])
+    assert rc == 0, err
+    rows = json.loads(out)
+    assert [r["dtype"] for r in rows[:4]] == ["fp32", "bf16", "int8", "int4"]
+    assert {r["name"] for r in rows} >= {"workload model", "llama-3.1-8b", "llama-3.1-70b"}
+    rc, _, err = _cli(["serve", "--set", "serving.dtype=int3"])
+    assert rc == 2 and "serving.dtype" in err
+    rc, _, err = _cli(["serve", "--format", "xml"])
+    assert rc == 2 and "--format" in err

@@ -6,7 +6,7 @@
   sequence; grouped-query attention stores kv_heads < heads. Per sequence: that x context.
 - The largest batch that fits: (usable memory - weights) / KV bytes per sequence.
 - Decode throughput at batch B, per replica of n devices: one step generates one token per
-  sequence and costs 2 P B FLOP (SPEC §3) and reads the weights once plus the KV cache of the
+  sequence and costs 2 P B FLOP (SPEC §3; P the active parameters of a mixture of experts) and reads the weights once plus the KV cache of the
   batch. Its time is the larger of compute, 2 P B / (n Phi mu), and memory,
   (W + B kv_seq) / (n BW): compute-bound at an inference MFU for large batches, on the
   memory-bandwidth roofline for small ones. Tokens/s = B / step time.
@@ -86,11 +86,16 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: float, bytes_per_el
 class ServedModel:
     """The shape serving needs: parameter count, layers, KV heads and the width of one head."""
 
-    params: float
+    params: float  # every weight held (all experts)
     layers: int
     kv_heads: int
     head_dim: float
     name: str = ""
+    active_params: float | None = None  # used per token (mixture of experts); None: = params
+
+    @property
+    def params_per_token(self) -> float:
+        return self.params if self.active_params is None else self.active_params
 
 
 @dataclass(frozen=True)
@@ -135,11 +140,11 @@ class ServingEstimate:
         return out
 
 
-def devices_to_fit(weights: float, kv_per_sequence: float, device_memory: float,
+def devices_to_fit(weights: float, kv_bytes: float, device_memory: float,
                    memory_utilization: float = MEMORY_UTILIZATION) -> int:
-    """The fewest devices whose usable memory holds the weights and one full-context sequence."""
+    """The fewest devices whose usable memory holds the weights and `kv_bytes` of KV cache."""
     _positive("cluster.accelerator.memory", device_memory)
-    return max(1, math.ceil((weights + kv_per_sequence) / (device_memory * memory_utilization)))
+    return max(1, math.ceil((weights + kv_bytes) / (device_memory * memory_utilization)))
 
 
 def estimate_serving(
@@ -161,7 +166,8 @@ def estimate_serving(
     memory_utilization: float = MEMORY_UTILIZATION,
 ) -> ServingEstimate:
     """Serve `model` in `dtype` on replicas of `devices` accelerators (default: the fewest that hold
-    it) at `batch` concurrent sequences (default and cap: the largest batch that fits)."""
+    the weights and `batch` full-context sequences) at `batch` concurrent sequences (default and
+    cap: the largest batch that fits)."""
     _positive("serving.context", context)
     _positive("serving.tokens_per_request", tokens_per_request)
     _positive("cluster.accelerator.peak_flops", peak_flops)
@@ -177,14 +183,14 @@ def estimate_serving(
     w = weights_bytes(model.params, dtype)
     kv_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim, dtypes.bytes_per_element(kv_dtype))
     kv_seq = kv_token * context
-    if devices is None:
-        devices = devices_to_fit(w, kv_seq, device_memory, memory_utilization)
+    if devices is None:  # the fewest that hold the weights and the requested batch (one sequence if none)
+        devices = devices_to_fit(w, kv_seq * (batch or 1), device_memory, memory_utilization)
     elif devices < 1:
         raise UserError("devices", f"expected at least one device per replica, got {devices}")
     usable = devices * device_memory * memory_utilization
     max_batch = max(0, math.floor((usable - w) / kv_seq))
     fits = max_batch >= 1
-    flops_token = FLOP_PER_PARAM_PER_TOKEN * model.params
+    flops_token = FLOP_PER_PARAM_PER_TOKEN * model.params_per_token
     rate = devices * peak_flops * mfu
     bandwidth = devices * memory_bandwidth
     # batch at which compute time equals memory time: 2PB/R = (W + B kv)/BW
