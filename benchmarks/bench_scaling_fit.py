@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=int, default=scaling.BOOTSTRAP_RESAMPLES)
     args = parser.parse_args(argv)
 
+    if not Path(args.runs).is_file():
+        print(f"skipped: no runs file at {args.runs} (the shared Chinchilla runs)")
+        return 0
     runs = scaling.read_runs(args.runs)
     t0 = time.perf_counter()
     fit = scaling.fit_scaling_law(runs, grid=scaling.REPLICATION_GRID)

@@ -16,6 +16,7 @@ from trainplan.errors import UserError
 
 RUNS_CSV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "chinchilla_runs.csv"
 CH = scaling.CHINCHILLA_APPROACH3
+needs_runs = pytest.mark.skipif(not RUNS_CSV.is_file(), reason=f"{RUNS_CSV} (the shared Chinchilla runs) not present")
 
 
 def test_loss_by_hand() -> None:
@@ -74,6 +75,7 @@ def test_huber_matches_scipy() -> None:
     assert np.allclose(scaling.huber(r, 1e-3), scipy_huber(1e-3, r))
 
 
+@needs_runs
 def test_gradient_is_exact() -> None:
     runs = scaling.read_runs(RUNS_CSV)
     kept, _ = scaling.drop_highest_loss(runs)
@@ -127,6 +129,7 @@ def test_fit_a_subset_holds_the_rest() -> None:
         scaling.fit_scaling_law(runs, fixed=dict(E=1, A=1, B=1, alpha=1, beta=1))
 
 
+@needs_runs
 def test_chinchilla_runs_small_grid_reproduces_replication() -> None:
     """245 runs, the 5 highest-loss dropped (240 kept), an 8-start grid. The replication
     (Besiroglu et al. 2024) publishes E=1.82, A=482.0, B=2085.4, alpha=0.3478, beta=0.3658; the
@@ -243,6 +246,7 @@ def test_cli_optimal_keys_and_default_law() -> None:
         scaling.compute_optimal(1e24, scaling.ScalingLaw(1.82, 482.0, 2085.4, 0.3478, 0.3658)).params)
 
 
+@needs_runs
 def test_cli_fit_keys(tmp_path: Path) -> None:
     import json
 
