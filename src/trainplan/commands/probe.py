@@ -251,8 +251,9 @@ def register(app: typer.Typer) -> None:
         """Achieved FLOP/s of numpy, and of torch on the CPU and a GPU when present."""
         _check_format(format)
         d = run_matmul(n, seconds)
-        for s in d["skipped"]:
-            typer.echo(f"trainplan: skipped: {s}", err=True)
+        if format == "json":  # the table lists them itself
+            for s in d["skipped"]:
+                typer.echo(f"trainplan: skipped: {s}", err=True)
         if output is not None:
             write_matmul(output, d, probe.machine(), as_peak)
         _emit(d, format, matmul_table)
