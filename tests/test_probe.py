@@ -243,3 +243,23 @@ def test_matmul_as_peak_sets_the_accelerator_peak(tmp_path):
     probe_cmd.write_matmul(cal, d, probe.machine(), as_peak=False)  # without --as-peak: results only
     assert "cluster.accelerator.peak_flops" in calibration.load(cal)  # the earlier value is kept
     assert math.isfinite(values["cluster.accelerator.peak_flops"].value)
+
+
+def test_probe_all_records_what_ran_and_why_the_rest_skipped(tmp_path, monkeypatch):
+    from trainplan import calibration
+    from trainplan.commands import probe as probe_cmd
+
+    def no_allreduce(*a, **k):
+        raise probe.ProbeSkipped("allreduce: stubbed out in this test")
+
+    monkeypatch.setattr(probe, "allreduce", no_allreduce)
+    monkeypatch.setattr(probe_cmd, "run_matmul", lambda n, seconds: {
+        "results": [probe.matmul_numpy(64, min_seconds=0.02).to_dict()], "skipped": []})
+    cal = tmp_path / "cal.toml"
+    sets = ["data.width=192", "data.height=108", "data.gop=10", "data.side=64"]
+    out = probe_cmd.run_all(None, sets, tmp_path, 2, cal)
+    assert out["decode"]["width"] == 192 and out["read"]["bytes"] > 0
+    assert {"probe": "allreduce", "reason": "allreduce: stubbed out in this test"} in out["skipped"]
+    values = calibration.load(cal)
+    assert {"cluster.core_fps_1080p", "cluster.link"} <= set(values)
+    assert "cluster.interconnect" not in values
