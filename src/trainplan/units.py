@@ -185,6 +185,8 @@ _PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3
 def format_quantity(value: float, dimension: Dimension, digits: int = 3) -> str:
     """A readable string that `parse` reads back to the same value within `digits` significant digits."""
     if dimension == "fraction":
+        if not math.isfinite(value * 100):  # beyond 1.8e306 the percentage overflows: write it plain
+            return f"{value:.{digits}g}"
         return f"{value * 100:.{max(digits - 2, 1)}f} %"
     if dimension == "dollars":
         return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.{digits}g}"
