@@ -14,10 +14,13 @@ import numpy as np
 
 from trainplan import bill as bill_mod
 from trainplan import compute as compute_mod
+from trainplan import energy as energy_mod
 from trainplan import memory as memory_mod
 from trainplan import network as network_mod
 from trainplan import pipeline as pipeline_mod
+from trainplan import serving as serving_mod
 from trainplan import storage as storage_mod
+from trainplan import training_cost as cost_mod
 from trainplan.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
 from trainplan.workload import Workload, leaf_value
@@ -219,8 +222,7 @@ def build_report(w: Workload) -> dict[str, Any]:
         "pipeline": pipeline_report(pipe),
         "bill": bill_report(w, model, pipe, bill),
     }
-    for extra in EXTRA_ACCOUNTS:
-        extra(w, model, report)
+    extra_accounts(w, model, report)
     report["verdict"] = verdict(report)
     report["assumptions"] = assumptions(w)
     return clean(report)
@@ -337,6 +339,90 @@ def assumptions(w: Workload) -> dict[str, dict[str, Any]]:
     return out
 
 
-# Accounts added by other modules (energy, training cost, serving): f(workload, model, report) -> None,
-# each writing its own key of the report.
-EXTRA_ACCOUNTS: list[Any] = []
+# ---------------------------------------------------------------- serving, training bill, energy (SPEC §10)
+
+
+def served_model(model: Any, name: str = "workload model") -> serving_mod.ServedModel:
+    """ServedModel from plan.ModelFacts; the KV cache needs layers and the KV width."""
+    if model.layers is None:
+        raise UserError("model.layers", "a shape (model.layers and model.width, or model.hf_config) "
+                        "to size the KV cache for serving")
+    kv_heads = model.kv_heads or model.heads
+    head_dim = model.head_dim
+    if head_dim is None and model.width is not None and model.heads:
+        head_dim = model.width / model.heads
+    if kv_heads is None or head_dim is None:
+        raise UserError("model.width", "a width (or heads and kv_heads) to size the KV cache for serving")
+    return serving_mod.ServedModel(params=model.params, layers=int(model.layers), kv_heads=int(kv_heads),
+                                   head_dim=float(head_dim), name=name, active_params=model.active_params)
+
+
+def training_bill_of(w: Any, report: dict[str, Any] | None = None) -> cost_mod.TrainingBill:
+    """Device-hours of the plan (wall-clock, so pipeline stalls are paid for) x price x attempts."""
+    if report is not None:
+        seconds = float(report["compute"].get("wall_seconds", report["compute"]["seconds"]))
+    else:
+        seconds = float(build_report(w)["compute"].get("wall_seconds"))
+    hours = seconds * w.cluster.count / cost_mod.SECONDS_PER_HOUR
+    return cost_mod.training_bill(hours, w.prices.accelerator_hour, w.prices.attempts)
+
+
+def serving_estimate(w: Any, model: Any | None = None, training_cost: float | None = None,
+                     served: serving_mod.ServedModel | None = None,
+                     dtype: str | None = None) -> serving_mod.ServingEstimate:
+    """The workload's serving section on its accelerator, priced at prices.accelerator_hour."""
+    model = model if model is not None else resolve_model(w)
+    s, acc = w.serving, w.accelerator
+    if training_cost is None:
+        training_cost = s.training_cost if s.training_cost is not None else training_bill_of(w).budget
+    return serving_mod.estimate_serving(
+        served if served is not None else served_model(model),
+        dtype=dtype or s.dtype, context=int(s.context), tokens_per_request=float(s.tokens_per_request),
+        peak_flops=acc.peak("bf16") if "bf16" in acc.peak_flops else acc.peak(w.training.precision),
+        device_memory=acc.memory, memory_bandwidth=acc.memory_bandwidth,
+        dollars_per_device_hour=w.prices.accelerator_hour, mfu=s.mfu, requests_per_day=s.requests_per_day,
+        training_cost=training_cost, batch=int(s.batch),
+    )
+
+
+def energy_of(w: Any, wall_seconds: float) -> energy_mod.EnergyEstimate:
+    e = w.energy
+    watts = e.watts if e.watts is not None else w.accelerator.tdp
+    return energy_mod.training_energy(watts, w.cluster.count, wall_seconds / energy_mod.SECONDS_PER_HOUR, e.pue,
+                                      grid_g_per_kwh=e.grid_intensity, region=e.region)
+
+
+def extra_accounts(w: Workload, model: ModelFacts, report: dict[str, Any]) -> None:
+    """Add `training_cost`, `energy` and `serving` (SPEC §10) to a plan report."""
+    if not math.isfinite(report["compute"]["wall_seconds"]):
+        # the input pipeline supplies nothing: the run never ends, so it has no bill to state
+        why = "the input pipeline supplies nothing (busy 0): no finite wall time to price"
+        report["training_cost"] = {"skipped": why}
+        report["energy"] = {"skipped": why}
+        report["serving"] = {"skipped": why}
+        return
+    bill = training_bill_of(w, report)
+    c = w.cluster
+    options = cost_mod.catalogue_options(w.training.precision, own_key=w.accelerator.key,
+                                         own_price=w.prices.accelerator_hour)
+    comparison = cost_mod.compare_accelerators(
+        float(report["compute"]["flops"]), options, c.count, c.mfu,
+        1.0 if c.mfu_end_to_end or c.count == 1 else c.scaling_efficiency, w.prices.attempts)
+    report["training_cost"] = clean({
+        "accelerator_hours": bill.accelerator_hours, "dollars_per_accelerator_hour": bill.dollars_per_accelerator_hour,
+        "dollars_per_attempt": bill.dollars_per_attempt, "attempts": bill.attempts, "budget": bill.budget,
+        "accelerators": [vars(r) for r in comparison if r.key != "cpu-core"],
+        "accelerators_note": "compute-bound hours F / (peak x MFU x efficiency) on each accelerator; the input "
+                             "pipeline is not re-planned per accelerator, so stalls are in the bill above only",
+    })
+    wall = float(report["compute"].get("wall_seconds", report["compute"]["seconds"]))
+    en = energy_of(w, wall)
+    report["energy"] = clean(vars(en))
+    if model.layers is not None:
+        training = w.serving.training_cost if w.serving.training_cost is not None else bill.budget
+        try:
+            report["serving"] = serving_estimate(w, model, training).as_dict()
+        except UserError as err:
+            report["serving"] = {"skipped": f"{err.where}: {err.expected}"}
+    else:
+        report["serving"] = {"skipped": "model.layers: a shape is needed to size the KV cache"}

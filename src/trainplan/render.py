@@ -40,7 +40,8 @@ DIMENSIONS: dict[str, str] = {
     "simulation.demand_fps": "frequency",
 }
 
-ACCOUNTS = ("compute", "memory", "network", "storage", "pipeline", "bill", "energy", "training_cost", "simulation")
+ACCOUNTS = ("compute", "memory", "network", "storage", "pipeline", "bill", "energy", "training_cost", "serving",
+            "simulation")
 
 
 def flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -213,7 +213,7 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     """Every figure of the report for workload `w` with the keys in `arrays` replaced by arrays
     (all of one length). Returns {dotted figure name: array}."""
     model = plan_mod.resolve_model(w)
-    t, c, d, pr = w.training, w.cluster, w.data, w.prices
+    t, c, d = w.training, w.cluster, w.data
     acc = w.accelerator
     length = len(next(iter(arrays.values()))) if arrays else 1
 

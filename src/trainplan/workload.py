@@ -208,7 +208,7 @@ class ServingSection(Section):
     requests_per_day: float = Q(1e6, "assumed: one million requests a day", gt=0)
     dtype: Literal["fp32", "bf16", "fp16", "int8", "int4"] = Q("bf16", "assumed: bf16 weights")
     context: Whole = Q(4096, "assumed: 4,096 tokens of context per sequence", gt=0)
-    batch: Whole = Q(32, "assumed: 32 concurrent sequences per device", gt=0)
+    batch: Whole = Q(32, "assumed: 32 concurrent sequences per serving replica", gt=0)
     training_cost: Dollars | None = Q(None, "derived: the training bill of this workload", ge=0)
 
 

@@ -1,9 +1,7 @@
 """`trainplan serve [FILE.toml] [--set ...] [--ladder]` and `trainplan roofline` (SPEC §10, §11).
 
-Also the glue that puts the serving, training-bill and energy accounts into `trainplan plan`'s
-report: `plan_accounts(workload, model, report)` adds the keys `training_cost`, `energy` and
-`serving`. The accounts themselves (trainplan.serving, .training_cost, .energy, .roofline) take
-plain numbers; this module is where the workload's fields are read for them.
+The workload is read for the serving, training-bill and energy accounts in trainplan.plan
+(served_model, serving_estimate, training_bill_of), which `trainplan plan` uses too.
 """
 
 from __future__ import annotations
@@ -18,117 +16,17 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from trainplan import energy as energy_mod
 from trainplan import roofline as roofline_mod
 from trainplan import serving as serving_mod
-from trainplan import training_cost as cost_mod
 from trainplan.errors import UserError
+from trainplan.plan import clean, served_model, serving_estimate, training_bill_of
+from trainplan.plan import resolve_model as _facts
 
 FORMATS = ("json", "table")
 
 #: The figures of SPEC §11 that `trainplan serve` prints first, in this order.
 SERVE_KEYS = ("tokens_per_second", "requests_per_second", "cost_per_million_requests",
               "kv_bytes_per_token", "weights_bytes", "crossover_days")
-
-
-# ---------------------------------------------------------------- from the workload to the accounts
-
-
-def _facts(w: Any) -> Any:
-    from trainplan.plan import resolve_model
-
-    return resolve_model(w)
-
-
-def served_model(model: Any, name: str = "workload model") -> serving_mod.ServedModel:
-    """ServedModel from plan.ModelFacts; the KV cache needs layers and the KV width."""
-    if model.layers is None:
-        raise UserError("model.layers", "a shape (model.layers and model.width, or model.hf_config) "
-                        "to size the KV cache for serving")
-    kv_heads = model.kv_heads or model.heads
-    head_dim = model.head_dim
-    if head_dim is None and model.width is not None and model.heads:
-        head_dim = model.width / model.heads
-    if kv_heads is None or head_dim is None:
-        raise UserError("model.width", "a width (or heads and kv_heads) to size the KV cache for serving")
-    return serving_mod.ServedModel(params=model.params, layers=int(model.layers), kv_heads=int(kv_heads),
-                                   head_dim=float(head_dim), name=name, active_params=model.active_params)
-
-
-def training_bill_of(w: Any, report: dict[str, Any] | None = None) -> cost_mod.TrainingBill:
-    """Device-hours of the plan (wall-clock, so pipeline stalls are paid for) x price x attempts."""
-    if report is not None:
-        seconds = float(report["compute"].get("wall_seconds", report["compute"]["seconds"]))
-    else:
-        from trainplan.plan import build_report
-
-        seconds = float(build_report(w)["compute"].get("wall_seconds"))
-    hours = seconds * w.cluster.count / cost_mod.SECONDS_PER_HOUR
-    return cost_mod.training_bill(hours, w.prices.accelerator_hour, w.prices.attempts)
-
-
-def serving_estimate(w: Any, model: Any | None = None, training_cost: float | None = None,
-                     served: serving_mod.ServedModel | None = None,
-                     dtype: str | None = None) -> serving_mod.ServingEstimate:
-    """The workload's serving section on its accelerator, priced at prices.accelerator_hour."""
-    model = model if model is not None else _facts(w)
-    s, acc = w.serving, w.accelerator
-    if training_cost is None:
-        training_cost = s.training_cost if s.training_cost is not None else training_bill_of(w).budget
-    return serving_mod.estimate_serving(
-        served if served is not None else served_model(model),
-        dtype=dtype or s.dtype, context=int(s.context), tokens_per_request=float(s.tokens_per_request),
-        peak_flops=acc.peak("bf16") if "bf16" in acc.peak_flops else acc.peak(w.training.precision),
-        device_memory=acc.memory, memory_bandwidth=acc.memory_bandwidth,
-        dollars_per_device_hour=w.prices.accelerator_hour, mfu=s.mfu, requests_per_day=s.requests_per_day,
-        training_cost=training_cost, batch=int(s.batch),
-    )
-
-
-def energy_of(w: Any, wall_seconds: float) -> energy_mod.EnergyEstimate:
-    e = w.energy
-    watts = e.watts if e.watts is not None else w.accelerator.tdp
-    return energy_mod.training_energy(watts, w.cluster.count, wall_seconds / energy_mod.SECONDS_PER_HOUR, e.pue,
-                                      grid_g_per_kwh=e.grid_intensity, region=e.region)
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def plan_accounts(w: Any, model: Any, report: dict[str, Any]) -> None:
-    """Add `training_cost`, `energy` and `serving` to a plan report (plan.EXTRA_ACCOUNTS signature)."""
-    bill = training_bill_of(w, report)
-    c = w.cluster
-    options = cost_mod.catalogue_options(w.training.precision, own_key=w.accelerator.key,
-                                         own_price=w.prices.accelerator_hour)
-    comparison = cost_mod.compare_accelerators(
-        float(report["compute"]["flops"]), options, c.count, c.mfu,
-        1.0 if c.mfu_end_to_end or c.count == 1 else c.scaling_efficiency, w.prices.attempts)
-    report["training_cost"] = _clean({
-        "accelerator_hours": bill.accelerator_hours, "dollars_per_accelerator_hour": bill.dollars_per_accelerator_hour,
-        "dollars_per_attempt": bill.dollars_per_attempt, "attempts": bill.attempts, "budget": bill.budget,
-        "accelerators": [vars(r) for r in comparison if r.key != "cpu-core"],
-        "accelerators_note": "compute-bound hours F / (peak x MFU x efficiency) on each accelerator; the input "
-                             "pipeline is not re-planned per accelerator, so stalls are in the bill above only",
-    })
-    wall = float(report["compute"].get("wall_seconds", report["compute"]["seconds"]))
-    en = energy_of(w, wall)
-    report["energy"] = _clean(vars(en))
-    if model.layers is not None:
-        training = w.serving.training_cost if w.serving.training_cost is not None else bill.budget
-        try:
-            report["serving"] = serving_estimate(w, model, training).as_dict()
-        except UserError as err:
-            report["serving"] = {"skipped": f"{err.where}: {err.expected}"}
-    else:
-        report["serving"] = {"skipped": "model.layers: a shape is needed to size the KV cache"}
 
 
 # ---------------------------------------------------------------- the ladder
@@ -281,7 +179,7 @@ def roofline_command(
                 "compute_bound_batch": layer.compute_bound_batch,
                 "compute_bound_batch_whole": layer.compute_bound_batch_whole,
                 "weights_only_batch": layer.weights_only_batch}
-    out = _clean(out)
+    out = clean(out)
     if fmt == "json":
         typer.echo(json.dumps(out, indent=2))
     else:
@@ -289,15 +187,6 @@ def roofline_command(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `serve` and `roofline` (called by cli.py's discovery); put the serving, training-bill and
-    energy accounts into `trainplan plan`'s report."""
+    """Add `serve` and `roofline` (called by cli.py's discovery)."""
     app.command("serve")(serve_command)
     app.command("roofline")(roofline_command)
-    try:
-        from trainplan import plan
-    except ImportError:  # plan not there: serve still works
-        return
-    extra = getattr(plan, "EXTRA_ACCOUNTS", None)
-    if isinstance(extra, list) and not any(getattr(f, "__name__", "") == "plan_accounts" and
-                                           getattr(f, "__module__", "") == __name__ for f in extra):
-        extra.append(plan_accounts)
