@@ -273,8 +273,12 @@ def test_bill_linear_in_hours(frames, demand, busy, cores, stored, read, acc_hou
             stored_bytes_per_hour=stored * h, read_bytes_per_hour=read * h, accelerator_hour=acc_hour,
             core_hour=core_hour, storage_gb_month=gb_month, transfer_gb=transfer_gb, storage_months=months)
     one, many = bill(1.0), bill(k)
+    # idle = (wall - useful) x price cancels when busy is near 1: the error is relative to wall, not idle
+    scale = k * (float(one.accelerator_seconds) / 3600 * (acc_hour + cores * core_hour)
+                 + stored / 1e9 * gb_month * months + read / 1e9 * transfer_gb)
     for term in ("total", "bytes", "storage", "transfer", "cores", "idle_accelerator", "accelerator_seconds"):
-        assert close(getattr(many, term), k * getattr(one, term)), term
+        got, want = float(getattr(many, term)), k * float(getattr(one, term))
+        assert math.isclose(got, want, rel_tol=REL, abs_tol=1e-12 * scale + 1e-300), term
     assert one.total >= 0 and all(0 <= s <= 1 + REL for s in one.shares.values())
     # and over epochs: storage once, the rest each epoch (linear in epochs past the first)
     assert close(bill_mod.over_epochs(one, 3) - bill_mod.over_epochs(one, 2),
