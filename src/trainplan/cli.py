@@ -17,6 +17,15 @@ from typing import Annotated, Optional
 import click
 import typer
 
+try:  # typer >= 0.20 vendors its own click; catch its exceptions as well as click's
+    from typer._click import exceptions as _typer_click
+except ImportError:  # pragma: no cover - older typer uses click itself
+    _typer_click = click.exceptions
+
+_EXIT = (click.exceptions.Exit, typer.Exit)
+_ABORT = (click.exceptions.Abort, typer.Abort)
+_USAGE = (click.ClickException, _typer_click.ClickException)
+
 from trainplan.errors import UserError
 
 app = typer.Typer(
@@ -114,13 +123,17 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as err:
         print(f"trainplan: {err}", file=sys.stderr)
         sys.exit(2)
-    except click.exceptions.Exit as err:
-        sys.exit(err.exit_code)
-    except click.exceptions.Abort:
+    except _EXIT as err:
+        sys.exit(getattr(err, "exit_code", 0))
+    except _ABORT:
         print("trainplan: aborted", file=sys.stderr)
         sys.exit(1)
-    except click.ClickException as err:
-        print(f"trainplan: {err.format_message()}", file=sys.stderr)
+    except _USAGE as err:
+        if type(err).__name__ == "NoArgsIsHelpError":  # bare `trainplan`: the help, as asked
+            print(err.ctx.get_help() if getattr(err, "ctx", None) else err.format_message(), file=sys.stderr)
+            sys.exit(2)
+        message = " ".join(err.format_message().split())
+        print(f"trainplan: {message}", file=sys.stderr)
         sys.exit(2)
     except BrokenPipeError:
         sys.exit(0)

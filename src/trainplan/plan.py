@@ -47,7 +47,11 @@ def resolve_model(w: Workload) -> ModelFacts:
     count = None
     if m.hf_config is not None:
         path = w.base_dir / m.hf_config
-        count = params_mod.count_from_hf_config(params_mod.load_hf_config(path))
+        try:
+            count = params_mod.count_from_hf_config(params_mod.load_hf_config(path))
+        except UserError as err:  # name the workload key and the file, not only the config's key
+            where = err.where if str(path) in err.where else f"model.hf_config ({m.hf_config}): {err.where}"
+            raise UserError(where, err.expected) from None
         source = f"exact count from {m.hf_config} ({count.family})"
     elif m.layers is not None and m.width is not None and (m.params is None or m.vocab is not None
                                                           or m.family != "standard"):
