@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import minimize
 
 from trainplan.errors import UserError
 
@@ -421,6 +420,8 @@ def _run(
     fun: Callable[[NDArray[np.float64]], tuple[float, NDArray[np.float64]]],
     options: Mapping[str, float | int],
 ) -> tuple[NDArray[np.float64], float, bool]:
+    from scipy.optimize import minimize  # scipy costs 0.6 s to import: only when fitting
+
     result = minimize(fun, x0, jac=True, method="L-BFGS-B", options=dict(options))
     return np.asarray(result.x, dtype=np.float64), float(result.fun), bool(result.success)
 
