@@ -99,3 +99,14 @@ def test_cli_solve_json_and_exit_2(cli):
     res = cli("solve", "cluster.accelerator", "--cheapest", "--price", "a100-sxm-80gb=1.2")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["ranked_by"] == "training_cost"
+
+
+def test_cheapest_uses_the_dated_price_table_when_no_price_is_given():
+    from trainplan.training_cost import price_table
+
+    r = solve.cheapest_accelerator(None, [], [], among=["a100-sxm-80gb", "h100-sxm"])
+    rows = {c["accelerator"]: c for c in r["candidates"]}
+    assert rows["a100-sxm-80gb"]["price_hour"] == price_table()["a100-sxm-80gb"].dollars_per_hour
+    assert rows["h100-sxm"]["price_source"] == "prices.accelerator_hour of the workload"  # the workload's own
+    for c in rows.values():
+        assert c["training_cost"] == pytest.approx(c["wall_seconds"] / 3600 * c["price_hour"])

@@ -11,8 +11,8 @@ How the search goes:
   figure is monotone in the key over the range;
 - `cluster.accelerator`: every catalogue entry is planned and those meeting the targets are
   ranked by the training cost, `compute.wall_seconds / 3600 x cluster.count x price per
-  accelerator-hour` (prices.accelerator_hour, or --price KIND=DOLLARS per kind: the catalogue
-  carries no prices, so with one price for all the cheapest is the one that finishes first).
+  accelerator-hour` (--price KIND=DOLLARS, else prices.accelerator_hour for the workload's own
+  accelerator, else the dated price table data/accelerator_prices.toml).
 """
 
 from __future__ import annotations
@@ -298,6 +298,22 @@ def parse_prices(items: list[str]) -> dict[str, float]:
     return out
 
 
+def _price_of(name: str, given: dict[str, float], own_accelerator: Any, own_price: float) -> tuple[float, str]:
+    """Price per accelerator-hour of a catalogue kind: --price first; the workload's
+    prices.accelerator_hour for the accelerator it names; the dated price table
+    (data/accelerator_prices.toml); else prices.accelerator_hour, said so."""
+    from trainplan.training_cost import price_table
+
+    if name in given:
+        return given[name], "--price"
+    if own_accelerator == name:
+        return own_price, "prices.accelerator_hour of the workload"
+    table = price_table()
+    if name in table:
+        return table[name].dollars_per_hour, table[name].source
+    return own_price, "no catalogue price: prices.accelerator_hour of the workload"
+
+
 def cheapest_accelerator(file: Any, sets: list[str], targets: list[str] = (), calibration: Any = None,
                          prices: dict[str, float] | None = None, among: list[str] | None = None) -> dict[str, Any]:
     """Plan the workload on every catalogue entry (or `among`); rank those meeting the targets by
@@ -312,6 +328,7 @@ def cheapest_accelerator(file: Any, sets: list[str], targets: list[str] = (), ca
             raise UserError("cluster.accelerator", f"unknown catalogue entry {n!r}; expected one of "
                             f"{', '.join(catalogue)}")
     parsed = [parse_target(t) for t in targets]
+    own_accelerator = load_workload(file, list(sets), calibration).cluster.accelerator
     rows = []
     for name in names:
         row: dict[str, Any] = {"accelerator": name}
@@ -322,11 +339,12 @@ def cheapest_accelerator(file: Any, sets: list[str], targets: list[str] = (), ca
             row.update(meets=False, reason=str(err))
             rows.append(row)
             continue
-        price = prices.get(name, w.prices.accelerator_hour)
+        price, price_source = _price_of(name, prices, own_accelerator, w.prices.accelerator_hour)
         wall = float(figs["compute.wall_seconds"][0])
         cost = wall / 3600.0 * w.cluster.count * price
         figs[COST_FIGURE] = np.asarray([cost])
-        row.update(price_hour=price, wall_seconds=_plain(wall), training_cost=_plain(cost))
+        row.update(price_hour=price, price_source=price_source, wall_seconds=_plain(wall),
+                   training_cost=_plain(cost))
         meets = True
         for t in parsed:
             if t.figure not in figs:
