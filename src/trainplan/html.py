@@ -33,7 +33,7 @@ h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
 td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
 td.v{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f6f8}
-.plots{display:flex;flex-wrap:wrap;gap:1em}.plot{flex:1 1 480px}.plot svg{width:100%;height:auto}
+.plots{display:flex;flex-wrap:wrap;gap:1em}.plot{flex:0 1 540px}.plot svg{width:100%;height:auto}
 .muted{color:#777;font-size:.85em}
 """
 

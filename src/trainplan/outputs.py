@@ -24,6 +24,9 @@ def write_output(text: str | bytes, path: str | Path | None) -> None:
     data = text.encode("utf-8") if isinstance(text, str) else text
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, target)
