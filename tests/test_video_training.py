@@ -2,10 +2,11 @@
 and the profiler's measured busy fraction agrees with the plan's prediction, calibrated by the
 probes on the same machine, within 15 % relative, for two model sizes (issue 6).
 
-The comparison needs the trainer and the decoder to get the same share of a CPU (each its own
-core, or time-sliced alike); on a machine shared with other work a run that did not is
-measured again, and if none did the test is skipped with the figures rather than asserting
-on the scheduler. Small clips (640x360, 60 frames) and 3 s per setting keep it near a minute.
+Each setting is probed and run five times and judged by its median run: on a shared VM the
+rates wander by 10-25 % from one minute to the next. A run in which the trainer and the
+decoder did not get the same share of a CPU answers a question about the scheduler, not the
+plan; if most runs of a setting were such, the test is skipped with the figures. Small clips
+(640x360, 60 frames), 1.5 s probes and 3 s runs keep it near a minute and a half on 2 cores.
 """
 
 from __future__ import annotations
@@ -23,16 +24,22 @@ import video_training as vt  # noqa: E402
 TOLERANCE = 0.15
 
 
+def _describe(r: dict) -> str:
+    runs = ", ".join(f"{x['relative_error'] * 100:+.1f} %" for x in r["runs"])
+    return (f"{r['setting']}: predicted {r['predicted_busy']:.3f}, measured {r['measured_busy']:.3f} "
+            f"({r['relative_error'] * 100:+.1f} %; runs {runs}); supply probe {r['decode_probe_frames_per_cpu_second']:.0f} "
+            f"vs delivered {r['measured_delivered_fps']:.0f} frames/s; demand probe {r['demand_fps_cpu']:.0f} vs "
+            f"run {r['measured_demand_fps']:.0f}; CPU share step {r['step_cpu_share']:.2f} / decode "
+            f"{r['decode_cpu_share']:.2f}")
+
+
 def test_measured_busy_matches_the_plan(tmp_path):
-    cfg = vt.Config(seconds=3.0, clips=4)
-    settings = [vt.Setting(1, 64, 1), vt.Setting(1, 128, 1)]
-    out = vt.run(cfg, settings, workdir=tmp_path, attempts=3)
+    cfg = vt.Config(seconds=3.0, probe_seconds=1.5, clips=4)
+    settings = [vt.Setting(1, 96, 1), vt.Setting(1, 144, 1)]
+    out = vt.run(cfg, settings, workdir=tmp_path, repeats=5)
     rows = out["settings"]
-    report = "; ".join(
-        f"{r['setting']}: predicted {r['predicted_busy']:.3f}, measured {r['measured_busy']:.3f} "
-        f"({r['relative_error'] * 100:+.1f} %), CPU share step {r['step_cpu_share']:.2f} / decode "
-        f"{r['decode_cpu_share']:.2f}, worker/probe decode rate {r['worker_to_probe_decode_ratio']:.2f}"
-        for r in rows)
+    report = "; ".join(_describe(r) for r in rows)
+    print(report)  # shown with pytest -s or -rP: the figures for the note
     # the plan's side is what the probes measured, put through the workload and the pipeline account
     for r in rows:
         assert r["predicted_bottleneck"] == ("decode" if r["predicted_busy"] < 1 else "accelerator")
@@ -41,9 +48,9 @@ def test_measured_busy_matches_the_plan(tmp_path):
                                                           rel=1e-6)
         assert r["slowest_hop"] == "decode"
     # two different operating points, so the agreement is not one number twice
-    assert rows[1]["predicted_busy"] > rows[0]["predicted_busy"] * 1.3, report
-    for r in rows:
-        if not r["contended"]:
-            assert abs(r["relative_error"]) <= TOLERANCE, report
-    if any(r["contended"] for r in rows):
-        pytest.skip(f"the machine's other work kept the trainer and decoders from equal CPU shares: {report}")
+    assert rows[1]["predicted_busy"] > rows[0]["predicted_busy"] * 1.2, report
+    judged = [r for r in rows if r["flagged_runs"] * 2 <= len(r["runs"])]
+    for r in judged:
+        assert abs(r["relative_error"]) <= TOLERANCE, report
+    if len(judged) < len(rows):
+        pytest.skip(f"other work kept the trainer and decoders from equal CPU shares in most runs: {report}")

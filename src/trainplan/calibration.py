@@ -278,14 +278,18 @@ def decode_values(result: dict[str, Any]) -> list[dict[str, Any]]:
     """From `DecodeProbe.to_dict()`: cluster.core_fps_1080p (the access pattern's headline figure)."""
     note = (f"{result['access']} access, {result['width']}x{result['height']} H.264 at "
             f"{result['bitrate'] / 1e6:g} Mbit/s, keyframe every {result['gop']}, one thread, "
-            f"{result['postprocess']} to {result['side']} px; {result['frames_per_cpu_second']:.1f} frames "
+            f"{result['postprocess']} to {result['side']} px"
+            + {"shared_memory": f", batches of {result.get('batch')} handed off through shared memory",
+               "dataloader": f", through a DataLoader worker in batches of {result.get('batch')} "
+                             "(collate and hand-over included)"}.get(result.get("handoff", "none"), "")
+            + f"; {result['frames_per_cpu_second']:.1f} frames "
             f"per CPU-second at that size, scaled by pixels to 1080p-equivalent")
     return [{"key": "cluster.core_fps_1080p", "value": float(result["core_fps_1080p"]), "note": note}]
 
 
 def decode_settings(result: dict[str, Any]) -> dict[str, Any]:
     keys = ("width", "height", "fps", "bitrate", "gop", "codec", "access", "postprocess", "side", "threads",
-            "preset")
+            "preset", "handoff", "batch")
     settings = {k: result[k] for k in keys if k in result}
     settings["clip_frames"] = result["sequential"]["clip_frames"]
     settings["interpolation"] = result["sequential"]["interpolation"]

@@ -45,11 +45,19 @@ Access = Literal["sequential", "random"]
 # 120 frames/s per core includes colour conversion and resize, so "rgb_resize" is the
 # default and the figure a calibration records; the others isolate the decoder.
 Postprocess = Literal["none", "rgb", "rgb_resize"]
+# How a frame leaves the decoding process. A DataLoader worker collates each batch into shared
+# memory for the trainer; on some machines (VMs whose first touch of fresh memory is dear) that
+# costs as much as a sixth of the decode, so a probe of a loader core can include it.
+Handoff = Literal["none", "shared_memory"]
+HANDOFF_TEXT = {
+    "none": "frames stay in the decoding process",
+    "shared_memory": "each batch stacked into a fresh shared-memory torch tensor, as a DataLoader worker's collate does",
+}
 POSTPROCESS_TEXT = {
     "none": "decode only (frames left in YUV 4:2:0)",
-    "rgb": "decode + colour conversion to RGB24 at full size (frame.to_ndarray(format='rgb24'))",
+    "rgb": "decode + colour conversion to RGB24 at full size (frame.to_ndarray(format='rgb24')), one thread",
     "rgb_resize": "decode + colour conversion to RGB24 and resize to the model side in one swscale pass "
-                  "(frame.to_ndarray(format='rgb24', width=side, height=side))",
+                  "(frame.to_ndarray(format='rgb24', width=side, height=side)), one thread",
 }
 
 
@@ -246,11 +254,13 @@ def open_single_threaded(source: Any):  # noqa: ANN201 - (container, stream)
 
 def postprocess_frame(frame: Any, postprocess: Postprocess, side: int, interpolation: str = "BILINEAR") -> Any:
     """What a data loader does to a decoded frame before the model sees it (see POSTPROCESS_TEXT)."""
+    # threads=1: swscale would otherwise pick a thread per CPU (PyAV's default, 0 = auto), and a
+    # "one core" figure would quietly use all of them
     if postprocess == "none":
         return frame
     if postprocess == "rgb":
-        return frame.to_ndarray(format="rgb24")
-    return frame.to_ndarray(format="rgb24", width=side, height=side, interpolation=interpolation)
+        return frame.to_ndarray(format="rgb24", threads=1)
+    return frame.to_ndarray(format="rgb24", width=side, height=side, interpolation=interpolation, threads=1)
 
 
 @dataclass(frozen=True)
@@ -270,6 +280,8 @@ class DecodeResult:
     side: int
     interpolation: str
     threads: int
+    handoff: Handoff
+    batch: int  # frames per handed-off batch (when handoff is not "none")
     clip_frames: int
     frames_decoded: int
     frames_used: int
@@ -297,24 +309,76 @@ def from_1080p(fps_1080p: float, width: int, height: int) -> float:
     return fps_1080p * PIXELS_1080P / (width * height)
 
 
+class _Handoff:
+    """Collects post-processed frames and hands each full batch off as a DataLoader worker does."""
+
+    def __init__(self, handoff: Handoff, batch: int) -> None:
+        if handoff not in HANDOFF_TEXT:
+            raise UserError("handoff", f"expected one of {', '.join(HANDOFF_TEXT)}, got {handoff!r}")
+        if batch < 1:
+            raise UserError("batch", f"expected at least one frame per batch, got {batch}")
+        self.handoff, self.batch, self.pending = handoff, batch, []  # type: ignore[var-annotated]
+        self.torch = None
+        if handoff == "shared_memory":
+            try:
+                import torch
+            except ImportError:
+                raise UserError("handoff", "shared_memory needs torch (pip install torch)") from None
+            self.torch = torch
+
+    def add(self, item: Any) -> None:
+        if self.torch is None:
+            return
+        self.pending.append(self.torch.from_numpy(item))
+        if len(self.pending) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.torch is None or not self.pending:
+            return
+        first = self.pending[0]
+        out = self.torch.empty((len(self.pending), *first.shape), dtype=first.dtype).share_memory_()
+        self.torch.stack(self.pending, out=out)
+        self.pending = []
+
+
 def decode_sequential(clip: Clip, *, postprocess: Postprocess = "rgb_resize", side: int = 224,
-                      interpolation: str = "BILINEAR") -> tuple[DecodeResult, list[int]]:
-    """Decode every frame in order on one thread; return the result and the frames' pts in order."""
-    container, stream = open_single_threaded(clip.data)
+                      interpolation: str = "BILINEAR", min_seconds: float = 0.0, handoff: Handoff = "none",
+                      batch: int = 16) -> tuple[DecodeResult, list[int]]:
+    """Decode every frame in order on one thread; return the result and the frames' pts in order.
+
+    Opening the clip is timed too: a loader opens file after file, and PyAV's open probes
+    the stream, so a short clip's frames carry a visible share of it (make the probe's clip
+    as long as your files). With `min_seconds`, the clip is opened and decoded again until
+    that many CPU-seconds are spent, averaging out the noise of a shared machine; rates are
+    totals over all passes. `handoff` adds the hand-over to a trainer (see HANDOFF_TEXT)."""
+    if handoff != "none" and postprocess == "none":
+        raise UserError("handoff", "a hand-off needs decoded arrays: use postprocess rgb or rgb_resize")
+    hand = _Handoff(handoff, batch)
     pts: list[int] = []
-    with container:
+    decoded, cpu, wall = 0, 0.0, 0.0
+    while True:
+        pass_pts: list[int] = []
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        for frame in container.decode(stream):
-            postprocess_frame(frame, postprocess, side, interpolation)
-            pts.append(frame.pts)
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    n = len(pts)
-    return _result(clip, "sequential", postprocess, side, interpolation, n, n, cpu, wall, 1.0), pts
+        container, stream = open_single_threaded(clip.data)
+        with container:
+            for frame in container.decode(stream):
+                hand.add(postprocess_frame(frame, postprocess, side, interpolation))
+                pass_pts.append(frame.pts)
+        hand.flush()
+        cpu += time.process_time() - cpu0
+        wall += time.perf_counter() - wall0
+        pts = pts or pass_pts
+        decoded += len(pass_pts)
+        if cpu >= min_seconds or not pass_pts:
+            break
+    return _result(clip, "sequential", postprocess, side, interpolation, decoded, decoded, cpu, wall, 1.0,
+                   handoff, batch), pts
 
 
 def decode_random(clip: Clip, pts: list[int], *, samples: int = 16, seed: int = 0,
                   postprocess: Postprocess = "rgb_resize", side: int = 224,
-                  interpolation: str = "BILINEAR") -> DecodeResult:
+                  interpolation: str = "BILINEAR", handoff: Handoff = "none", batch: int = 16) -> DecodeResult:
     """Random access: for each of `samples` random targets, seek to the keyframe at or before
     it and decode forward to it; only the target frame is post-processed (it is the one used).
 
@@ -327,10 +391,13 @@ def decode_random(clip: Clip, pts: list[int], *, samples: int = 16, seed: int = 
         raise UserError("samples", f"expected at least one random-access sample, got {samples}")
     order = sorted(pts)
     targets = [order[i] for i in random_targets(len(order), clip.format.gop, samples, seed)]
-    container, stream = open_single_threaded(clip.data)
+    if handoff != "none" and postprocess == "none":
+        raise UserError("handoff", "a hand-off needs decoded arrays: use postprocess rgb or rgb_resize")
+    hand = _Handoff(handoff, batch)
     decoded = 0
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    container, stream = open_single_threaded(clip.data)
     with container:
-        cpu0, wall0 = time.process_time(), time.perf_counter()
         for target in targets:
             container.seek(target, stream=stream, backward=True, any_frame=False)
             for frame in container.decode(stream):
@@ -338,11 +405,12 @@ def decode_random(clip: Clip, pts: list[int], *, samples: int = 16, seed: int = 
                     continue
                 decoded += 1
                 if frame.pts >= target:
-                    postprocess_frame(frame, postprocess, side, interpolation)
+                    hand.add(postprocess_frame(frame, postprocess, side, interpolation))
                     break
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    hand.flush()
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     g = (clip.format.gop + 1) / 2
-    return _result(clip, "random", postprocess, side, interpolation, decoded, samples, cpu, wall, g)
+    return _result(clip, "random", postprocess, side, interpolation, decoded, samples, cpu, wall, g, handoff, batch)
 
 
 def random_targets(frames: int, gop: int, samples: int, seed: int = 0) -> list[int]:
@@ -359,7 +427,8 @@ def random_targets(frames: int, gop: int, samples: int, seed: int = 0) -> list[i
 
 
 def _result(clip: Clip, access: Access, postprocess: Postprocess, side: int, interpolation: str,
-            decoded: int, used: int, cpu: float, wall: float, expected_g: float) -> DecodeResult:
+            decoded: int, used: int, cpu: float, wall: float, expected_g: float, handoff: Handoff = "none",
+            batch: int = 16) -> DecodeResult:
     f = clip.format
     cpu = max(cpu, 1e-9)
     wall = max(wall, 1e-9)
@@ -371,7 +440,7 @@ def _result(clip: Clip, access: Access, postprocess: Postprocess, side: int, int
     return DecodeResult(
         access=access, width=f.width, height=f.height, fps=f.fps, bitrate=f.bitrate,
         achieved_bitrate=clip.achieved_bitrate, gop=f.gop, codec=f.codec, preset=clip.preset,
-        postprocess=postprocess, side=side, interpolation=interpolation, threads=1,
+        postprocess=postprocess, side=side, interpolation=interpolation, threads=1, handoff=handoff, batch=batch,
         clip_frames=clip.frames, frames_decoded=decoded, frames_used=used,
         cpu_seconds=cpu, wall_seconds=wall,
         frames_per_cpu_second=fps_cpu, frames_per_wall_second=decoded / wall,
@@ -419,6 +488,7 @@ class DecodeProbe:
             "width": h.width, "height": h.height, "fps": h.fps, "bitrate": h.bitrate,
             "achieved_bitrate": h.achieved_bitrate, "gop": h.gop, "codec": h.codec,
             "postprocess": h.postprocess, "postprocess_text": POSTPROCESS_TEXT[h.postprocess],
+            "handoff": h.handoff, "handoff_text": HANDOFF_TEXT[h.handoff], "batch": h.batch,
             "side": h.side, "threads": h.threads, "preset": h.preset,
             "seconds_to_encode": self.seconds_to_encode,
             "sequential": self.sequential.to_dict(),
@@ -429,7 +499,8 @@ class DecodeProbe:
 def decode(fmt: ClipFormat = ClipFormat(), *, frames: int | None = None, access: Access = "sequential",
            random_samples: int = 16, postprocess: Postprocess = "rgb_resize", side: int = 224,
            interpolation: str = "BILINEAR", preset: str = "veryfast", seed: int = 0,
-           include_random: bool = True) -> DecodeProbe:
+           include_random: bool = True, handoff: Handoff = "none", batch: int = 16,
+           min_seconds: float = 0.0) -> DecodeProbe:
     """Synthesise a clip in `fmt`, decode it single-threaded, report frames per CPU-second.
 
     `frames` defaults to two keyframe intervals (at least 60 frames), rounded up to whole
@@ -444,11 +515,12 @@ def decode(fmt: ClipFormat = ClipFormat(), *, frames: int | None = None, access:
     n = frames if frames is not None else max(60, 2 * fmt.gop)
     n = int(math.ceil(n / fmt.gop) * fmt.gop)
     clip = synthesize_clip(fmt, n, preset=preset, seed=seed)
-    seq, pts = decode_sequential(clip, postprocess=postprocess, side=side, interpolation=interpolation)
+    seq, pts = decode_sequential(clip, postprocess=postprocess, side=side, interpolation=interpolation,
+                                 min_seconds=min_seconds, handoff=handoff, batch=batch)
     rnd = None
     if include_random or access == "random":
         rnd = decode_random(clip, pts, samples=random_samples, seed=seed, postprocess=postprocess,
-                            side=side, interpolation=interpolation)
+                            side=side, interpolation=interpolation, handoff=handoff, batch=batch)
     return DecodeProbe(seq, rnd, access, clip.seconds_to_encode)
 
 

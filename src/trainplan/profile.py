@@ -126,6 +126,11 @@ def hop(name: str, frames: float = 1.0) -> Iterator[None]:
         _REGISTRY.add(name, time.perf_counter() - wall0, time.thread_time() - cpu0, frames)
 
 
+def record(name: str, wall_seconds: float, cpu_seconds: float, frames: float) -> None:
+    """Add a measurement to a named hop directly (when a context manager does not fit the code)."""
+    _REGISTRY.add(name, wall_seconds, cpu_seconds, frames)
+
+
 def timed(name: str, frames: float = 1.0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator form of `hop`."""
 

@@ -85,9 +85,11 @@ def _decode_settings(file: Path | None, sets: list[str], width: int | None, heig
 
 
 def run_decode(fmt: probe.ClipFormat, side: int, access: str, frames: int | None, samples: int,
-               postprocess: str, preset: str) -> dict[str, Any]:
+               postprocess: str, preset: str, handoff: str = "none", batch: int = 16,
+               seconds: float = 0.0) -> dict[str, Any]:
     result = probe.decode(fmt, frames=frames, access=access, random_samples=samples,  # type: ignore[arg-type]
-                          postprocess=postprocess, side=side, preset=preset)  # type: ignore[arg-type]
+                          postprocess=postprocess, side=side, preset=preset,  # type: ignore[arg-type]
+                          handoff=handoff, batch=batch, min_seconds=seconds)  # type: ignore[arg-type]
     return result.to_dict()
 
 
@@ -100,7 +102,8 @@ def decode_table(d: dict[str, Any]) -> str:
     lines = [
         f"decode probe: {d['width']}x{d['height']} H.264, {d['fps']:g} fps, {d['bitrate'] / 1e6:g} Mbit/s "
         f"(encoded at {d['achieved_bitrate'] / 1e6:.2f}), keyframe every {d['gop']} frames, one thread",
-        f"  post-processing: {d['postprocess_text']}",
+        f"  post-processing: {d['postprocess_text']}"
+        + (f"; {d['handoff_text']} ({d['batch']} frames)" if d.get("handoff", "none") != "none" else ""),
         f"  {'access':<11} {'frames/CPU-s':>13} {'at 1080p':>9} {'frames/wall-s':>14} {'decoded/used':>13} "
         f"{'expected':>9} {'used/CPU-s':>11}",
     ]
@@ -208,6 +211,11 @@ def register(app: typer.Typer) -> None:
         samples: Annotated[int, typer.Option(help="random-access targets")] = 16,
         postprocess: Annotated[str, typer.Option(help="rgb_resize (SPEC §7's assumption includes it), rgb or none")] = "rgb_resize",
         preset: Annotated[str, typer.Option(help="x264 preset of the synthetic clip")] = "veryfast",
+        handoff: Annotated[str, typer.Option(help="none, or shared_memory: hand each batch over as a DataLoader "
+                                             "worker does (needs torch)")] = "none",
+        batch: Annotated[int, typer.Option(help="frames per handed-off batch", min=1)] = 16,
+        seconds: Annotated[float, typer.Option(help="decode the clip again until this many CPU-seconds "
+                                               "are spent (a steadier figure)", min=0)] = 0.0,
         format: FormatOpt = "table",  # noqa: A002
         output: OutputOpt = None,
     ) -> None:
@@ -215,12 +223,14 @@ def register(app: typer.Typer) -> None:
         _check_format(format)
         if postprocess not in probe.POSTPROCESS_TEXT:
             raise UserError("--postprocess", f"expected one of {', '.join(probe.POSTPROCESS_TEXT)}, got {postprocess!r}")
+        if handoff not in probe.HANDOFF_TEXT:
+            raise UserError("--handoff", f"expected one of {', '.join(probe.HANDOFF_TEXT)}, got {handoff!r}")
         if samples < 1:
             raise UserError("--samples", f"expected at least 1, got {samples}")
         if frames is not None and frames < 1:
             raise UserError("--frames", f"expected at least 1, got {frames}")
         fmt, side_px, chosen = _decode_settings(file, set_ or [], width, height, fps, bitrate, gop, side, access)
-        d = run_decode(fmt, side_px, chosen, frames, samples, postprocess, preset)
+        d = run_decode(fmt, side_px, chosen, frames, samples, postprocess, preset, handoff, batch, seconds)
         if output is not None:
             write_decode(output, d, probe.machine())
         _emit(d, format, decode_table)
