@@ -1,33 +1,37 @@
 """A real end-to-end check of the pipeline account (SPEC §7) on the machine at hand.
 
-Synthetic H.264 clips are written to disk; a PyTorch DataLoader with worker processes
-decodes them with PyAV (one thread each, colour conversion and resize to the model side
-included); a small real model trains on the CPU. The profiler measures the busy
-fraction of the training loop, and the plan predicts it from probes taken on the same
-machine:
+Synthetic H.264 clips are written to disk; a PyTorch DataLoader with a worker process
+decodes them with PyAV (one thread, colour conversion and resize to the model side
+included); a small real model trains on the CPU with one thread. The profiler measures
+the busy fraction of the training loop, and the plan predicts it from probes taken on the
+same machine just before each run:
 
-- demand D: the model's step rate with data ready (the step probe: one batch held in
-  memory), in frames per CPU-second of the trainer. It enters the plan as a custom
-  accelerator whose peak is the achieved single-thread matmul rate (the matmul probe)
-  and whose MFU is what the measured step achieves of it, end-to-end; the plan's
-  D = μΦ/(6Pn) then gives back the measured step rate.
-- supply S: `cluster.cores` = loader workers, `cluster.core_fps_1080p` measured by the
-  decode probe on a clip of the same format (written to a calibration file and read by
-  `load_workload(..., calibration=FILE)`, as `trainplan plan --calibration` does), and
-  `cluster.link` by the read probe on the clips' directory.
+- supply S: `cluster.cores` = loader workers and `cluster.core_fps_1080p` from the loader
+  probe: frames per CPU-second of one DataLoader worker decoding the clips with nothing to
+  wait for (decode, conversion, resize, collate into shared memory, hand-over), written to
+  a calibration file and read by `load_workload(..., calibration=FILE)` as `trainplan plan
+  --calibration` does; `cluster.link` from the read probe. The bare decode probe's figure
+  is reported next to it: here the worker's collate and hand-over cost about a tenth more.
+- demand D: the step probe, frames per CPU-second of the model's step with data ready
+  (batches through a DataLoader from memory), with a decoder running next to it, and at
+  the duty cycle the plan predicts (see `calibrate_pipeline`). It enters the plan as a
+  custom accelerator whose peak is the one-thread matmul probe's rate and whose MFU is
+  what the step achieves of it, end-to-end; the plan's D = μΦ/(6Pn) gives it back.
 - predicted busy = min(1, S / D) with prefetch; measured busy = step time / wall time.
 
-The accelerator is the CPU itself here, so trainer and decoders share the machine's
-cores. Both rates are measured in CPU-seconds, so that time-slicing by other work on a
-shared machine cancels to first order (if the trainer and a decoder each get a share
-s of a core, the measured busy is (r s)/(D s) = r/D). What does not cancel: with more
-busy processes than cores (2 workers + the trainer on 2 cores) the workers do not get a
-core each and the plan, which gives each worker a core, over-predicts; and caches and
-memory bandwidth shared with the neighbours slow both sides a little. The default
-settings therefore use one worker and two model sizes, which on 2 cores keep one busy
-process per core.
+The accelerator is the CPU itself here, so the trainer and the decoder share the
+machine: caches, memory bandwidth, and on a VM the host. Rates are per CPU-second so that
+time-slicing by other work cancels to first order. What this machine taught, each now in
+the probes: swscale takes a thread per CPU unless told one (a "one-thread" decoder used
+two); opening a 60-frame clip is a tenth of its decode; the step of a small model runs a
+quarter slower next to a decoder than alone, and slower again after each wait for data.
+What is not modelled: with more busy processes than cores (2 workers + the trainer on 2
+cores) a worker does not get a core of its own, and the run is flagged (`contended`);
+the default settings therefore vary the model size with one worker. Rates on this VM
+wander by 10-25 % from minute to minute, so `--repeats N` measures each setting N times
+and reports the median run.
 
-Run:  python examples/video_training.py [--settings 1:96x1,1:144x1] [--seconds 4] [--json]
+Run:  python examples/video_training.py [--settings 1:96x1,1:144x1] [--seconds 6] [--repeats 3] [--json]
 """
 
 from __future__ import annotations
@@ -511,6 +515,9 @@ def run(cfg: Config, settings: list[Setting], workdir: Path | None = None, repea
             "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
             "decode_frames_per_cpu_second": rows[0]["decode_probe_frames_per_cpu_second"] if rows else None,
             "decode_frames_per_cpu_second_1080p": rows[0]["decode_probe_frames_per_cpu_second_1080p"] if rows else None,
+            "decode_only_frames_per_cpu_second": rows[0]["decode_only_frames_per_cpu_second"] if rows else None,
+            "decode_only_frames_per_cpu_second_1080p": (rows[0]["decode_only_frames_per_cpu_second_1080p"]
+                                                        if rows else None),
             "read_cold_bytes_per_second": probes["read"]["cold_bytes_per_second"],
             "matmul_flops_per_second_1_thread": peak,
             "config": cfg.__dict__,
@@ -547,8 +554,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
-    print(f"decode probe: {out['decode_frames_per_cpu_second']:.0f} frames/CPU-s at {cfg.width}x{cfg.height} "
-          f"({out['decode_frames_per_cpu_second_1080p']:.1f} at 1080p-equivalent); "
+    print(f"loader probe (first setting): {out['decode_frames_per_cpu_second']:.0f} frames/CPU-s at "
+          f"{cfg.width}x{cfg.height} ({out['decode_frames_per_cpu_second_1080p']:.1f} at 1080p-equivalent); decode "
+          f"probe alone {out['decode_only_frames_per_cpu_second']:.0f} "
+          f"({out['decode_only_frames_per_cpu_second_1080p']:.1f}); "
           f"matmul 1 thread {out['matmul_flops_per_second_1_thread'] / 1e9:.1f} GFLOP/s; "
           f"load average {out['load_average']}")
     print(f"{'setting':28} {'params':>8} {'demand':>8} {'supply':>8} {'predicted':>9} {'measured':>9} {'error':>7} "
