@@ -263,3 +263,19 @@ def test_probe_all_records_what_ran_and_why_the_rest_skipped(tmp_path, monkeypat
     values = calibration.load(cal)
     assert {"cluster.core_fps_1080p", "cluster.link"} <= set(values)
     assert "cluster.interconnect" not in values
+
+
+def test_handoff_to_shared_memory(clip):
+    pytest.importorskip("torch")
+    r, _ = probe.decode_sequential(clip, side=32, handoff="shared_memory", batch=8)
+    assert r.handoff == "shared_memory" and r.batch == 8 and r.frames_decoded == 40
+    with pytest.raises(UserError, match="handoff"):
+        probe.decode_sequential(clip, postprocess="none", handoff="shared_memory")
+    with pytest.raises(UserError, match="handoff"):
+        probe.decode_sequential(clip, handoff="pigeon")  # type: ignore[arg-type]
+
+
+def test_min_seconds_repeats_the_clip(clip):
+    r, pts = probe.decode_sequential(clip, side=32, min_seconds=0.05)
+    assert r.frames_decoded % 40 == 0 and r.frames_decoded >= 40 and len(pts) == 40
+    assert r.cpu_seconds >= 0.05

@@ -238,3 +238,12 @@ def test_cli_script_without_a_loop(cli, tmp_path):
     script.write_text("x = 1\n")
     res = cli("profile", str(script))
     assert res.returncode == 2 and "no step was counted" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_record_adds_to_a_hop():
+    with profile.Profiler(warmup=0) as prof:
+        profile.record("read", wall_seconds=0.2, cpu_seconds=0.1, frames=50)
+        for _ in prof.wrap(sleepy(2, 0.0)):
+            pass
+        h = prof.result().hops["read"]
+    assert h.cpu_seconds_per_frame == pytest.approx(0.002) and h.cpu_share == pytest.approx(0.5)
