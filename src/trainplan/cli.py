@@ -14,17 +14,17 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 
-try:  # typer >= 0.20 vendors its own click; catch its exceptions as well as click's
-    from typer._click import exceptions as _typer_click
-except ImportError:  # pragma: no cover - older typer uses click itself
-    _typer_click = click.exceptions
+# typer >= 0.20 vendors its own click (and click itself may be absent); older typer uses click.
+try:
+    from typer._click import exceptions as _click_exceptions
+except ImportError:  # pragma: no cover - older typer
+    from click import exceptions as _click_exceptions
 
-_EXIT = (click.exceptions.Exit, typer.Exit)
-_ABORT = (click.exceptions.Abort, typer.Abort)
-_USAGE = (click.ClickException, _typer_click.ClickException)
+_EXIT = (typer.Exit,)
+_ABORT = (typer.Abort,)
+_USAGE = (_click_exceptions.ClickException,)
 
 from trainplan.errors import UserError
 
