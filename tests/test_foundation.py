@@ -141,6 +141,7 @@ def test_provenance_and_set(tmp_path):
     ("[model\nparams = 3\n", [], "w.toml"),
     ("", ["data.bogus=3"], "data.bogus"),
     ("", ["data.patch=300"], "data.patch"),
+    ("[data]\nside = 9223372036854775807\n", [], "data.side"),  # found by fuzz_workload: int64 overflow
 ])
 def test_bad_input_exit_2_one_line(tmp_path, cli, content, args, key):
     f = tmp_path / "w.toml"

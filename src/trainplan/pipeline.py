@@ -33,7 +33,8 @@ BOTTLENECKS = ("accelerator",) + STAGES
 
 def tokens_per_frame(side: Any, patch: Any) -> Any:
     """n = floor(side / patch)^2; 224/14 -> 256, 384/14 -> 729 (floored, not rounded)."""
-    return np.floor_divide(side, patch) ** 2
+    # in float64: exact for any side below 2^53, and no silent int64 overflow when squared
+    return np.floor(np.asarray(side, dtype=np.float64) / np.asarray(patch, dtype=np.float64)) ** 2
 
 
 def decoded_per_used(access: str, gop: Any) -> Any:

@@ -133,6 +133,12 @@ def _bill_for(w: Workload, p: pipeline_mod.PipelineAccount, cores: float) -> bil
         storage_months=pr.storage_months)
 
 
+def _whole(x: Any) -> int | None:
+    """A count as an int, or None where it is infinite or undefined (JSON has neither)."""
+    x = float(x)
+    return int(x) if math.isfinite(x) else None
+
+
 def _num(x: Any) -> Any:
     """JSON-safe number: numpy scalars become Python ones, inf/nan become None (JSON has neither)."""
     if isinstance(x, np.ndarray) and x.ndim == 0:
@@ -198,7 +204,7 @@ def build_report(w: Workload) -> dict[str, Any]:
         "workload": {"accelerator": acc.key, "accelerator_name": acc.name, "params": model.params,
                      "active_params": model.active_params, "params_source": model.source, "tokens": tokens},
         "compute": {
-            "flops": comp.flops, "steps": int(comp.steps), "seconds": comp.seconds,
+            "flops": comp.flops, "steps": _whole(comp.steps), "seconds": comp.seconds,
             "seconds_per_step": comp.seconds_per_step, "tokens_per_step": comp.tokens_per_step,
             "sustained_flops": comp.sustained_flops, "scaling_applied": comp.scaling_applied,
             "wall_seconds": wall_seconds,
@@ -208,8 +214,7 @@ def build_report(w: Workload) -> dict[str, Any]:
             "optimizer_bytes": mem.optimizer_bytes, "activation_bytes": mem.activation_bytes,
             "runtime_buffers": mem.runtime_buffers, "headroom_bytes": mem.headroom_bytes,
             "per_device_bytes": mem.per_device_bytes, "device_memory": mem.device_memory, "fits": mem.fits,
-            "devices_to_run": int(mem.devices_to_run),
-            "devices_to_train": None if np.isnan(mem.devices_to_train) else int(mem.devices_to_train),
+            "devices_to_run": _whole(mem.devices_to_run), "devices_to_train": _whole(mem.devices_to_train),
         },
         "network": {
             "gradient_bytes": net.gradient_bytes, "ring_bytes_per_step": net.ring_bytes_per_step,
@@ -254,19 +259,23 @@ def bill_report(w: Workload, model: ModelFacts, p: pipeline_mod.PipelineAccount,
         return out
     # decisions the bill exists for
     frames = d.hours * p.frames_per_hour
-    out["epoch_seconds"] = frames / (c.count * p.busy * p.demand_fps) if p.busy > 0 else math.inf
-    needed = math.ceil(p.cores_needed - 1e-9)
-    full = pipeline_mod.pipeline_account(**pipeline_inputs(w, model, cores=max(needed, c.cores)))
-    out["epoch_seconds_at_cores_needed"] = frames / (c.count * full.busy * full.demand_fps)
+    out["epoch_seconds"] = float(pipeline_mod.wall_seconds(frames / (c.count * p.demand_fps), p.busy))
     if p.access != "decoded" and p.core_fps > 0:
         per_epoch = bill_mod.decode_cost_per_epoch(p.frames_per_hour, p.decoded_per_used, p.core_fps, pr.core_hour)
         out["decoded_break_even_epochs_per_month"] = bill_mod.decoded_break_even_epochs_per_month(
             p.stored_bytes_per_hour, p.decoded_bytes_per_hour, pr.storage_gb_month, per_epoch)
-    added = max(0, needed - math.ceil(c.cores)) if c.cores < p.cores_needed else 0
-    if added > 0:
-        bill_after = _bill_for(w, full, c.cores + added)
-        dec = bill_mod.add_cores_decision(bill, bill_after, c.cores, added, p.busy, full.busy)
-        out["add_cores"] = asdict(dec)
+    if math.isfinite(p.cores_needed):  # else a decoder rate so small that no number of cores will do
+        # whole cores; rounding first so 23.0000000001 (float noise) asks for 23, and at least one
+        # core wherever decoding needs any
+        needed = math.ceil(round(p.cores_needed, 6)) if p.cores_needed > 0 else 0
+        full = pipeline_mod.pipeline_account(**pipeline_inputs(w, model, cores=max(needed, c.cores)))
+        out["epoch_seconds_at_cores_needed"] = float(
+            pipeline_mod.wall_seconds(frames / (c.count * full.demand_fps), full.busy))
+        added = max(0, needed - math.ceil(c.cores)) if c.cores < p.cores_needed else 0
+        if added > 0:
+            bill_after = _bill_for(w, full, c.cores + added)
+            dec = bill_mod.add_cores_decision(bill, bill_after, c.cores, added, p.busy, full.busy)
+            out["add_cores"] = asdict(dec)
     if w.sources:
         out["sources"] = rank_sources(w, model)
     return out

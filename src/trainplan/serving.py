@@ -144,7 +144,10 @@ def devices_to_fit(weights: float, kv_bytes: float, device_memory: float,
                    memory_utilization: float = MEMORY_UTILIZATION) -> int:
     """The fewest devices whose usable memory holds the weights and `kv_bytes` of KV cache."""
     _positive("cluster.accelerator.memory", device_memory)
-    return max(1, math.ceil((weights + kv_bytes) / (device_memory * memory_utilization)))
+    devices = (weights + kv_bytes) / (device_memory * memory_utilization)
+    if not math.isfinite(devices):
+        raise UserError("cluster.accelerator.memory", f"expected room for the model, got {device_memory:g} bytes")
+    return max(1, math.ceil(devices))
 
 
 def estimate_serving(

@@ -41,6 +41,10 @@ def _unit(dimension: units.Dimension):  # noqa: ANN202 - a pydantic validator fa
     return BeforeValidator(convert)
 
 
+# The largest count float64 holds exactly; no real layer, camera or frame count comes near it.
+LARGEST_WHOLE = 2**53
+
+
 def _whole(value: Any) -> Any:
     """Counts of things (layers, cameras) may be written 1e3 or "4k" but must be whole."""
     if value is None or isinstance(value, bool):
@@ -51,6 +55,9 @@ def _whole(value: Any) -> Any:
         raise ValueError(err.expected) from None
     if number != math.floor(number):
         raise ValueError(f"expected a whole number, got {value!r}")
+    if abs(number) > LARGEST_WHOLE:
+        # beyond 2^53 a count is no longer exact in float64, and numpy's int64 overflows silently
+        raise ValueError(f"expected a whole number below 2^53 ({LARGEST_WHOLE:.3g}), got {value!r}")
     return int(number)
 
 
@@ -91,7 +98,7 @@ def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - rea
 
 class ModelSection(Section):
     params: Count | None = Q(None, "assumed (no model given): the 93 M-parameter video model of SPEC §7's "
-                             "reference point", gt=0)
+                             "reference point", ge=1)
     layers: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape (Dosovitskiy et al. 2021), "
                              "12 layers", gt=0)
     width: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape, width 768", gt=0)
@@ -108,7 +115,7 @@ class ModelSection(Section):
 
 
 class TrainingSection(Section):
-    tokens: Count | None = Q(None, "derived: data.hours of video x tokens per hour x epochs", gt=0)
+    tokens: Count | None = Q(None, "derived: data.hours of video x tokens per hour x epochs", ge=1)
     micro_batch: Whole = Q(8, "assumed: 8 sequences per device per micro-step", gt=0)
     seq_len: Whole = Q(2048, "assumed: 2,048 tokens per sequence", gt=0)
     grad_accum: Whole = Q(1, "assumed: no gradient accumulation", gt=0)
