@@ -24,7 +24,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, require_non_negative
 
 JOULES_PER_KWH = 3.6e6
 """1 kWh = 1,000 W x 3,600 s (definition)."""
@@ -98,11 +98,11 @@ class EnergyEstimate:
 def energy_estimate(watts: float, hours: float, pue: float, grid_g_per_kwh: float,
                     grid_source: str = "given") -> EnergyEstimate:
     """kWh = W x h x PUE / 1000; kg CO2 = kWh x g/kWh / 1000."""
-    _non_negative("energy.watts", watts)
-    _non_negative("hours", hours)
+    require_non_negative("energy.watts", watts)
+    require_non_negative("hours", hours)
     if not (isinstance(pue, (int, float)) and math.isfinite(pue) and pue >= 1):
         raise UserError("energy.pue", f"expected a PUE of 1 or more, got {pue!r}")
-    _non_negative("energy.grid_intensity", grid_g_per_kwh)
+    require_non_negative("energy.grid_intensity", grid_g_per_kwh)
     facility = watts * pue
     joules = facility * hours * SECONDS_PER_HOUR
     kwh = joules / JOULES_PER_KWH
@@ -165,6 +165,3 @@ def measure_emissions(fn: Callable[[], Any], project: str = "trainplan") -> Meas
     )
 
 
-def _non_negative(key: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        raise UserError(key, f"expected zero or a positive number, got {value!r}")

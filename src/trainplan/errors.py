@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class UserError(Exception):
     """Bad input from the user: a key, a file or a value that is not what was expected.
@@ -13,3 +15,25 @@ class UserError(Exception):
         self.where = where
         self.expected = expected
         super().__init__(f"{where}: {expected}")
+
+
+# Checks for the pure modules' own arguments (called from Python, not through the workload
+# schema, which validates its keys itself).
+
+
+def require_positive(key: str, value: float) -> None:
+    """A finite number above zero, else UserError naming `key`."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise UserError(key, f"expected a positive number, got {value!r}")
+
+
+def require_non_negative(key: str, value: float) -> None:
+    """A finite number of zero or more, else UserError naming `key`."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise UserError(key, f"expected zero or a positive number, got {value!r}")
+
+
+def require_fraction(key: str, value: float) -> None:
+    """A number in (0, 1], else UserError naming `key`."""
+    if not (isinstance(value, (int, float)) and 0 < value <= 1):
+        raise UserError(key, f"expected a fraction in (0, 1], got {value!r}")

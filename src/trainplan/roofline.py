@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, require_positive
 
 FLOP_PER_MULTIPLY_ADD = 2.0
 """A multiply-add is two FLOP (the convention of peak-FLOP datasheets and of 6ND)."""
@@ -38,7 +38,7 @@ class Intensity:
 def matmul_intensity(m: float, n: float, k: float, bytes_per_element: float = 2.0) -> Intensity:
     """(m x k) @ (k x n): 2 m n k FLOP over reading both operands and writing the result once."""
     for key, v in (("m", m), ("n", n), ("k", k), ("bytes_per_element", bytes_per_element)):
-        _positive(key, v)
+        require_positive(key, v)
     flops = FLOP_PER_MULTIPLY_ADD * m * n * k
     moved = (m * k + k * n + m * n) * bytes_per_element
     return Intensity(flops, moved, flops / moved)
@@ -52,8 +52,8 @@ def square_matmul_intensity(side: float, bytes_per_element: float = 2.0) -> Inte
 def elementwise_intensity(elements: float = 1.0, flops_per_element: float = 1.0, inputs: int = 2,
                           outputs: int = 1, bytes_per_element: float = 2.0) -> Intensity:
     """An element-wise op over `elements` elements (default: an add, c = a + b: 1 FLOP, 2 in, 1 out)."""
-    _positive("elements", elements)
-    _positive("bytes_per_element", bytes_per_element)
+    require_positive("elements", elements)
+    require_positive("bytes_per_element", bytes_per_element)
     if flops_per_element < 0 or inputs < 0 or outputs < 0 or inputs + outputs == 0:
         raise UserError("elementwise", "expected non-negative FLOP and at least one operand")
     flops = flops_per_element * elements
@@ -63,14 +63,14 @@ def elementwise_intensity(elements: float = 1.0, flops_per_element: float = 1.0,
 
 def ridge_intensity(peak_flops: float, memory_bandwidth: float) -> float:
     """Phi / BW, FLOP per byte: the intensity at which the roofline bends."""
-    _positive("peak_flops", peak_flops)
-    _positive("memory_bandwidth", memory_bandwidth)
+    require_positive("peak_flops", peak_flops)
+    require_positive("memory_bandwidth", memory_bandwidth)
     return peak_flops / memory_bandwidth
 
 
 def attainable_flops(intensity: float, peak_flops: float, memory_bandwidth: float) -> float:
     """min(Phi, I x BW): the roofline."""
-    _positive("intensity", intensity)
+    require_positive("intensity", intensity)
     return min(peak_flops, intensity * memory_bandwidth)
 
 
@@ -97,9 +97,9 @@ class LayerRoofline:
 def layer_intensity(weights: float, batch: float, bytes_per_weight: float = 2.0,
                     activation_elements_per_token: float = 0.0, bytes_per_activation: float = 2.0) -> Intensity:
     """A layer of W weights applied to B tokens: 2 B W FLOP over W bytes_w + B a bytes_a bytes."""
-    _positive("weights", weights)
-    _positive("batch", batch)
-    _positive("bytes_per_weight", bytes_per_weight)
+    require_positive("weights", weights)
+    require_positive("batch", batch)
+    require_positive("bytes_per_weight", bytes_per_weight)
     if activation_elements_per_token < 0:
         raise UserError("activation_elements_per_token", "expected zero or more")
     flops = FLOP_PER_MULTIPLY_ADD * batch * weights
@@ -115,8 +115,8 @@ def compute_bound_batch(weights: float, peak_flops: float, memory_bandwidth: flo
     For a d_in x d_out linear layer, W = d_in d_out and a = d_in + d_out (one input and one
     output vector per token). Leave a = 0 for the weights-only estimate I* bw / 2.
     """
-    _positive("weights", weights)
-    _positive("bytes_per_weight", bytes_per_weight)
+    require_positive("weights", weights)
+    require_positive("bytes_per_weight", bytes_per_weight)
     if activation_elements_per_token < 0:
         raise UserError("activation_elements_per_token", "expected zero or more")
     ridge = ridge_intensity(peak_flops, memory_bandwidth)
@@ -132,6 +132,3 @@ def compute_bound_batch(weights: float, peak_flops: float, memory_bandwidth: flo
     )
 
 
-def _positive(key: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise UserError(key, f"expected a positive number, got {value!r}")

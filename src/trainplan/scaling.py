@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, require_positive
 
 # ---------------------------------------------------------------- constants
 
@@ -105,20 +105,20 @@ EPOCH_REPLICATION = ScalingLaw(
 
 def loss(law: ScalingLaw, params: float, tokens: float) -> float:
     """L(N, D) of `law`; `params` and `tokens` must be positive."""
-    _positive("params", params)
-    _positive("tokens", tokens)
+    require_positive("params", params)
+    require_positive("tokens", tokens)
     return law.loss(params, tokens)
 
 
 def loss_floor_at_params(law: ScalingLaw, params: float) -> float:
     """The loss a model of `params` parameters approaches with unlimited data: E + A / N^alpha."""
-    _positive("params", params)
+    require_positive("params", params)
     return law.E + law.A / params**law.alpha
 
 
 def loss_floor_at_tokens(law: ScalingLaw, tokens: float) -> float:
     """The loss `tokens` tokens allow with an unlimited model: E + B / D^beta."""
-    _positive("tokens", tokens)
+    require_positive("tokens", tokens)
     return law.E + law.B / tokens**law.beta
 
 
@@ -143,7 +143,7 @@ def compute_optimal(budget_flops: float, law: ScalingLaw = CHINCHILLA_APPROACH3)
 
     Derivation: on D = C / (6N), dL/dN = 0 gives alpha A N^-alpha = beta B D^-beta.
     """
-    _positive("budget", budget_flops)
+    require_positive("budget", budget_flops)
     if law.alpha <= 0 or law.beta <= 0 or law.A <= 0 or law.B <= 0:
         raise UserError("--law", "expected A, B, alpha and beta all positive for a compute-optimal split")
     s = law.alpha + law.beta
@@ -608,8 +608,8 @@ class Extrapolation:
 
 def extrapolate(boot: BootstrapResult, params: float, tokens: float, level: float = 0.95) -> Extrapolation:
     """L(N, D) of the point fit, and the central `level` interval of the bootstrap laws' L(N, D)."""
-    _positive("params", params)
-    _positive("tokens", tokens)
+    require_positive("params", params)
+    require_positive("tokens", tokens)
     if not 0 < level < 1:
         raise UserError("level", f"expected a fraction between 0 and 1, got {level}")
     values = np.array([s.loss(params, tokens) for s in boot.samples])
@@ -640,9 +640,6 @@ def fit_summary(boot: BootstrapResult) -> dict[str, float | int | str]:
     return out
 
 
-def _positive(key: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise UserError(key, f"expected a positive number, got {value!r}")
 
 
 __all__ = [

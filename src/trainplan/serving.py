@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trainplan import dtypes
-from trainplan.errors import UserError
+from trainplan.errors import UserError, require_fraction, require_non_negative, require_positive
 
 # ---------------------------------------------------------------- constants
 
@@ -66,16 +66,16 @@ def bytes_per_param(dtype: str, key: str = "serving.dtype") -> float:
 
 def weights_bytes(params: float, dtype: str) -> float:
     """Bytes of P weights held in `dtype`."""
-    _positive("model.params", params)
+    require_positive("model.params", params)
     return params * bytes_per_param(dtype)
 
 
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: float, bytes_per_element: float = 2.0) -> float:
     """2 x L x kv_heads x head_dim x bytes: the K and V one token adds to one sequence's cache."""
-    _positive("model.layers", layers)
-    _positive("model.kv_heads", kv_heads)
-    _positive("head_dim", head_dim)
-    _positive("kv bytes per element", bytes_per_element)
+    require_positive("model.layers", layers)
+    require_positive("model.kv_heads", kv_heads)
+    require_positive("head_dim", head_dim)
+    require_positive("kv bytes per element", bytes_per_element)
     return KV_TENSORS * layers * kv_heads * head_dim * bytes_per_element
 
 
@@ -143,7 +143,7 @@ class ServingEstimate:
 def devices_to_fit(weights: float, kv_bytes: float, device_memory: float,
                    memory_utilization: float = MEMORY_UTILIZATION) -> int:
     """The fewest devices whose usable memory holds the weights and `kv_bytes` of KV cache."""
-    _positive("cluster.accelerator.memory", device_memory)
+    require_positive("cluster.accelerator.memory", device_memory)
     devices = (weights + kv_bytes) / (device_memory * memory_utilization)
     if not math.isfinite(devices):
         raise UserError("cluster.accelerator.memory", f"expected room for the model, got {device_memory:g} bytes")
@@ -171,15 +171,15 @@ def estimate_serving(
     """Serve `model` in `dtype` on replicas of `devices` accelerators (default: the fewest that hold
     the weights and `batch` full-context sequences) at `batch` concurrent sequences (default and
     cap: the largest batch that fits)."""
-    _positive("serving.context", context)
-    _positive("serving.tokens_per_request", tokens_per_request)
-    _positive("cluster.accelerator.peak_flops", peak_flops)
-    _positive("cluster.accelerator.memory_bandwidth", memory_bandwidth)
-    _fraction("serving.mfu", mfu)
-    _fraction("memory_utilization", memory_utilization)
-    _non_negative("prices.accelerator_hour", dollars_per_device_hour)
-    _non_negative("serving.requests_per_day", requests_per_day)
-    _non_negative("serving.training_cost", training_cost)
+    require_positive("serving.context", context)
+    require_positive("serving.tokens_per_request", tokens_per_request)
+    require_positive("cluster.accelerator.peak_flops", peak_flops)
+    require_positive("cluster.accelerator.memory_bandwidth", memory_bandwidth)
+    require_fraction("serving.mfu", mfu)
+    require_fraction("memory_utilization", memory_utilization)
+    require_non_negative("prices.accelerator_hour", dollars_per_device_hour)
+    require_non_negative("serving.requests_per_day", requests_per_day)
+    require_non_negative("serving.training_cost", training_cost)
     if batch is not None and batch < 1:
         raise UserError("serving.batch", f"expected a positive whole number of sequences, got {batch}")
 
@@ -257,20 +257,11 @@ def serving_ladder(models: Sequence[ServedModel], dtypes_: Sequence[str] = SERVI
 
 def head_dim_of(width: int, heads: int) -> float:
     """Width of one attention head: d / heads."""
-    _positive("model.heads", heads)
+    require_positive("model.heads", heads)
     return width / heads
 
 
-def _positive(key: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise UserError(key, f"expected a positive number, got {value!r}")
 
 
-def _non_negative(key: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        raise UserError(key, f"expected zero or a positive number, got {value!r}")
 
 
-def _fraction(key: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and 0 < value <= 1):
-        raise UserError(key, f"expected a fraction in (0, 1], got {value!r}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, require_fraction, require_non_negative, require_positive
 
 FAILED_ATTEMPTS = 3.0
 """Budget multiplier over one clean run, for failed attempts, restarts and ablations. An
@@ -33,10 +33,10 @@ SECONDS_PER_DAY = 86400.0
 
 def accelerator_hours(flops: float, peak_flops: float, mfu: float, scaling_efficiency: float = 1.0) -> float:
     """Device-hours to do `flops` FLOP: F / (Phi mu s) / 3600 (the same on any number of devices)."""
-    _positive("compute.flops", flops)
-    _positive("peak_flops", peak_flops)
-    _fraction("cluster.mfu", mfu)
-    _fraction("cluster.scaling_efficiency", scaling_efficiency)
+    require_positive("compute.flops", flops)
+    require_positive("peak_flops", peak_flops)
+    require_fraction("cluster.mfu", mfu)
+    require_fraction("cluster.scaling_efficiency", scaling_efficiency)
     return flops / (peak_flops * mfu * scaling_efficiency) / SECONDS_PER_HOUR
 
 
@@ -52,8 +52,8 @@ class TrainingBill:
 def training_bill(accelerator_hours_: float, dollars_per_accelerator_hour: float,
                   attempts: float = FAILED_ATTEMPTS) -> TrainingBill:
     """accelerator-hours x price, and that x `attempts` as the budget."""
-    _non_negative("accelerator_hours", accelerator_hours_)
-    _non_negative("prices.accelerator_hour", dollars_per_accelerator_hour)
+    require_non_negative("accelerator_hours", accelerator_hours_)
+    require_non_negative("prices.accelerator_hour", dollars_per_accelerator_hour)
     if not (math.isfinite(attempts) and attempts >= 1):
         raise UserError("prices.attempts", f"expected a multiplier of 1 or more, got {attempts!r}")
     one = accelerator_hours_ * dollars_per_accelerator_hour
@@ -125,19 +125,10 @@ def price_table() -> Mapping[str, PriceRow]:
             for k, v in raw.items()}
 
 
-def _positive(key: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise UserError(key, f"expected a positive number, got {value!r}")
 
 
-def _non_negative(key: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        raise UserError(key, f"expected zero or a positive number, got {value!r}")
 
 
-def _fraction(key: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and 0 < value <= 1):
-        raise UserError(key, f"expected a fraction in (0, 1], got {value!r}")
 
 
 def catalogue_options(precision: str = "bf16", own_key: str | None = None,
