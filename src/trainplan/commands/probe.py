@@ -10,7 +10,6 @@ about; the options override single figures.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
@@ -19,6 +18,7 @@ import typer
 
 from trainplan import calibration, probe
 from trainplan.errors import UserError
+from trainplan.plan import clean
 
 FORMATS = ("table", "json")
 
@@ -35,19 +35,9 @@ def _check_format(fmt: str) -> None:
 
 def _emit(data: dict[str, Any], fmt: str, table: Callable[[dict[str, Any]], str]) -> None:
     if fmt == "json":
-        typer.echo(json.dumps(_jsonable(data), indent=2))
+        typer.echo(json.dumps(clean(data), indent=2))
     else:
         typer.echo(table(data))
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def _rate(value: float | None, unit: str) -> str:
@@ -327,7 +317,7 @@ def register(app: typer.Typer) -> None:
         _check_format(format)
         out = run_all(file, set_ or [], path, processes, output)
         if format == "json":
-            typer.echo(json.dumps(_jsonable(out), indent=2))
+            typer.echo(json.dumps(clean(out), indent=2))
             return
         parts = []
         for name, table in (("decode", decode_table), ("read", read_table), ("matmul", matmul_table),

@@ -11,7 +11,6 @@ measured, end-to-end MFU of the step (`cluster.mfu`, `cluster.mfu_end_to_end = t
 from __future__ import annotations
 
 import json
-import math
 import runpy
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ import typer
 from trainplan import calibration
 from trainplan import profile as profile_mod
 from trainplan.errors import UserError
+from trainplan.plan import clean
 
 
 def _predicted(workload_file: Path | None, sets: list[str], cal: Path | None) -> tuple[Any, Any]:
@@ -30,16 +30,6 @@ def _predicted(workload_file: Path | None, sets: list[str], cal: Path | None) ->
 
     w = load_workload(workload_file, sets, cal)
     return w, pipeline.pipeline_account(**plan.pipeline_inputs(w))
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int:
@@ -112,12 +102,12 @@ def register(app: typer.Typer) -> None:
             data["mfu"] = mfu
             calibration.write(output, "profile", settings={"script": str(script), "warmup": warmup,
                                                            "timing": result.timing},
-                              results=_jsonable({k: v for k, v in data.items() if k not in ("hops", "predicted")}),
+                              results=clean({k: v for k, v in data.items() if k not in ("hops", "predicted")}),
                               values=calibration.mfu_values(mfu, f"step of {script.name}: {result.demand_fps:.1f} "
                                                             f"frames/s x 6 P n FLOP per frame / peak"),
                               machine=__import__("trainplan.probe", fromlist=["machine"]).machine())
         if format == "json":
-            typer.echo(json.dumps(_jsonable(data), indent=2))
+            typer.echo(json.dumps(clean(data), indent=2))
         else:
             typer.echo(profile_mod.summary(result))
         if status != 0:
