@@ -4,7 +4,7 @@
 
 1. One service-time sample of the default workload (SPEC §7 reference point: 8 CPU
    decoders at 1/120 s, a demand of 2,770.78 frames/s, 33 kB frames read at 1.5 GB/s),
-   run by the engine (`trainplan.queue.simulate`, full result: statistics and
+   run by the engine (`trainplan.simulate.queue.simulate`, full result: statistics and
    timeline) and by the SimPy model of tests/simpy_reference.py, which must agree on
    the busy fraction. Frames per second of each, best of a few runs, in one process.
 2. A second sample of the accelerator-bound variant (demand 900 frames/s, lognormal
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from simpy_reference import simulate_simpy  # noqa: E402
 
-from trainplan.queue import QueueSpec, Variability, sample_service_times, simulate  # noqa: E402
+from trainplan.simulate.queue import QueueSpec, Variability, sample_service_times, simulate  # noqa: E402
 
 DEMAND = 0.4 * 989.5e12 / (6 * 93e6 * 256)  # frames/s, SPEC §7 reference point
 READ = 8e6 / 30 / 8 / 1.5e9  # seconds per 33,333-byte frame at 1.5 GB/s

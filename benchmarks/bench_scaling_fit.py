@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainplan import scaling
+from trainplan.accounts import scaling
 
 DEFAULT_RUNS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "chinchilla_runs.csv"
 

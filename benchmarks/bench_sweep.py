@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from trainplan import sweep
+from trainplan.planning import sweep
 
 # 1,000 core counts x 1,000 micro-batches on the default workload = 1e6 points
 VARIES = ["cluster.cores=1:1000", "training.micro_batch=1:1000"]

@@ -52,8 +52,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from trainplan import calibration, probe
-from trainplan import profile as tp_profile
+from trainplan.measure import calibration
+from trainplan.measure import probe
+from trainplan.measure import profiler as tp_profile
 
 
 @dataclass(frozen=True)
@@ -375,8 +376,9 @@ def calibrate_pipeline(cfg: Config, files: list[Path], step: Any, cal_path: Path
 def predict(cfg: Config, setting: Setting, params: int, demand_fps: float, peak_flops: float,
             cal_path: Path) -> Any:
     """The plan's pipeline account for this setting, through the workload loader and the plan."""
-    from trainplan import pipeline, plan
-    from trainplan.workload import load_workload
+    from trainplan.accounts import pipeline
+    from trainplan.planning import evaluate as plan
+    from trainplan.workload.schema import load_workload
 
     n = cfg.tokens_per_frame
     mfu = demand_fps * 6 * params * n / peak_flops  # what the measured step achieves of the peak

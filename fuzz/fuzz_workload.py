@@ -31,10 +31,14 @@ import tomli_w
 
 if atheris is not None:
     with atheris.instrument_imports():
-        from trainplan import plan, render, workload
+        from trainplan.planning import evaluate as plan
+        from trainplan.present import render
+        from trainplan.workload import schema as workload
         from trainplan.errors import UserError
 else:
-    from trainplan import plan, render, workload
+    from trainplan.planning import evaluate as plan
+    from trainplan.present import render
+    from trainplan.workload import schema as workload
     from trainplan.errors import UserError
 
 warnings.simplefilter("ignore")  # numpy overflow warnings on extreme but valid inputs are not crashes

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from trainplan import calibration
+from trainplan.measure import calibration
 from trainplan.errors import UserError
 
 MACHINE = {"hostname": "bench-1", "cpu_model": "Test CPU 9000", "cpu_count": 8}
@@ -80,7 +80,7 @@ def test_mfu_is_marked_end_to_end(tmp_path):
 
 
 def test_plan_takes_measured_values(tmp_path):
-    from trainplan.workload import load_workload
+    from trainplan.workload.schema import load_workload
 
     cal = write_decode(tmp_path / "cal.toml")
     w = load_workload(None, [], cal)
@@ -96,7 +96,7 @@ def test_refuses_another_resolution(tmp_path):
         calibration.check_compatible(cal, {"data": {"width": 1920, "height": 1080}})
     assert "data.width" in err.value.expected and "3840x2160" in err.value.expected
     # the same refusal through the workload loader
-    from trainplan.workload import load_workload
+    from trainplan.workload.schema import load_workload
 
     with pytest.raises(UserError, match="data.width"):
         load_workload(None, [], cal)

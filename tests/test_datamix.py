@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainplan import datamix
+from trainplan.accounts import datamix
 from trainplan.errors import UserError
 
 

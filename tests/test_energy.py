@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from trainplan import energy
+from trainplan.accounts import energy
 from trainplan.errors import UserError
 
 

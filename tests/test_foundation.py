@@ -5,11 +5,14 @@ import math
 
 import pytest
 
-from trainplan import compute, memory, network, storage
-from trainplan.catalogue import accelerators, resolve_accelerator
-from trainplan.dtypes import state_bytes_per_param
-from trainplan.plan import build_report
-from trainplan.workload import load_workload
+from trainplan.accounts import compute
+from trainplan.accounts import memory
+from trainplan.accounts import network
+from trainplan.accounts import storage
+from trainplan.catalogue.accelerators import accelerators, resolve_accelerator
+from trainplan.catalogue.dtypes import state_bytes_per_param
+from trainplan.planning.evaluate import build_report
+from trainplan.workload.schema import load_workload
 
 from conftest import EXAMPLES
 

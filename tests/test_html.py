@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-from trainplan.html import render_html
-from trainplan.plan import build_report
-from trainplan.workload import load_workload
+from trainplan.present.html import render_html
+from trainplan.planning.evaluate import build_report
+from trainplan.workload.schema import load_workload
 
 
 class _Tags(HTMLParser):
@@ -50,7 +50,8 @@ def test_page_is_self_contained_with_tables_and_plots():
 def test_busy_curve_marks_the_current_point():
     import numpy as np
 
-    from trainplan import pipeline, plan
+    from trainplan.accounts import pipeline
+    from trainplan.planning import evaluate as plan
 
     w = load_workload(None, [])
     busy = pipeline.pipeline_arrays(**plan.pipeline_inputs(w, cores=np.arange(0, 31)))["busy"]

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from trainplan.commands.params import register
+from trainplan.interfaces.commands.params import register
 from trainplan.errors import UserError
-from trainplan.params import (
+from trainplan.workload.params import (
     SUPPORTED_MODEL_TYPES,
     ParamCount,
     count_from_hf_config,

@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from trainplan import bill as bill_mod
-from trainplan import pipeline as pl
-from trainplan.plan import build_report, pipeline_inputs
-from trainplan.workload import load_workload
+from trainplan.accounts import bill as bill_mod
+from trainplan.accounts import pipeline as pl
+from trainplan.planning.evaluate import build_report, pipeline_inputs
+from trainplan.workload.schema import load_workload
 
 H100_BF16 = 989.5e12
 

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from trainplan import probe
+from trainplan.measure import probe
 from trainplan.errors import UserError
 
 SMALL = probe.ClipFormat(width=192, height=108, fps=30, bitrate=5e5, gop=10)
@@ -199,14 +199,14 @@ def test_cli_decode_json_and_calibration(cli, tmp_path):
     d = json.loads(res.stdout)
     assert d["frames_per_cpu_second"] > 0
     assert d["frames_per_cpu_second_1080p"] == pytest.approx(d["frames_per_cpu_second"] * 192 * 108 / 2073600)
-    from trainplan import calibration
+    from trainplan.measure import calibration
 
     m = calibration.load(cal)["cluster.core_fps_1080p"]
     assert m.value == pytest.approx(d["core_fps_1080p"])
     # the plan of a workload in the same format takes it as measured
     w = tmp_path / "w.toml"
     w.write_text("[data]\nwidth = 192\nheight = 108\n")
-    from trainplan.workload import load_workload
+    from trainplan.workload.schema import load_workload
 
     wl = load_workload(w, [], cal)
     assert wl.cluster.core_fps_1080p == pytest.approx(m.value)
@@ -229,8 +229,8 @@ def test_cli_read_and_matmul_table(cli, tmp_path):
 
 
 def test_matmul_as_peak_sets_the_accelerator_peak(tmp_path):
-    from trainplan import calibration
-    from trainplan.commands import probe as probe_cmd
+    from trainplan.measure import calibration
+    from trainplan.interfaces.commands import probe as probe_cmd
 
     cal = tmp_path / "cal.toml"
     d = probe_cmd.run_matmul(64, 0.02)
@@ -246,8 +246,8 @@ def test_matmul_as_peak_sets_the_accelerator_peak(tmp_path):
 
 
 def test_probe_all_records_what_ran_and_why_the_rest_skipped(tmp_path, monkeypatch):
-    from trainplan import calibration
-    from trainplan.commands import probe as probe_cmd
+    from trainplan.measure import calibration
+    from trainplan.interfaces.commands import probe as probe_cmd
 
     def no_allreduce(*a, **k):
         raise probe.ProbeSkipped("allreduce: stubbed out in this test")

@@ -15,17 +15,17 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from trainplan import bill as bill_mod
-from trainplan import compute as compute_mod
-from trainplan import memory as memory_mod
-from trainplan import pipeline as pipeline_mod
+from trainplan.accounts import bill as bill_mod
+from trainplan.accounts import compute as compute_mod
+from trainplan.accounts import memory as memory_mod
+from trainplan.accounts import pipeline as pipeline_mod
 from trainplan import units
-from trainplan.catalogue import accelerators
-from trainplan.dtypes import state_bytes_per_param
+from trainplan.catalogue.accelerators import accelerators
+from trainplan.catalogue.dtypes import state_bytes_per_param
 from trainplan.errors import UserError
-from trainplan.plan import build_report, pipeline_inputs, resolve_model
-from trainplan.render import to_json
-from trainplan.workload import build_workload
+from trainplan.planning.evaluate import build_report, pipeline_inputs, resolve_model
+from trainplan.present.render import to_json
+from trainplan.workload.schema import build_workload
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 REL = 1e-9  # float tolerance of a law that holds exactly in real numbers

@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from simpy_reference import simulate_simpy  # noqa: E402
 
-from trainplan import pipeline as pipeline_mod  # noqa: E402
+from trainplan.accounts import pipeline as pipeline_mod# noqa: E402
 from trainplan.errors import UserError  # noqa: E402
-from trainplan.queue import (  # noqa: E402
+from trainplan.simulate.queue import (  # noqa: E402
     QueueSpec,
     Variability,
     buffer_sweep,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from trainplan import roofline
+from trainplan.accounts import roofline
 from trainplan.errors import UserError
 
 H100_PEAK = 989.5e12
@@ -70,7 +70,7 @@ def test_a_small_layer_never_turns_compute_bound() -> None:
 
 
 def test_catalogue_figures() -> None:
-    catalogue = pytest.importorskip("trainplan.catalogue")
+    catalogue = pytest.importorskip("trainplan.catalogue.accelerators")
     h100 = catalogue.accelerators()["h100-sxm"]
     assert roofline.ridge_intensity(h100.peak("bf16"), h100.memory_bandwidth) == pytest.approx(295.37, abs=0.01)
 

@@ -11,7 +11,7 @@ import pytest
 from scipy.optimize import check_grad, minimize_scalar
 from scipy.special import huber as scipy_huber
 
-from trainplan import scaling
+from trainplan.accounts import scaling
 from trainplan.errors import UserError
 
 RUNS_CSV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "chinchilla_runs.csv"

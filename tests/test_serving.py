@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from trainplan import serving
+from trainplan.accounts import serving
 from trainplan.errors import UserError
 
 # The 7 B example model, from its shape alone (SPEC §2: 12 d^2 per layer + V d).

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from trainplan import solve
-from trainplan.catalogue import accelerators
+from trainplan.planning import solve
+from trainplan.catalogue.accelerators import accelerators
 from trainplan.errors import UserError
 
 # SPEC §7 reference point: demand D = μ Φ / (6 P n) frames/s, n = floor(224/14)^2 = 256
@@ -102,7 +102,7 @@ def test_cli_solve_json_and_exit_2(cli):
 
 
 def test_cheapest_uses_the_dated_price_table_when_no_price_is_given():
-    from trainplan.training_cost import price_table
+    from trainplan.accounts.training_cost import price_table
 
     r = solve.cheapest_accelerator(None, [], [], among=["a100-sxm-80gb", "h100-sxm"])
     rows = {c["accelerator"]: c for c in r["candidates"]}

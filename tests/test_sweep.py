@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from trainplan import sweep
+from trainplan.planning import sweep
 from trainplan.errors import UserError
-from trainplan.plan import build_report
-from trainplan.render import flatten
-from trainplan.workload import load_workload
+from trainplan.planning.evaluate import build_report
+from trainplan.present.render import flatten
+from trainplan.workload.schema import load_workload
 
 
 def _same(got, want) -> bool:

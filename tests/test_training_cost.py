@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainplan import training_cost as tc
+from trainplan.accounts import training_cost as tc
 from trainplan.errors import UserError
 
 # 7 B example model from its shape alone (32 layers, width 4,096, vocabulary 128,000)
@@ -43,7 +43,7 @@ def test_comparison_by_hand() -> None:
 
 
 def test_catalogue_comparison() -> None:
-    pytest.importorskip("trainplan.catalogue")
+    pytest.importorskip("trainplan.catalogue.accelerators")
     options = tc.catalogue_options("bf16", own_key="h100-sxm", own_price=2.5)
     keys = [o.key for o in options]
     assert "h100-sxm" in keys and "a100-sxm-80gb" in keys

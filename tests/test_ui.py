@@ -25,10 +25,11 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from trainplan import pipeline, plan  # noqa: E402
+from trainplan.accounts import pipeline
+from trainplan.planning import evaluate as plan# noqa: E402
 from trainplan.errors import UserError  # noqa: E402
-from trainplan.ui import create_app, overrides_from_json  # noqa: E402
-from trainplan.workload import load_workload  # noqa: E402
+from trainplan.interfaces.web import create_app, overrides_from_json  # noqa: E402
+from trainplan.workload.schema import load_workload  # noqa: E402
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-STATIC = Path(plan.__file__).parent / "static"
+STATIC = Path(plan.__file__).parent.parent / "interfaces" / "static"
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +170,7 @@ def test_not_json_is_422(client: TestClient) -> None:
 
 
 def test_options_list_the_catalogue(client: TestClient) -> None:
-    from trainplan.catalogue import accelerators
+    from trainplan.catalogue.accelerators import accelerators
 
     opts = client.get("/api/options").json()
     assert [a["key"] for a in opts["accelerators"]] == list(accelerators())
@@ -215,7 +216,7 @@ def test_ui_command_serves_on_loopback_and_opens_the_browser(monkeypatch: pytest
     import uvicorn
     import webbrowser
 
-    from trainplan.cli import main
+    from trainplan.interfaces.cli import main
 
     seen: dict[str, object] = {}
 
@@ -245,7 +246,7 @@ def test_ui_command_serves_on_loopback_and_opens_the_browser(monkeypatch: pytest
 
 
 def test_ui_command_port_in_use_is_one_line_exit_2(capsys) -> None:
-    from trainplan.cli import main
+    from trainplan.interfaces.cli import main
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

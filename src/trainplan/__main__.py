@@ -1,3 +1,3 @@
-from trainplan.cli import main
+from trainplan.interfaces.cli import main
 
 main()

@@ -1,0 +1,154 @@
+"""The training bill: accelerator-hours x price, budgeted for the attempts a run really takes.
+
+- Accelerator-hours for F FLOP on devices of dense peak Phi at MFU mu and scaling efficiency s
+  (SPEC §3): the sustained rate on n devices is n Phi mu s, the wall time F / (n Phi mu s), and
+  the device-hours n x that = F / (Phi mu s) / 3600, independent of n.
+- Dollars of one attempt = accelerator-hours x price per accelerator-hour; the budget is that x
+  an attempts multiplier for failed runs, restarts and ablations (default 3, FAILED_ATTEMPTS).
+- A comparison of accelerators for one workload: hours, wall-clock days on n devices, dollars.
+
+Pure apart from `price_table` (reads data/accelerator_prices.toml). Floats in SI units in.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from trainplan.errors import UserError, require_fraction, require_non_negative, require_positive
+
+FAILED_ATTEMPTS = 3.0
+"""Budget multiplier over one clean run, for failed attempts, restarts and ablations. An
+assumption (issue 5; the workload's `prices.attempts` has the same default): published
+'training cost' figures usually count the final run only (e.g. DeepSeek-V3's report excludes
+'prior research and ablation experiments'), and the whole spend is a multiple of it."""
+
+SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_DAY = 86400.0
+
+
+def accelerator_hours(flops: float, peak_flops: float, mfu: float, scaling_efficiency: float = 1.0) -> float:
+    """Device-hours to do `flops` FLOP: F / (Phi mu s) / 3600 (the same on any number of devices)."""
+    require_positive("compute.flops", flops)
+    require_positive("peak_flops", peak_flops)
+    require_fraction("cluster.mfu", mfu)
+    require_fraction("cluster.scaling_efficiency", scaling_efficiency)
+    return flops / (peak_flops * mfu * scaling_efficiency) / SECONDS_PER_HOUR
+
+
+@dataclass(frozen=True)
+class TrainingBill:
+    accelerator_hours: float
+    dollars_per_accelerator_hour: float
+    dollars_per_attempt: float  # one clean run
+    attempts: float  # budget multiplier
+    budget: float  # dollars_per_attempt x attempts
+
+
+def training_bill(accelerator_hours_: float, dollars_per_accelerator_hour: float,
+                  attempts: float = FAILED_ATTEMPTS) -> TrainingBill:
+    """accelerator-hours x price, and that x `attempts` as the budget."""
+    require_non_negative("accelerator_hours", accelerator_hours_)
+    require_non_negative("prices.accelerator_hour", dollars_per_accelerator_hour)
+    if not (math.isfinite(attempts) and attempts >= 1):
+        raise UserError("prices.attempts", f"expected a multiplier of 1 or more, got {attempts!r}")
+    one = accelerator_hours_ * dollars_per_accelerator_hour
+    return TrainingBill(accelerator_hours_, dollars_per_accelerator_hour, one, attempts, one * attempts)
+
+
+@dataclass(frozen=True)
+class AcceleratorOption:
+    """What the comparison needs of an accelerator; build it from a catalogue entry."""
+
+    key: str
+    peak_flops: float  # dense, in the training precision
+    dollars_per_hour: float | None  # None: no price known
+    price_source: str = ""
+
+
+@dataclass(frozen=True)
+class AcceleratorComparison:
+    key: str
+    devices: int
+    accelerator_hours: float
+    wall_seconds: float
+    wall_days: float
+    dollars_per_hour: float | None
+    dollars_per_attempt: float | None
+    budget: float | None  # x attempts
+    price_source: str
+
+
+def compare_accelerators(flops: float, options: Sequence[AcceleratorOption], devices: int, mfu: float,
+                         scaling_efficiency: float = 1.0,
+                         attempts: float = FAILED_ATTEMPTS) -> tuple[AcceleratorComparison, ...]:
+    """One workload of `flops` FLOP on `devices` of each accelerator, same MFU and efficiency.
+    Rows in the order given; rows without a price have no dollars."""
+    if devices < 1:
+        raise UserError("cluster.count", f"expected at least one device, got {devices}")
+    rows = []
+    for opt in options:
+        hours = accelerator_hours(flops, opt.peak_flops, mfu, scaling_efficiency)
+        wall = hours * SECONDS_PER_HOUR / devices
+        if opt.dollars_per_hour is None:
+            one = budget = None
+        else:
+            bill = training_bill(hours, opt.dollars_per_hour, attempts)
+            one, budget = bill.dollars_per_attempt, bill.budget
+        rows.append(AcceleratorComparison(
+            key=opt.key, devices=devices, accelerator_hours=hours, wall_seconds=wall,
+            wall_days=wall / SECONDS_PER_DAY, dollars_per_hour=opt.dollars_per_hour,
+            dollars_per_attempt=one, budget=budget, price_source=opt.price_source,
+        ))
+    return tuple(rows)
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    key: str
+    dollars_per_hour: float
+    as_of: str
+    retrieved: str
+    source: str
+
+
+@lru_cache(maxsize=1)
+def price_table() -> Mapping[str, PriceRow]:
+    """Indicative on-demand prices by catalogue key (data/accelerator_prices.toml)."""
+    text = resources.files("trainplan.catalogue").joinpath("accelerator_prices.toml").read_text(encoding="utf-8")
+    raw = tomllib.loads(text)
+    return {k: PriceRow(k, float(v["dollars_per_hour"]), str(v["as_of"]), str(v["retrieved"]), str(v["source"]))
+            for k, v in raw.items()}
+
+
+
+
+
+
+
+
+def catalogue_options(precision: str = "bf16", own_key: str | None = None,
+                      own_price: float | None = None) -> tuple[AcceleratorOption, ...]:
+    """Every catalogue accelerator with a peak in `precision`, priced from the price table;
+    `own_key` (the workload's accelerator) is priced at `own_price` (its prices.accelerator_hour)."""
+    from trainplan.catalogue import accelerators as catalogue
+
+    prices = price_table()
+    out = []
+    for key, acc in catalogue.accelerators().items():
+        if precision not in acc.peak_flops and "any" not in acc.peak_flops:
+            continue
+        if key == own_key and own_price is not None:
+            price: float | None = own_price
+            source = "prices.accelerator_hour of the workload"
+        elif key in prices:
+            price, source = prices[key].dollars_per_hour, prices[key].source
+        else:
+            price, source = None, "no price with a source in data/accelerator_prices.toml"
+        out.append(AcceleratorOption(key=key, peak_flops=acc.peak(precision), dollars_per_hour=price,
+                                     price_source=source))
+    return tuple(out)

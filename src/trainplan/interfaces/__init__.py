@@ -1,0 +1,1 @@
+"""Faces over the one evaluation: the command line and the web page."""

@@ -1,0 +1,54 @@
+"""`trainplan data mix` (epochs of each source of a mixture) and `trainplan data demos`
+(person-hours for N demonstrations), SPEC §10. Thin: the formulas are in trainplan.accounts.datamix."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+
+from trainplan.accounts import datamix
+from trainplan import units
+from trainplan.errors import UserError
+
+data_app = typer.Typer(help="Data: epochs of each source of a mixture; person-hours of demonstrations.",
+                       no_args_is_help=True)
+
+
+def _source(text: str) -> datamix.Source:
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0]:
+        raise UserError("--source", f"expected NAME:TOKENS:WEIGHT such as web:2T:0.7, got {text!r}")
+    name, tokens, weight = parts
+    return datamix.Source(name, units.parse(tokens, "count", f"--source {name} tokens"),
+                          units.parse(weight, "fraction", f"--source {name} weight"))
+
+
+@data_app.command("mix")
+def mix(
+    tokens: Annotated[str, typer.Option("--tokens", help="tokens the run reads, e.g. 15T")],
+    source: Annotated[list[str], typer.Option("--source", help="NAME:TOKENS:WEIGHT, repeated")],
+) -> None:
+    """Epochs of each source: tokens read (weight share x total) / tokens available."""
+    result = datamix.mixture_epochs([_source(s) for s in source], units.parse(tokens, "count", "--tokens"))
+    typer.echo(json.dumps(asdict(result), indent=2))
+
+
+@data_app.command("demos")
+def demos(
+    count: Annotated[int, typer.Argument(help="demonstrations to keep", min=0)],
+    task: Annotated[str, typer.Option("--task", help="seconds per task, e.g. 45s or 1 min")] = "60 s",
+    reset: Annotated[str, typer.Option("--reset", help="seconds per reset")] = "20 s",
+    success: Annotated[float, typer.Option("--success", help="share of attempts kept")] = 1.0,
+    operators: Annotated[int, typer.Option("--operators", min=1)] = 1,
+) -> None:
+    """Person-hours for N demonstrations: N / success x (task + reset)."""
+    result = datamix.demonstration_hours(count, units.parse(task, "time", "--task"),
+                                         units.parse(reset, "time", "--reset"), success, operators)
+    typer.echo(json.dumps(asdict(result), indent=2))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(data_app, name="data")

@@ -1,0 +1,81 @@
+"""`trainplan params CONFIG.json [--format table|json]`: exact parameter count of a Hugging Face config (SPEC §11)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import typer
+
+from trainplan.errors import UserError
+from trainplan.workload.params import ParamCount, count_from_hf_config, load_hf_config
+
+#: Output formats of the command.
+FORMATS: tuple[str, ...] = ("table", "json")
+
+#: The figures every output shows, in this order (the JSON keys of SPEC §11).
+FIGURES: tuple[str, ...] = ("total", "active", "embedding", "lm_head", "per_layer", "family")
+
+#: Shape fields the JSON output adds after the figures.
+SHAPE_FIELDS: tuple[str, ...] = tuple(
+    field.name for field in dataclasses.fields(ParamCount) if field.name not in FIGURES
+)
+
+#: Decimal prefixes for the readable column of the table (a count of parameters).
+_READABLE_PREFIXES: tuple[tuple[float, str], ...] = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
+#: Significant digits of the readable column.
+_READABLE_DIGITS = 3
+
+
+def _readable(count: int) -> str:
+    """7241732096 -> '7.24 B'."""
+    for scale, prefix in _READABLE_PREFIXES:
+        if count >= scale:
+            return f"{count / scale:.{_READABLE_DIGITS}g} {prefix}"
+    return str(count)
+
+
+def as_json(count: ParamCount) -> dict[str, object]:
+    """The JSON object the command prints: FIGURES first, then the shape."""
+    data = dataclasses.asdict(count)
+    return {key: data[key] for key in (*FIGURES, *SHAPE_FIELDS)}
+
+
+def as_table(count: ParamCount, source: str) -> str:
+    """Plain aligned text: one figure a line, exact and readable."""
+    lines = [f"parameters of {source} (family {count.family})"]
+    numbers = [name for name in FIGURES if name != "family"]
+    label_width = max(len(name) for name in numbers)
+    exact_width = max(len(f"{getattr(count, name):,}") for name in numbers)
+    for name in numbers:
+        value = getattr(count, name)
+        lines.append(f"  {name:<{label_width}}  {value:>{exact_width},}  {_readable(value)}")
+    if count.experts > 1:
+        lines.append(f"  ({count.experts_per_token} of {count.experts} experts active per token)")
+    if count.tied:
+        lines.append("  (output head tied to the token embedding)")
+    return "\n".join(lines)
+
+
+def params_command(
+    config: Path = typer.Argument(..., metavar="CONFIG.json", help="A Hugging Face config.json, or a model folder holding one."),
+    output_format: str = typer.Option("table", "--format", help="table or json."),
+) -> None:
+    """Exact parameter count of a Hugging Face config.json (what transformers would build)."""
+    if output_format not in FORMATS:
+        raise UserError("--format", f"one of {', '.join(FORMATS)}, got {output_format!r}")
+    settings = load_hf_config(config)
+    try:
+        count = count_from_hf_config(settings)
+    except UserError as error:
+        raise UserError(f"{config}: {error.where}", error.expected) from None
+    if output_format == "json":
+        typer.echo(json.dumps(as_json(count), indent=2))
+    else:
+        typer.echo(as_table(count, str(config)))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `params` to the trainplan app (called by cli.py's command discovery)."""
+    app.command("params")(params_command)

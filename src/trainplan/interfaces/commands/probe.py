@@ -1,0 +1,380 @@
+"""`trainplan probe [decode|read|matmul|transfer|allreduce|all]`: measure what the plan assumes (SPEC §11).
+
+Each subcommand prints its figures (`--format table|json`) and, with `--output FILE`,
+records them in a calibration file that `trainplan plan --calibration FILE` reads.
+The decode probe takes the clip format from a workload (the built-in default is SPEC
+§7's reference point, 1080p30 H.264 at 8 Mbit/s) so it measures the video the plan is
+about; the options override single figures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Callable, Optional
+
+import typer
+
+from trainplan.measure import calibration
+from trainplan.measure import probe
+from trainplan.errors import UserError
+from trainplan.planning.evaluate import clean
+
+FORMATS = ("table", "json")
+
+WorkloadArg = Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE (units allowed)")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table or json")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="write or update this calibration TOML file")]
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UserError("--format", f"expected one of {', '.join(FORMATS)}, got {fmt!r}")
+
+
+def _emit(data: dict[str, Any], fmt: str, table: Callable[[dict[str, Any]], str]) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(clean(data), indent=2))
+    else:
+        typer.echo(table(data))
+
+
+def _rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    for size, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def _parse(value: str | None, dimension: str, key: str) -> float | None:
+    from trainplan import units
+
+    return None if value is None else units.parse(value, dimension, key)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- decode
+
+
+def _decode_settings(file: Path | None, sets: list[str], width: int | None, height: int | None,
+                     fps: float | None, bitrate: str | None, gop: int | None, side: int | None,
+                     access: str | None) -> tuple[probe.ClipFormat, int, str]:
+    from trainplan.workload.schema import load_workload
+
+    w = load_workload(file, sets)
+    d = w.data
+    fmt = probe.ClipFormat(
+        width=width or d.width, height=height or d.height, fps=fps or d.fps,
+        bitrate=_parse(bitrate, "bit_rate", "--bitrate") or d.bitrate, gop=gop or d.gop)
+    chosen = access or ("random" if d.access == "random" else "sequential")
+    if chosen not in ("sequential", "random"):
+        raise UserError("--access", f"expected sequential or random, got {chosen!r}")
+    return fmt, side or d.side, chosen
+
+
+def run_decode(fmt: probe.ClipFormat, side: int, access: str, frames: int | None, samples: int,
+               postprocess: str, preset: str, handoff: str = "none", batch: int = 16,
+               seconds: float = 0.0) -> dict[str, Any]:
+    result = probe.decode(fmt, frames=frames, access=access, random_samples=samples,  # type: ignore[arg-type]
+                          postprocess=postprocess, side=side, preset=preset,  # type: ignore[arg-type]
+                          handoff=handoff, batch=batch, min_seconds=seconds)  # type: ignore[arg-type]
+    return result.to_dict()
+
+
+def write_decode(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
+    calibration.write(path, "decode", settings=calibration.decode_settings(d), results=d,
+                      values=calibration.decode_values(d), machine=machine)
+
+
+def decode_table(d: dict[str, Any]) -> str:
+    lines = [
+        f"decode probe: {d['width']}x{d['height']} H.264, {d['fps']:g} fps, {d['bitrate'] / 1e6:g} Mbit/s "
+        f"(encoded at {d['achieved_bitrate'] / 1e6:.2f}), keyframe every {d['gop']} frames, one thread",
+        f"  post-processing: {d['postprocess_text']}"
+        + (f"; {d['handoff_text']} ({d['batch']} frames)" if d.get("handoff", "none") != "none" else ""),
+        f"  {'access':<11} {'frames/CPU-s':>13} {'at 1080p':>9} {'frames/wall-s':>14} {'decoded/used':>13} "
+        f"{'expected':>9} {'used/CPU-s':>11}",
+    ]
+    for name in ("sequential", "random"):
+        r = d.get(name)
+        if not r:
+            continue
+        lines.append(f"  {name:<11} {r['frames_per_cpu_second']:>13.1f} {r['frames_per_cpu_second_1080p']:>9.1f} "
+                     f"{r['frames_per_wall_second']:>14.1f} {r['frames_decoded_per_frame_used']:>13.2f} "
+                     f"{r['expected_frames_decoded_per_frame_used']:>9.2f} {r['frames_used_per_cpu_second']:>11.1f}")
+    lines.append(f"  cluster.core_fps_1080p for the plan ({d['access']}): {d['core_fps_1080p']:.1f} frames/s "
+                 f"(SPEC §7 assumes 120)")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- other probes
+
+
+def run_read(path: Path, size: str) -> dict[str, Any]:
+    nbytes = _parse(size, "bytes", "--size")
+    return probe.read(path, size=int(nbytes or 64 * 2**20)).to_dict()
+
+
+def write_read(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
+    calibration.write(path, "read", settings={"path": d["path"], "bytes": d["bytes"], "block_bytes": d["block_bytes"]},
+                      results=d, values=calibration.read_values(d), machine=machine)
+
+
+def read_table(d: dict[str, Any]) -> str:
+    return (f"read probe: {d['bytes'] / 1e6:.0f} MB from {d['path']}{' (written by the probe)' if d['created'] else ''}\n"
+            f"  cold {_rate(d['cold_bytes_per_second'], 'B/s')}   warm {_rate(d['warm_bytes_per_second'], 'B/s')}\n"
+            f"  cold means: {d['cold_method']}")
+
+
+def run_matmul(n: int, seconds: float) -> dict[str, Any]:
+    results, skipped = probe.matmul(n, min_seconds=seconds)
+    return {"results": [r.to_dict() for r in results], "skipped": skipped}
+
+
+def _peak_candidate(d: dict[str, Any]) -> dict[str, Any]:
+    """The figure --as-peak records: the GPU's when there is one, else one CPU thread's (a per-core peak)."""
+    rs = d["results"]
+    gpu = [r for r in rs if r["device"].startswith("cuda")]
+    if gpu:
+        return gpu[0]
+    one = [r for r in rs if r["library"] == "torch" and r["threads"] == 1]
+    return one[0] if one else rs[0]
+
+
+def write_matmul(path: Path, d: dict[str, Any], machine: dict[str, Any], as_peak: bool) -> None:
+    values = calibration.matmul_peak_values(_peak_candidate(d)) if as_peak else []
+    calibration.write(path, "matmul", settings={"n": d["results"][0]["n"]},
+                      results={f"{r['library']}_{r['device']}_{r['dtype']}_{r['threads'] or 'default'}_threads": r
+                               for r in d["results"]},
+                      values=values, machine=machine)
+
+
+def matmul_table(d: dict[str, Any]) -> str:
+    lines = ["matmul probe: achieved FLOP/s of one square matmul (2 n^3 FLOP)"]
+    for r in d["results"]:
+        threads = f"{r['threads']} thread(s)" if r["threads"] else "default threads"
+        per_cpu = f"  ({_rate(r['flops_per_cpu_second'], 'FLOP/CPU-s')})" if r.get("flops_per_cpu_second") else ""
+        lines.append(f"  {r['library']:<6} {r['device']:<7} {r['dtype']:<9} n={r['n']:<5} {threads:<16} "
+                     f"{_rate(r['flops_per_second'], 'FLOP/s')}{per_cpu}")
+    for s in d["skipped"]:
+        lines.append(f"  skipped: {s}")
+    return "\n".join(lines)
+
+
+def transfer_table(d: dict[str, Any]) -> str:
+    return (f"transfer probe: host to {d['device']}, {d['bytes'] / 1e6:.0f} MB copies\n"
+            f"  pinned {_rate(d['pinned_bytes_per_second'], 'B/s')}   pageable {_rate(d['pageable_bytes_per_second'], 'B/s')}")
+
+
+def allreduce_table(d: dict[str, Any]) -> str:
+    return (f"allreduce probe: {d['backend']}, {d['world_size']} {d['launched_by']}, {d['bytes'] / 1e6:.1f} MB message\n"
+            f"  {d['seconds_per_allreduce'] * 1e3:.2f} ms each; algorithm {_rate(d['algorithm_bytes_per_second'], 'B/s')}; "
+            f"bus (2(N-1)/N M / t) {_rate(d['bus_bytes_per_second'], 'B/s')}")
+
+
+def _skip(why: probe.ProbeSkipped) -> None:
+    typer.echo(f"trainplan: skipped: {why}", err=True)
+
+
+# ---------------------------------------------------------------- registration
+
+
+def register(app: typer.Typer) -> None:
+    probe_app = typer.Typer(help="Measure on this machine what the plan assumes; --output writes a calibration file.",
+                            no_args_is_help=True, add_completion=False)
+
+    @probe_app.command("decode")
+    def decode_cmd(
+        file: WorkloadArg = None,
+        set_: SetOpt = None,
+        width: Annotated[Optional[int], typer.Option(help="frame width in pixels (default data.width)")] = None,
+        height: Annotated[Optional[int], typer.Option(help="frame height in pixels (default data.height)")] = None,
+        fps: Annotated[Optional[float], typer.Option(help="frames per second (default data.fps)")] = None,
+        bitrate: Annotated[Optional[str], typer.Option(help="stored bit rate, e.g. '8 Mbit/s' (default data.bitrate)")] = None,
+        gop: Annotated[Optional[int], typer.Option(help="keyframe interval in frames (default data.gop)")] = None,
+        side: Annotated[Optional[int], typer.Option(help="model image side in pixels (default data.side)")] = None,
+        access: Annotated[Optional[str], typer.Option(help="sequential or random: which figures are the headline "
+                                                      "and go to the calibration (default data.access)")] = None,
+        frames: Annotated[Optional[int], typer.Option(help="frames in the synthetic clip (default two GOPs, >= 60)")] = None,
+        samples: Annotated[int, typer.Option(help="random-access targets")] = 16,
+        postprocess: Annotated[str, typer.Option(help="rgb_resize (SPEC §7's assumption includes it), rgb or none")] = "rgb_resize",
+        preset: Annotated[str, typer.Option(help="x264 preset of the synthetic clip")] = "veryfast",
+        handoff: Annotated[str, typer.Option(help="none, or shared_memory: hand each batch over as a DataLoader "
+                                             "worker does (needs torch)")] = "none",
+        batch: Annotated[int, typer.Option(help="frames per handed-off batch", min=1)] = 16,
+        seconds: Annotated[float, typer.Option(help="decode the clip again until this many CPU-seconds "
+                                               "are spent (a steadier figure)", min=0)] = 0.0,
+        format: FormatOpt = "table",  # noqa: A002
+        output: OutputOpt = None,
+    ) -> None:
+        """Decode a synthetic H.264 clip in the workload's format on one thread: frames per CPU-second."""
+        _check_format(format)
+        if postprocess not in probe.POSTPROCESS_TEXT:
+            raise UserError("--postprocess", f"expected one of {', '.join(probe.POSTPROCESS_TEXT)}, got {postprocess!r}")
+        if handoff not in probe.HANDOFF_TEXT:
+            raise UserError("--handoff", f"expected one of {', '.join(probe.HANDOFF_TEXT)}, got {handoff!r}")
+        if samples < 1:
+            raise UserError("--samples", f"expected at least 1, got {samples}")
+        if frames is not None and frames < 1:
+            raise UserError("--frames", f"expected at least 1, got {frames}")
+        fmt, side_px, chosen = _decode_settings(file, set_ or [], width, height, fps, bitrate, gop, side, access)
+        d = run_decode(fmt, side_px, chosen, frames, samples, postprocess, preset, handoff, batch, seconds)
+        if output is not None:
+            write_decode(output, d, probe.machine())
+        _emit(d, format, decode_table)
+
+    @probe_app.command("read")
+    def read_cmd(
+        path: Annotated[Path, typer.Argument(help="a file to read, or a directory to write a test file in")] = Path("."),
+        size: Annotated[str, typer.Option(help="test file size when PATH is a directory")] = "64 MiB",
+        format: FormatOpt = "table",  # noqa: A002
+        output: OutputOpt = None,
+    ) -> None:
+        """Bytes/s reading a file, cold (page cache dropped for the file) and warm."""
+        _check_format(format)
+        d = run_read(path, size)
+        if output is not None:
+            write_read(output, d, probe.machine())
+        _emit(d, format, read_table)
+
+    @probe_app.command("matmul")
+    def matmul_cmd(
+        n: Annotated[int, typer.Option(help="matrix size (CPU); a GPU uses 8192", min=16)] = 1024,
+        seconds: Annotated[float, typer.Option(help="seconds per measurement", min=0.01)] = 0.5,
+        as_peak: Annotated[bool, typer.Option("--as-peak", help="record the achieved rate as "
+                                              "cluster.accelerator.peak_flops (GPU, else one CPU thread)")] = False,
+        format: FormatOpt = "table",  # noqa: A002
+        output: OutputOpt = None,
+    ) -> None:
+        """Achieved FLOP/s of numpy, and of torch on the CPU and a GPU when present."""
+        _check_format(format)
+        d = run_matmul(n, seconds)
+        if format == "json":  # the table lists them itself
+            for s in d["skipped"]:
+                typer.echo(f"trainplan: skipped: {s}", err=True)
+        if output is not None:
+            write_matmul(output, d, probe.machine(), as_peak)
+        _emit(d, format, matmul_table)
+
+    @probe_app.command("transfer")
+    def transfer_cmd(
+        size: Annotated[str, typer.Option(help="bytes per copy")] = "256 MiB",
+        format: FormatOpt = "table",  # noqa: A002
+        output: OutputOpt = None,
+    ) -> None:
+        """Host-to-device bytes/s with torch on a GPU (skips without one)."""
+        _check_format(format)
+        try:
+            d = probe.transfer(int(_parse(size, "bytes", "--size") or 0)).to_dict()
+        except probe.ProbeSkipped as why:
+            _skip(why)
+            raise typer.Exit(0) from None
+        if output is not None:
+            calibration.write(output, "transfer", settings={"bytes": d["bytes"]}, results=d,
+                              values=calibration.transfer_values(d), machine=probe.machine())
+        _emit(d, format, transfer_table)
+
+    @probe_app.command("allreduce")
+    def allreduce_cmd(
+        processes: Annotated[int, typer.Option(help="local processes (ignored under torchrun)", min=2)] = 2,
+        size: Annotated[str, typer.Option(help="message size")] = "16 MiB",
+        repeats: Annotated[int, typer.Option(help="all-reduces timed", min=1)] = 10,
+        backend: Annotated[Optional[str], typer.Option(help="gloo or nccl (default: nccl under torchrun with "
+                                                       "CUDA, else gloo)")] = None,
+        format: FormatOpt = "table",  # noqa: A002
+        output: OutputOpt = None,
+    ) -> None:
+        """All-reduce bytes/s with torch.distributed: gloo over local processes, or NCCL under torchrun."""
+        _check_format(format)
+        try:
+            r = probe.allreduce(processes, int(_parse(size, "bytes", "--size") or 0), repeats, backend)
+        except probe.ProbeSkipped as why:
+            _skip(why)
+            raise typer.Exit(0) from None
+        d = r.to_dict()
+        import os
+
+        if os.environ.get("RANK", "0") != "0":
+            return  # under torchrun only rank 0 reports
+        if output is not None:
+            calibration.write(output, "allreduce", settings={k: d[k] for k in ("backend", "world_size", "bytes",
+                                                                                "launched_by")},
+                              results=d, values=calibration.allreduce_values(d), machine=probe.machine())
+        _emit(d, format, allreduce_table)
+
+    @probe_app.command("all")
+    def all_cmd(
+        file: WorkloadArg = None,
+        set_: SetOpt = None,
+        path: Annotated[Path, typer.Option(help="where the read probe writes its test file")] = Path("."),
+        processes: Annotated[int, typer.Option(help="all-reduce processes", min=2)] = 2,
+        format: FormatOpt = "table",  # noqa: A002
+        output: OutputOpt = None,
+    ) -> None:
+        """Every probe in turn, with a progress bar; those that cannot run here say why."""
+        _check_format(format)
+        out = run_all(file, set_ or [], path, processes, output)
+        if format == "json":
+            typer.echo(json.dumps(clean(out), indent=2))
+            return
+        parts = []
+        for name, table in (("decode", decode_table), ("read", read_table), ("matmul", matmul_table),
+                            ("transfer", transfer_table), ("allreduce", allreduce_table)):
+            if out.get(name):
+                parts.append(table(out[name]))
+        for s in out["skipped"]:
+            parts.append(f"skipped {s['probe']}: {s['reason']}")
+        if output is not None:
+            parts.append(f"calibration written to {output}")
+        typer.echo("\n".join(parts))
+
+    app.add_typer(probe_app, name="probe")
+
+
+def run_all(file: Path | None, sets: list[str], path: Path, processes: int,
+            output: Path | None) -> dict[str, Any]:
+    """Run the set of probes with a progress bar on stderr; record each in `output` as it finishes."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.console import Console
+
+    machine = probe.machine()
+    fmt, side, access = _decode_settings(file, sets, None, None, None, None, None, None, None)
+    out: dict[str, Any] = {"machine": machine, "skipped": []}
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("decode", lambda: run_decode(fmt, side, access, None, 16, "rgb_resize", "veryfast")),
+        ("read", lambda: run_read(path, "64 MiB")),
+        ("matmul", lambda: run_matmul(1024, 0.5)),
+        ("transfer", lambda: probe.transfer().to_dict()),
+        ("allreduce", lambda: probe.allreduce(processes).to_dict()),
+    ]
+    writers: dict[str, Callable[[Path, dict[str, Any]], None]] = {
+        "decode": lambda p, d: write_decode(p, d, machine),
+        "read": lambda p, d: write_read(p, d, machine),
+        "matmul": lambda p, d: write_matmul(p, d, machine, as_peak=False),
+        "transfer": lambda p, d: calibration.write(p, "transfer", settings={"bytes": d["bytes"]}, results=d,
+                                                   values=calibration.transfer_values(d), machine=machine),
+        "allreduce": lambda p, d: calibration.write(
+            p, "allreduce", settings={k: d[k] for k in ("backend", "world_size", "bytes", "launched_by")},
+            results=d, values=calibration.allreduce_values(d), machine=machine),
+    }
+    console = Console(file=sys.stderr)
+    with Progress(TextColumn("{task.description:<22}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=not console.is_terminal) as bar:
+        task = bar.add_task("probing", total=len(steps))
+        for name, fn in steps:
+            bar.update(task, description=f"probe {name}")
+            try:
+                out[name] = fn()
+                if name == "matmul":
+                    for s in out[name]["skipped"]:
+                        out["skipped"].append({"probe": "matmul (part)", "reason": s})
+                if output is not None:
+                    writers[name](output, out[name])
+            except probe.ProbeSkipped as why:
+                out[name] = None
+                out["skipped"].append({"probe": name, "reason": str(why)})
+            bar.advance(task)
+    return out

@@ -1,0 +1,115 @@
+"""`trainplan profile SCRIPT [-- ARGS...]`: run a training script and watch whether it waits on data.
+
+Every `torch.utils.data.DataLoader` the script iterates is wrapped by a
+`trainplan.measure.profiler.Profiler` (a script without one can wrap its own loop with
+`trainplan.measure.profiler.current().wrap(iterable)`). The time between fetches is the step.
+With a workload (`--workload FILE`, `--set`, `--calibration`) the plan's prediction for
+the same job is shown next to the measurement, and `--output CAL.toml` records the
+measured, end-to-end MFU of the step (`cluster.mfu`, `cluster.mfu_end_to_end = true`).
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from trainplan.measure import calibration
+from trainplan.measure import profiler as profile_mod
+from trainplan.errors import UserError
+from trainplan.planning.evaluate import clean
+
+
+def _predicted(workload_file: Path | None, sets: list[str], cal: Path | None) -> tuple[Any, Any]:
+    from trainplan.accounts import pipeline
+    from trainplan.planning import evaluate as plan
+    from trainplan.workload.schema import load_workload
+
+    w = load_workload(workload_file, sets, cal)
+    return w, pipeline.pipeline_account(**plan.pipeline_inputs(w))
+
+
+def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int:
+    """Run `script` as __main__ with `args` under `prof`; return its exit status."""
+    if not script.is_file():
+        raise UserError(str(script), "no such script")
+    uninstall = profile_mod.install(prof)
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(script), *args]
+    sys.path.insert(0, str(script.resolve().parent))
+    status = 0
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as exit_:
+        code = exit_.code
+        status = code if isinstance(code, int) else (0 if code is None else 1)
+    finally:
+        uninstall()
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return status
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("profile", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def profile_cmd(
+        ctx: typer.Context,
+        script: Annotated[Path, typer.Argument(help="the training script (its own arguments after --)")],
+        workload: Annotated[Optional[Path], typer.Option("--workload", "-w", help="workload TOML to compare with")] = None,
+        set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")] = None,
+        cal: Annotated[Optional[Path], typer.Option("--calibration", help="calibration TOML for the prediction")] = None,
+        compare: Annotated[Optional[bool], typer.Option(help="show the plan's prediction (default: when a "
+                                                        "workload, --set or --calibration is given)")] = None,
+        warmup: Annotated[int, typer.Option(help="batches not counted (loader start-up)", min=0)] = 5,
+        sync: Annotated[str, typer.Option(help="auto, none, cuda-sync or cuda-events")] = "auto",
+        frames_per_batch: Annotated[Optional[float], typer.Option(help="frames in a batch (default: the "
+                                                                  "leading dimension of its first tensor)")] = None,
+        format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",  # noqa: A002
+        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="record the measured MFU in this "
+                                                       "calibration TOML (needs the workload's model)")] = None,
+    ) -> None:
+        """Run a training script and report its busy fraction, slowest hop and cores needed."""
+        if format not in ("table", "json"):
+            raise UserError("--format", f"expected table or json, got {format!r}")
+        if sync not in ("auto", "none", "cuda-sync", "cuda-events"):
+            raise UserError("--sync", f"expected auto, none, cuda-sync or cuda-events, got {sync!r}")
+        w = plan_account = None
+        if compare is None:
+            compare = workload is not None or bool(set_) or cal is not None
+        if compare or output is not None:
+            w, plan_account = _predicted(workload, set_ or [], cal)  # bad input is refused before the run
+        prof = profile_mod.Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch)  # type: ignore[arg-type]
+        try:
+            status = run_script(script, list(ctx.args), prof)
+            try:
+                result = prof.result(predicted=plan_account)
+            except RuntimeError as err:
+                raise UserError(str(script), f"{err}; a script without a DataLoader can wrap its loop with "
+                                "trainplan.measure.profiler.current().wrap(iterable)") from None
+        finally:
+            prof.close()
+        data = result.to_dict()
+        data["script_exit_status"] = status
+        if output is not None and w is not None and plan_account is not None:
+            from trainplan.planning import evaluate as plan_mod
+
+            model = plan_mod.resolve_model(w)
+            flops_per_frame = plan_account.tokens_per_frame * model.active_params * 6.0
+            peak = w.accelerator.peak(w.training.precision)
+            mfu = result.mfu(flops_per_frame, peak, w.cluster.count)
+            data["mfu"] = mfu
+            calibration.write(output, "profile", settings={"script": str(script), "warmup": warmup,
+                                                           "timing": result.timing},
+                              results=clean({k: v for k, v in data.items() if k not in ("hops", "predicted")}),
+                              values=calibration.mfu_values(mfu, f"step of {script.name}: {result.demand_fps:.1f} "
+                                                            f"frames/s x 6 P n FLOP per frame / peak"),
+                              machine=__import__("trainplan.measure.probe", fromlist=["machine"]).machine())
+        if format == "json":
+            typer.echo(json.dumps(clean(data), indent=2))
+        else:
+            typer.echo(profile_mod.summary(result))
+        if status != 0:
+            raise typer.Exit(status)

@@ -1,0 +1,133 @@
+"""`trainplan scaling optimal|fit|loss` (SPEC §10, §11): Chinchilla-style scaling laws.
+
+- `optimal --budget C [--law E,A,B,ALPHA,BETA]` -> JSON `params`, `tokens`, `loss`, `tokens_per_param`.
+  The default law is the Chinchilla paper's fit (Hoffmann et al. 2022, Approach 3: E = 1.69,
+  A = 406.4, B = 410.7, alpha = 0.34, beta = 0.28; trainplan.accounts.scaling.CHINCHILLA_APPROACH3).
+- `fit RUNS.csv` -> JSON `E`, `A`, `B`, `alpha`, `beta` and `E_se` ... (bootstrap standard errors),
+  fitted the way the replication of Besiroglu et al. (2024) does it.
+- `loss --params N --tokens D [--law ...]` -> the law's loss and the floors at N and at D.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from trainplan.accounts import scaling
+from trainplan import units
+from trainplan.errors import UserError
+
+FORMATS = ("json", "table")
+
+LawOpt = Annotated[Optional[str], typer.Option(
+    "--law", help="E,A,B,ALPHA,BETA; default Hoffmann et al. (2022) Approach 3: 1.69,406.4,410.7,0.34,0.28")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="json or table")]
+
+GRIDS = {"replication": scaling.REPLICATION_GRID, "small": scaling.SMALL_GRID}
+
+
+def _law(text: str | None) -> scaling.ScalingLaw:
+    return scaling.CHINCHILLA_APPROACH3 if text is None else scaling.parse_law(text)
+
+
+def _emit(out: dict[str, Any], fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UserError("--format", f"one of {', '.join(FORMATS)}, got {fmt!r}")
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+    if fmt == "json":
+        typer.echo(json.dumps(clean, indent=2))
+    else:
+        width = max(len(k) for k in clean)
+        typer.echo("\n".join(f"{k:<{width}}  {v:.6g}" if isinstance(v, float) else f"{k:<{width}}  {v}"
+                             for k, v in clean.items()))
+
+
+def optimal_command(
+    budget: Annotated[str, typer.Option("--budget", help="training compute C, FLOP (6e23, '1e21 FLOP')")],
+    law: LawOpt = None,
+    output_format: FormatOpt = "json",
+) -> None:
+    """Compute-optimal parameters and tokens for a budget C = 6ND (closed form)."""
+    c = units.parse(budget, "flops", "--budget")
+    fitted = _law(law)
+    opt = scaling.compute_optimal(c, fitted)
+    _emit({
+        "params": opt.params, "tokens": opt.tokens, "loss": opt.loss, "tokens_per_param": opt.tokens_per_param,
+        "budget_flops": opt.budget_flops, "params_exponent": opt.params_exponent,
+        "tokens_exponent": opt.tokens_exponent, **{f"law_{k}": v for k, v in fitted.as_dict().items()},
+        "law_source": fitted.source,
+    }, output_format)
+
+
+def _fixed(items: list[str] | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UserError("--fix", f"expected NAME=VALUE such as E=1.69, got {item!r}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise UserError(f"--fix {name.strip()}", f"expected a number, got {value!r}") from None
+    return out
+
+
+def fit_command(
+    runs_csv: Annotated[Path, typer.Argument(metavar="RUNS.csv", help="CSV with params, tokens (or flops), loss")],
+    fix: Annotated[Optional[list[str]], typer.Option("--fix", help="hold a constant: E=1.69, alpha=0.34 ...")] = None,
+    drop: Annotated[int, typer.Option("--drop", help="highest-loss runs dropped first", min=0)] = scaling.OUTLIERS_DROPPED,
+    grid: Annotated[str, typer.Option("--grid", help="replication (4,500 starts) or small (8)")] = "replication",
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="resamples for the standard errors", min=2)] = scaling.BOOTSTRAP_RESAMPLES,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the bootstrap")] = scaling.BOOTSTRAP_SEED,
+    at_params: Annotated[Optional[str], typer.Option("--at-params", help="extrapolate to N parameters")] = None,
+    at_tokens: Annotated[Optional[str], typer.Option("--at-tokens", help="... trained on D tokens")] = None,
+    output_format: FormatOpt = "json",
+) -> None:
+    """Fit E, A, B, alpha, beta to a table of runs (Huber on log loss, L-BFGS-B from a grid)."""
+    if grid not in GRIDS:
+        raise UserError("--grid", f"one of {', '.join(GRIDS)}, got {grid!r}")
+    runs = scaling.read_runs(runs_csv)
+    fixed = _fixed(fix)
+    fit = scaling.fit_scaling_law(runs, fixed=fixed, grid=GRIDS[grid], drop_highest=drop)
+    boot = scaling.bootstrap_scaling_law(runs, fit, resamples=bootstrap, seed=seed, fixed=fixed, drop_highest=drop)
+    out: dict[str, Any] = dict(scaling.fit_summary(boot))
+    if (at_params is None) != (at_tokens is None):
+        raise UserError("--at-params" if at_params is None else "--at-tokens",
+                        "give both --at-params and --at-tokens to extrapolate")
+    if at_params is not None and at_tokens is not None:
+        ext = scaling.extrapolate(boot, units.parse(at_params, "count", "--at-params"),
+                                  units.parse(at_tokens, "count", "--at-tokens"))
+        out |= {"extrapolated_params": ext.params, "extrapolated_tokens": ext.tokens,
+                "extrapolated_loss": ext.loss, "extrapolated_low": ext.low, "extrapolated_high": ext.high,
+                "extrapolated_level": ext.level}
+    _emit(out, output_format)
+
+
+def loss_command(
+    params: Annotated[str, typer.Option("--params", help="parameters N (7B, 7e9)")],
+    tokens: Annotated[str, typer.Option("--tokens", help="training tokens D (1.4T, 1.4e12)")],
+    law: LawOpt = None,
+    output_format: FormatOpt = "json",
+) -> None:
+    """L(N, D), and the floors left when N or D is held and the other grows without bound."""
+    n = units.parse(params, "count", "--params")
+    d = units.parse(tokens, "count", "--tokens")
+    fitted = _law(law)
+    _emit({"params": n, "tokens": d, "loss": scaling.loss(fitted, n, d),
+           "floor_at_params": scaling.loss_floor_at_params(fitted, n),
+           "floor_at_tokens": scaling.loss_floor_at_tokens(fitted, d),
+           "flops": scaling.FLOP_PER_PARAM_TOKEN * n * d, "law_source": fitted.source}, output_format)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `scaling` group (called by cli.py's discovery)."""
+    group = typer.Typer(help="Scaling laws: compute-optimal N and D, fitting E, A, B, alpha, beta to runs.",
+                        no_args_is_help=True, rich_markup_mode=None)
+    group.command("optimal")(optimal_command)
+    group.command("fit")(fit_command)
+    group.command("loss")(loss_command)
+    app.add_typer(group, name="scaling")

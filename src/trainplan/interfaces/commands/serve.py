@@ -1,0 +1,192 @@
+"""`trainplan serve [FILE.toml] [--set ...] [--ladder]` and `trainplan roofline` (SPEC §10, §11).
+
+The workload is read for the serving, training-bill and energy accounts in trainplan.planning.evaluate
+(served_model, serving_estimate, training_bill_of), which `trainplan plan` uses too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from trainplan.accounts import roofline as roofline_mod
+from trainplan.accounts import serving as serving_mod
+from trainplan.errors import UserError
+from trainplan.planning.evaluate import clean, served_model, serving_estimate, training_bill_of
+from trainplan.planning.evaluate import resolve_model as _facts
+
+FORMATS = ("json", "table")
+
+#: The figures of SPEC §11 that `trainplan serve` prints first, in this order.
+SERVE_KEYS = ("tokens_per_second", "requests_per_second", "cost_per_million_requests",
+              "kv_bytes_per_token", "weights_bytes", "crossover_days")
+
+
+# ---------------------------------------------------------------- the ladder
+
+
+@lru_cache(maxsize=1)
+def reference_shapes() -> dict[str, dict[str, Any]]:
+    text = resources.files("trainplan.catalogue").joinpath("serving_ladder.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def ladder_models(model: Any) -> list[serving_mod.ServedModel]:
+    from trainplan.workload.params import count_from_shape
+
+    rungs = [served_model(model, "workload model")]
+    for name, s in reference_shapes().items():
+        count = count_from_shape(s["layers"], s["width"], s["vocab"], s["ffn_width"], s["heads"], s["kv_heads"],
+                                 "llama", False)
+        rungs.append(serving_mod.ServedModel(params=float(count.total), layers=count.layers,
+                                             kv_heads=count.kv_heads, head_dim=float(count.head_dim), name=name))
+    return rungs
+
+
+def ladder(w: Any, model: Any | None = None) -> list[serving_mod.ServingEstimate]:
+    """Every rung (the workload's model, then the reference shapes) in every serving dtype."""
+    model = model if model is not None else _facts(w)
+    s = w.serving
+    training = s.training_cost if s.training_cost is not None else training_bill_of(w).budget
+    return [serving_estimate(w, model, training, served=m, dtype=d)
+            for m in ladder_models(model) for d in ("fp32", "bf16", "int8", "int4")]
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:,.1f}"
+
+
+def ladder_table(rows: list[serving_mod.ServingEstimate]) -> str:
+    head = ("model", "dtype", "params", "weights GB", "devices", "max batch", "tokens/s", "bound",
+            "$/1M requests", "crossover days")
+    body = []
+    for r in rows:
+        body.append((r.name, r.dtype, f"{r.params / 1e9:.2f} B", _gb(r.weights_bytes), str(r.devices),
+                     str(r.max_batch), f"{r.tokens_per_second:,.0f}", r.bound,
+                     f"{r.cost_per_million_requests:,.2f}" if math.isfinite(r.cost_per_million_requests) else "-",
+                     f"{r.crossover_days:,.1f}" if math.isfinite(r.crossover_days) else "-"))
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(head)),
+             "  ".join("-" * wd for wd in widths)]
+    lines += ["  ".join(c.rjust(widths[i]) if i > 1 else c.ljust(widths[i]) for i, c in enumerate(row))
+              for row in body]
+    return "\n".join(lines)
+
+
+def serve_table(e: serving_mod.ServingEstimate, acc_name: str) -> str:
+    def days(x: float) -> str:
+        return f"{x:,.1f} days" if math.isfinite(x) else "never"
+
+    lines = [
+        f"serving {e.params / 1e9:.2f} B parameters in {e.dtype} on {e.devices} x {acc_name}",
+        f"  weights resident        {_gb(e.weights_bytes)} GB",
+        f"  KV cache                {e.kv_bytes_per_token / 1e3:,.1f} kB per token, "
+        f"{_gb(e.kv_bytes_per_sequence)} GB per {e.context:,}-token sequence",
+        f"  largest batch that fits {e.max_batch} sequences (serving {e.batch})",
+        f"  decode                  {e.tokens_per_second:,.0f} tokens/s, {e.bound}-bound "
+        f"(compute-bound above batch {e.compute_bound_batch:,.0f})" if math.isfinite(e.compute_bound_batch)
+        else f"  decode                  {e.tokens_per_second:,.0f} tokens/s, {e.bound}-bound at any batch",
+        f"  requests                {e.requests_per_second:,.2f} /s per replica, "
+        f"{e.replicas} replicas for {e.requests_per_day:,.0f} a day",
+        f"  cost                    ${e.cost_per_million_requests:,.2f} per million requests, "
+        f"${e.serving_cost_per_day:,.2f} a day",
+        f"  passes the training bill (${e.training_cost:,.0f}) after {days(e.crossover_days)}",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- commands
+
+
+WorkloadArg = Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")]
+
+
+def _format(value: str) -> str:
+    if value not in FORMATS:
+        raise UserError("--format", f"one of {', '.join(FORMATS)}, got {value!r}")
+    return value
+
+
+def serve_command(
+    file: WorkloadArg = None,
+    set_: SetOpt = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="json or table")] = "json",
+    show_ladder: Annotated[bool, typer.Option("--ladder", help="every model size x dtype as one table")] = False,
+) -> None:
+    """Serving: weights, KV cache, largest batch, tokens/s, cost per request, crossover with training."""
+    from trainplan.workload.schema import load_workload
+
+    fmt = _format(output_format)
+    w = load_workload(file, set_ or [])
+    model = _facts(w)
+    if show_ladder:
+        rows = ladder(w, model)
+        if fmt == "json":
+            typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+        else:
+            typer.echo(ladder_table(rows))
+        return
+    e = serving_estimate(w, model)
+    if fmt == "json":
+        d = e.as_dict()
+        out = {k: d[k] for k in SERVE_KEYS} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
+        out["accelerator"] = w.accelerator.key
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        typer.echo(serve_table(e, w.accelerator.name))
+
+
+def roofline_command(
+    file: WorkloadArg = None,
+    set_: SetOpt = None,
+    side: Annotated[int, typer.Option("--side", help="side n of a square matmul", min=1)] = 4096,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="json or table")] = "json",
+) -> None:
+    """Roofline of the workload's accelerator: ridge, matmul and element-wise intensity, and the batch
+    at which the model's FFN layer (d x ffn) turns compute-bound."""
+    from trainplan.workload.schema import load_workload
+
+    fmt = _format(output_format)
+    w = load_workload(file, set_ or [])
+    acc = w.accelerator
+    precision = w.training.precision
+    peak, bw = acc.peak(precision), acc.memory_bandwidth
+    from trainplan.catalogue.dtypes import bytes_per_element
+
+    b = bytes_per_element(precision)
+    mm = roofline_mod.square_matmul_intensity(side, b)
+    ew = roofline_mod.elementwise_intensity(1.0, bytes_per_element=b)
+    out: dict[str, Any] = {
+        "accelerator": acc.key, "precision": precision, "peak_flops": peak, "memory_bandwidth": bw,
+        "ridge_intensity": roofline_mod.ridge_intensity(peak, bw),
+        "matmul_side": side, "matmul_intensity": mm.intensity,
+        "matmul_bound": roofline_mod.bound(mm.intensity, peak, bw),
+        "elementwise_add_intensity": ew.intensity,
+    }
+    width = w.model.width
+    if width is not None:
+        ffn = w.model.ffn_width or 4 * width
+        layer = roofline_mod.compute_bound_batch(width * ffn, peak, bw, b, width + ffn, b)
+        out |= {"layer": f"{width} x {ffn}", "layer_weights": width * ffn,
+                "compute_bound_batch": layer.compute_bound_batch,
+                "compute_bound_batch_whole": layer.compute_bound_batch_whole,
+                "weights_only_batch": layer.weights_only_batch}
+    out = clean(out)
+    if fmt == "json":
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        typer.echo("\n".join(f"{k:<28}{v}" for k, v in out.items()))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `serve` and `roofline` (called by cli.py's discovery)."""
+    app.command("serve")(serve_command)
+    app.command("roofline")(roofline_command)

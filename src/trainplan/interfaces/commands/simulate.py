@@ -1,0 +1,311 @@
+"""`trainplan simulate`: the input pipeline as a discrete-event queue (SPEC §8).
+
+    trainplan simulate [FILE.toml] [--set KEY=VALUE]... [--frames N] [--seed S]
+                       [--format table|json] [--plot PATH] [--output PATH]
+                       [--decode-dist deterministic|exponential|lognormal|empirical] [--cv X]
+                       [--empirical FILE] [--read-cv X] [--keyframe-cost K] [--keyframe-interval G]
+                       [--read-latency 1ms] [--buffers 1,4,16,64,256] [--timeline N]
+
+The workload gives the stages (trainplan.accounts.pipeline: per-core and per-engine decode
+rates at this frame size, the read rate, the demand); data.buffer sizes the buffer.
+Variability is off unless a flag turns it on; `--cv` alone means lognormal decode
+times. `--buffers` adds busy at several buffer sizes on the same sample (the size
+that recovers what variability loses). `--plot` draws the timeline (PNG, SVG or PDF).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from trainplan.errors import UserError
+
+FORMATS = ("table", "json")
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+# Colours of the timeline, by kind of lane (busy); blocked time is drawn grey, hatched.
+LANE_COLOURS = {"read": "#4c72b0", "cpu": "#55a868", "nvdec": "#8172b2", "decoder": "#55a868",
+                "accelerator": "#c44e52"}
+BLOCKED_COLOUR = "#bbbbbb"
+READ_AHEAD_DEFAULT = 64  # trainplan.simulate.queue.READ_AHEAD_FRAMES (not imported here: the CLI starts light)
+
+
+def _variability(decode_dist: str | None, cv: float | None, empirical: Path | None, read_cv: float | None,
+                 keyframe_cost: float | None, keyframe_interval: int | None, read_latency: str | None,
+                 gop: int) -> Any:
+    from trainplan import units
+    from trainplan.simulate.queue import DISTRIBUTIONS, Variability
+
+    dist = decode_dist
+    if dist is None:
+        dist = "empirical" if empirical is not None else ("lognormal" if cv else "deterministic")
+    if dist not in DISTRIBUTIONS:
+        raise UserError("--decode-dist", f"one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
+    if dist == "exponential" and cv is None:
+        cv = 1.0
+    if dist == "lognormal" and not cv:
+        raise UserError("--cv", "a coefficient of variation > 0 for lognormal decode times (e.g. --cv 0.5)")
+    sample: tuple[float, ...] = ()
+    if dist == "empirical":
+        if empirical is None:
+            raise UserError("--empirical", "a file of per-frame decode seconds for --decode-dist empirical")
+        sample = read_sample(empirical)
+    latency = units.parse(read_latency, "time", "--read-latency") if read_latency is not None else 0.0
+    v = Variability(
+        decode=dist, decode_cv=float(cv or 0.0), read_cv=float(read_cv or 0.0),
+        empirical_decode_seconds=sample,
+        keyframe_interval=int(keyframe_interval if keyframe_interval is not None else (gop if keyframe_cost else 0)),
+        keyframe_cost=float(keyframe_cost if keyframe_cost is not None else 1.0),
+        read_latency_seconds=latency,
+    )
+    return None if v.is_off else v
+
+
+def read_sample(path: Path) -> tuple[float, ...]:
+    """Per-frame decode seconds: a JSON list, a JSON object with `frame_seconds` or
+    `decode_seconds`, or text with one number a line (commas allowed; # comments)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise UserError(str(path), f"a readable file of per-frame decode seconds ({err.strerror})") from None
+    values: list[float] = []
+    try:
+        data = json.loads(text)
+        if isinstance(data, dict):
+            data = data.get("frame_seconds", data.get("decode_seconds"))
+        if not isinstance(data, list):
+            raise ValueError
+        values = [float(x) for x in data]
+    except (ValueError, TypeError):
+        try:
+            for line in text.splitlines():
+                line = line.split("#", 1)[0].strip()
+                if line:
+                    values.extend(float(x) for x in line.replace(",", " ").split())
+        except ValueError:
+            raise UserError(str(path), "numbers (seconds per frame), one a line or a JSON list") from None
+    if not values or any(not math.isfinite(v) or v < 0 for v in values) or sum(values) <= 0:
+        raise UserError(str(path), "at least one per-frame decode time, in seconds, >= 0")
+    return tuple(values)
+
+
+def _buffers(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        out = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise UserError("--buffers", f"whole numbers of frames separated by commas, got {text!r}") from None
+    if not out or any(b < 1 for b in out):
+        raise UserError("--buffers", "buffer sizes >= 1 frame")
+    return out
+
+
+def simulation_report(workload: Any, frames: int, seed: int, variability: Any, buffers: tuple[int, ...] = (),
+                      timeline: int = 2000, read_ahead: int | None = READ_AHEAD_DEFAULT,
+                      ) -> tuple[dict[str, Any], Any]:
+    """The JSON object of `trainplan simulate` and the QueueResult behind it."""
+    from trainplan.simulate.queue import buffer_sweep, queue_spec_from_workload, sample_service_times, simulate
+
+    spec, account, notes = queue_spec_from_workload(workload, frames=frames, seed=seed, variability=variability,
+                                                    read_ahead_frames=read_ahead)
+    times = sample_service_times(spec)
+    result = simulate(spec, times, timeline_limit=timeline)
+    out = result.to_dict()
+    out = {
+        "busy": out.pop("busy"), "formula_busy": out.pop("formula_busy"), "difference": out.pop("difference"),
+        "pipeline_busy": float(account.busy), "pipeline_bottleneck": account.bottleneck, **out,
+    }
+    out["queue"] = {
+        "read_seconds_per_frame": spec.read_seconds_per_frame,
+        "decoders": _decoder_summary(spec),
+        "step_seconds_per_frame": spec.step_seconds_per_frame,
+        "buffer_frames": spec.buffer_frames,
+        "read_ahead_frames": spec.read_ahead_frames,
+    }
+    if buffers:
+        out["buffer_sweep"] = buffer_sweep(spec, buffers, times)
+    out["notes"] = notes
+    return out, result
+
+
+def _decoder_summary(spec: Any) -> list[dict[str, Any]]:
+    names = spec.decoder_names or ("decoder",) * len(spec.decoder_seconds_per_frame)
+    groups: dict[str, list[float]] = {}
+    for n, s in zip(names, spec.decoder_seconds_per_frame):
+        groups.setdefault(n, []).append(s)
+    return [{"name": n, "units": len(v), "frames_per_second": sum(1 / s for s in v)} for n, v in groups.items()]
+
+
+def as_table(rep: dict[str, Any]) -> str:
+    def pct(x: float | None) -> str:
+        return "n.a." if x is None else f"{100 * x:.2f} %"
+
+    lines = [
+        f"queue of {rep['frames']:,} frames (seed {rep['seed']}; first {rep['warmup_frames']:,} "
+        f"and last {rep['cooldown_frames']:,} left out)",
+        f"  busy (simulated)        {pct(rep['busy'])}",
+        f"  busy (formula, §7)      {pct(rep['formula_busy'])}   difference {100 * rep['difference']:+.2f} points",
+        f"  throughput              {rep['throughput_fps']:,.1f} frames/s of a demand of {rep['demand_fps']:,.1f}",
+        f"  bottleneck              {rep['bottleneck']} (formula: {rep['pipeline_bottleneck']})",
+        f"  buffer                  {rep['mean_buffer_frames']:.2f} of {rep['queue']['buffer_frames']} frames "
+        f"on average; a frame waits {1e3 * rep['waits']['mean_buffer_wait_seconds']:.3f} ms in it",
+        "  stage          units    busy   blocked   idle",
+    ]
+    for s in rep["stages"]:
+        lines.append(f"  {s['name']:<13} {s['units']:>5} {pct(s['busy']):>9} {pct(s['blocked']):>9} {pct(s['idle']):>9}")
+    w = rep["waits"]
+    lines.append(f"  decoders blocked on a full buffer: {w['decoders_blocked']:.3f} on average; "
+                 f"starved of reads: {w['decoders_starved']:.3f}")
+    if rep.get("variability"):
+        v = rep["variability"]
+        parts = [f"decode {v['decode']}" + (f" cv {v['decode_cv']:g}" if v["decode_cv"] else "")]
+        if v["read_cv"]:
+            parts.append(f"read cv {v['read_cv']:g}")
+        if v["keyframe_interval"] > 1 and v["keyframe_cost"] != 1:
+            parts.append(f"keyframe every {v['keyframe_interval']} costs {v['keyframe_cost']:g}x")
+        if v["read_latency_seconds"]:
+            parts.append(f"read latency {1e3 * v['read_latency_seconds']:g} ms")
+        lines.append(f"  variability: {', '.join(parts)}; formula on this sample's means "
+                     f"{pct(rep['sample_formula_busy'])}")
+    else:
+        lines.append("  variability: off (deterministic service times)")
+    if rep.get("buffer_sweep"):
+        lines.append("  buffer (frames)   busy")
+        for row in rep["buffer_sweep"]:
+            lines.append(f"  {row['buffer_frames']:>15} {pct(row['busy']):>9}")
+    for n in rep.get("notes", []):
+        lines.append(f"  note: {n}")
+    return "\n".join(lines)
+
+
+def plot_timeline(result: Any, path: Path, title: str | None = None) -> None:
+    """Draw who was busy when (and blocked, grey) above the buffer's occupancy; PNG/SVG/PDF by suffix."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    path = Path(path)
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise UserError("--plot", f"a file ending in {', '.join(PLOT_SUFFIXES)}, got {path.name!r}")
+    if not path.parent.exists():
+        raise UserError("--plot", f"no such directory {str(path.parent)!r}")
+    if not result.timeline:
+        raise UserError("--timeline", "at least one interval to draw (--timeline > 0)")
+    t0, t1 = result.timeline_span
+    lanes: list[str] = []
+    for i in result.timeline:
+        if i.lane not in lanes:
+            lanes.append(i.lane)
+    decoders = sorted((ln for ln in lanes if ln not in ("read", "accelerator")),
+                      key=lambda ln: (ln.split("[")[0], int(ln.split("[")[1].rstrip("]")) if "[" in ln else 0))
+    lanes = (["read"] if "read" in lanes else []) + decoders + (["accelerator"] if "accelerator" in lanes else [])
+    row = {ln: k for k, ln in enumerate(reversed(lanes))}
+    scale = 1e3  # milliseconds
+    height = min(12.0, 1.5 + 0.3 * len(lanes))
+    fig, (ax, axb) = plt.subplots(2, 1, figsize=(11, height + 2.2), sharex=True,
+                                  gridspec_kw={"height_ratios": [height, 1.6]})
+    bars: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for i in result.timeline:
+        bars.setdefault((i.lane, i.state), []).append(((i.start - t0) * scale, (i.end - i.start) * scale))
+    for (lane, state), spans in bars.items():
+        kind = lane.split("[")[0]
+        colour = BLOCKED_COLOUR if state == "blocked" else LANE_COLOURS.get(kind, "#dd8452")
+        # a thin white edge shows where one frame ends and the next begins
+        ax.broken_barh(spans, (row[lane] - 0.4, 0.8), facecolors=colour, edgecolor="white", linewidth=0.4,
+                       hatch="//" if state == "blocked" else None)
+    ax.set_yticks(range(len(lanes)), list(reversed(lanes)))
+    ax.set_ylim(-0.6, len(lanes) - 0.4)
+    kinds = [k for k in ("read", "cpu", "nvdec", "decoder", "accelerator")
+             if any(ln.split("[")[0] == k for ln in lanes)]
+    handles = [Patch(color=LANE_COLOURS[k], label=f"{k} busy") for k in kinds]
+    handles.append(Patch(facecolor=BLOCKED_COLOUR, hatch="//", label="blocked (downstream full)"))
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=8,
+              ncols=len(handles), frameon=False)
+    fig.suptitle(title or (f"who was busy when: simulated busy {100 * result.busy:.1f} %, "
+                           f"formula {100 * result.formula_busy:.1f} %, "
+                           f"mean buffer {result.mean_buffer_frames:.1f} frames"), fontsize=10)
+    if result.buffer_trace:
+        ts = [(t - t0) * scale for t, _ in result.buffer_trace]
+        levels = [lv for _, lv in result.buffer_trace]
+        axb.step(ts + [(t1 - t0) * scale], levels + [levels[-1]], where="post", color="#444444", lw=1)
+    axb.set_ylim(bottom=0)
+    axb.set_ylabel("buffer\n(frames)")
+    axb.set_xlabel("time since the start of the measured window (ms)")
+    ax.set_xlim(0, max((t1 - t0) * scale, 1e-9))
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def simulate_command(
+    file: Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")] = None,
+    calibration: Annotated[Optional[Path], typer.Option("--calibration", help="calibration file of a probe")] = None,
+    frames: Annotated[int, typer.Option("--frames", help="frames to simulate")] = 200_000,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the service-time sample")] = 0,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="draw the timeline to PATH (.png, .svg, .pdf)")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file")] = None,
+    decode_dist: Annotated[Optional[str], typer.Option(
+        "--decode-dist", help="deterministic, exponential, lognormal or empirical")] = None,
+    cv: Annotated[Optional[float], typer.Option("--cv", help="coefficient of variation of decode times")] = None,
+    empirical: Annotated[Optional[Path], typer.Option(
+        "--empirical", help="per-frame decode seconds from a probe (JSON list or one a line)")] = None,
+    read_cv: Annotated[Optional[float], typer.Option("--read-cv", help="coefficient of variation of reads")] = None,
+    keyframe_cost: Annotated[Optional[float], typer.Option(
+        "--keyframe-cost", help="a keyframe costs this many ordinary frames")] = None,
+    keyframe_interval: Annotated[Optional[int], typer.Option(
+        "--keyframe-interval", help="frames between keyframes (default data.gop)")] = None,
+    read_latency: Annotated[Optional[str], typer.Option("--read-latency", help="latency per read, e.g. 1ms")] = None,
+    buffers: Annotated[Optional[str], typer.Option(
+        "--buffers", help="also busy at these buffer sizes, e.g. 1,4,16,64,256")] = None,
+    timeline: Annotated[int, typer.Option("--timeline", help="intervals kept in the timeline")] = 2000,
+    read_ahead: Annotated[int, typer.Option(
+        "--read-ahead", help="encoded frames read ahead of the decoders (0: unbounded)")] = READ_AHEAD_DEFAULT,
+) -> None:
+    """Simulate the input pipeline as a queue: busy fraction, waits and a timeline (SPEC §8)."""
+    from trainplan.present.outputs import write_output
+    from trainplan.workload.schema import load_workload
+
+    if output_format not in FORMATS:
+        raise UserError("--format", f"one of {', '.join(FORMATS)}, got {output_format!r}")
+    if frames < 1000:
+        raise UserError("--frames", f"at least 1000 frames, got {frames}")
+    if read_ahead < 0:
+        raise UserError("--read-ahead", f"a whole number of frames >= 0 (0: unbounded), got {read_ahead}")
+    if timeline < 0:
+        raise UserError("--timeline", "a number of intervals >= 0")
+    for name, value in (("--cv", cv), ("--read-cv", read_cv)):
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            raise UserError(name, f"a coefficient of variation >= 0, got {value}")
+    if keyframe_cost is not None and not (keyframe_cost > 0 and math.isfinite(keyframe_cost)):
+        raise UserError("--keyframe-cost", f"a cost > 0 (times an ordinary frame), got {keyframe_cost}")
+    if keyframe_interval is not None and keyframe_interval < 1:
+        raise UserError("--keyframe-interval", f"a whole number of frames >= 1, got {keyframe_interval}")
+    if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
+        raise UserError("--plot", f"a file ending in {', '.join(PLOT_SUFFIXES)}, got {plot.name!r}")
+    sweep = _buffers(buffers)
+    workload = load_workload(file, set_ or [], calibration)
+    variability = _variability(decode_dist, cv, empirical, read_cv, keyframe_cost, keyframe_interval,
+                               read_latency, workload.data.gop)
+    rep, result = simulation_report(workload, frames, seed, variability, sweep,
+                                    max(timeline, 1) if plot is not None else timeline, read_ahead or None)
+    if plot is not None:
+        plot_timeline(result, plot)
+        rep["plot"] = str(plot)
+    if output_format == "json":
+        text = json.dumps(rep, indent=2, allow_nan=False)
+    else:
+        text = as_table(rep)
+    write_output(text, output)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `simulate` to the trainplan app (called by cli.py's command discovery)."""
+    app.command("simulate")(simulate_command)

@@ -1,0 +1,63 @@
+"""`trainplan solve KEY [FILE.toml] --for "FIGURE>=VALUE" [--largest]` (SPEC §11) -> JSON {"key": ..., "value": ...}."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from trainplan.errors import UserError
+
+
+def solve_command(
+    key: Annotated[str, typer.Argument(help="the workload key to solve for, e.g. cluster.cores")],
+    file: Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")] = None,
+    for_: Annotated[Optional[list[str]], typer.Option(
+        "--for", help='target, e.g. "pipeline.busy>=0.95", "compute.seconds<=4 h", "memory.fits"; repeat for all of them')] = None,
+    largest: Annotated[bool, typer.Option("--largest", help="the largest value meeting the target, not the smallest")] = False,
+    cheapest: Annotated[bool, typer.Option(
+        "--cheapest", help="with cluster.accelerator: rank the catalogue by training cost")] = False,
+    search_range: Annotated[Optional[str], typer.Option("--range", help="search START:STOP (units allowed)")] = None,
+    price: Annotated[Optional[list[str]], typer.Option(
+        "--price", help="KIND=DOLLARS per accelerator-hour for cluster.accelerator (default prices.accelerator_hour)")] = None,
+    among: Annotated[Optional[str], typer.Option("--among", help="comma-separated catalogue entries to consider")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")] = None,
+    calibration: Annotated[Optional[Path], typer.Option("--calibration", help="calibration TOML")] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="json or table")] = "json",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file")] = None,
+) -> None:
+    """The smallest (or largest) value of KEY that meets a target; the cheapest accelerator kind."""
+    from trainplan.planning import solve
+    from trainplan.present.outputs import write_output
+
+    if output_format not in ("json", "table"):
+        raise UserError("--format", f"expected json or table, got {output_format!r}")
+    if key == "cluster.accelerator":
+        result = solve.cheapest_accelerator(file, set_ or [], for_ or [], calibration,
+                                            solve.parse_prices(price or []),
+                                            [a.strip() for a in among.split(",") if a.strip()] if among else None)
+    else:
+        if cheapest:
+            raise UserError("--cheapest", "only with cluster.accelerator")
+        result = solve.solve(file, set_ or [], key, for_ or [], largest, calibration, search_range)
+    if output_format == "json":
+        write_output(json.dumps(result, indent=2, allow_nan=False), output)
+    else:
+        lines = [f"{result['key']} = {result['value']}"]
+        if "candidates" in result:
+            lines.append(f"ranked by {result['ranked_by']} = {result['cost_formula']}")
+            for c in result["candidates"]:
+                cost = c.get("training_cost")
+                shown = f"${cost:,.2f}" if isinstance(cost, (int, float)) else "n.a."
+                lines.append(f"  {c.get('rank', '-')!s:>2}  {c['accelerator']:<16} {shown:>14}  "
+                             f"{'meets' if c['meets'] else 'misses'} {c.get('reason', '')}".rstrip())
+        else:
+            lines += [f"  {f} = {v}" for f, v in result["figures"].items()]
+        write_output("\n".join(lines), output)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `solve` to the trainplan app (called by cli.py's command discovery)."""
+    app.command("solve")(solve_command)

@@ -1,0 +1,1 @@
+"""Measurement: probes of this machine, the calibration file, the training-loop profiler."""

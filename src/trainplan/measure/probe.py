@@ -1,0 +1,891 @@
+"""Probes: measure on this machine what the accounts otherwise assume (SPEC §7, issue 6).
+
+Each probe is a function that runs a short, self-contained measurement and returns a
+frozen dataclass of plain floats in SI units (frames/s, bytes/s, FLOP/s) together with
+the settings it ran under, so that a calibration file can record both. Nothing here
+prints; `trainplan.interfaces.commands.probe` renders and `trainplan.measure.calibration` records.
+
+- `decode`: synthesise an H.264 clip in the workload's own format with PyAV (its wheel
+  carries libx264; no network), decode it single-threaded, and time it in CPU-seconds
+  (`time.process_time`) and wall seconds. Sequential access decodes every frame in
+  order; random access seeks to the keyframe before a random target and decodes forward
+  to it, so it also measures frames decoded per frame used (SPEC §7: g = (G+1)/2).
+- `read`: bytes/s reading a file on a given path, cold (the file's pages dropped from
+  the page cache with posix_fadvise) and warm (read again at once).
+- `matmul`: achieved FLOP/s of a square matmul with numpy, and with torch on the CPU
+  and on a GPU when torch and a GPU are present.
+- `transfer`: host-to-device bytes/s with torch on a GPU (pinned and pageable memory).
+- `allreduce`: bytes/s of an all-reduce with torch.distributed: gloo with several
+  local processes here, NCCL when launched by torchrun on a GPU cluster.
+
+Probes that need torch or a GPU raise `ProbeSkipped` with a clear reason when it is absent.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import platform
+import socket
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+import numpy as np
+
+from trainplan.errors import UserError
+
+PIXELS_1080P = 1920 * 1080  # SPEC §7: decoder cost is proportional to pixels
+
+Access = Literal["sequential", "random"]
+# What a decoded frame goes through before the model sees it. SPEC §7's default of
+# 120 frames/s per core includes colour conversion and resize, so "rgb_resize" is the
+# default and the figure a calibration records; the others isolate the decoder.
+Postprocess = Literal["none", "rgb", "rgb_resize"]
+# How a frame leaves the decoding process. A DataLoader worker collates each batch into shared
+# memory for the trainer; on some machines (VMs whose first touch of fresh memory is dear) that
+# costs as much as a sixth of the decode, so a probe of a loader core can include it.
+Handoff = Literal["none", "shared_memory"]
+HANDOFF_TEXT = {
+    "none": "frames stay in the decoding process",
+    "shared_memory": "each batch stacked into a fresh shared-memory torch tensor, as a DataLoader worker's collate does",
+}
+POSTPROCESS_TEXT = {
+    "none": "decode only (frames left in YUV 4:2:0)",
+    "rgb": "decode + colour conversion to RGB24 at full size (frame.to_ndarray(format='rgb24')), one thread",
+    "rgb_resize": "decode + colour conversion to RGB24 and resize to the model side in one swscale pass "
+                  "(frame.to_ndarray(format='rgb24', width=side, height=side)), one thread",
+}
+
+
+class ProbeSkipped(Exception):
+    """A probe that cannot run here (no torch, no GPU); the message says why and what would make it run."""
+
+
+def machine() -> dict[str, Any]:
+    """Where a measurement was taken: hostname, CPU model, core count, library versions."""
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count() or 1,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+    try:
+        affinity = len(os.sched_getaffinity(0))
+        info["cpus_usable"] = affinity
+    except (AttributeError, OSError):
+        pass
+    try:
+        import av
+
+        info["av"] = av.__version__
+    except ImportError:  # pragma: no cover - av is a core dependency
+        pass
+    torch = _torch_or_none()
+    if torch is not None:
+        info["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _torch_or_none() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _require_torch(probe: str) -> Any:
+    torch = _torch_or_none()
+    if torch is None:
+        raise ProbeSkipped(f"{probe}: torch is not installed; install the extra with "
+                           f"`pip install 'trainplan[torch]'` (or `pip install torch`) to run it")
+    return torch
+
+
+# ---------------------------------------------------------------- decode
+
+
+@dataclass(frozen=True)
+class ClipFormat:
+    """The stored format of the video a workload reads (SPEC §1 `data.*`)."""
+
+    width: int = 1920
+    height: int = 1080
+    fps: float = 30.0
+    bitrate: float = 8e6  # bits/s
+    gop: int = 30  # frames between keyframes
+    codec: str = "h264"
+
+    def __post_init__(self) -> None:
+        for name in ("width", "height"):
+            value = getattr(self, name)
+            if value < 16 or value % 2:
+                raise UserError(f"data.{name}", f"expected an even number of pixels of at least 16, got {value}")
+        if self.fps <= 0:
+            raise UserError("data.fps", f"expected a positive frame rate, got {self.fps}")
+        if self.bitrate <= 0:
+            raise UserError("data.bitrate", f"expected a positive bit rate, got {self.bitrate}")
+        if self.gop < 1:
+            raise UserError("data.gop", f"expected a keyframe interval of at least 1 frame, got {self.gop}")
+        if self.codec != "h264":
+            raise UserError("codec", f"expected 'h264' (the probe encodes with libx264), got {self.codec!r}")
+
+    @property
+    def pixels(self) -> int:
+        return self.width * self.height
+
+
+@dataclass(frozen=True)
+class Clip:
+    """An encoded clip in memory, and what the encoder actually produced."""
+
+    data: bytes
+    format: ClipFormat
+    frames: int
+    preset: str
+    seconds_to_encode: float
+
+    @property
+    def achieved_bitrate(self) -> float:
+        """Bits per second of the encoded stream (container overhead included)."""
+        return len(self.data) * 8 / (self.frames / self.format.fps)
+
+
+def synthetic_frames(width: int, height: int, frames: int, seed: int = 0):  # noqa: ANN201 - a generator
+    """Moving synthetic content as planar YUV 4:2:0 arrays (shape (3H/2, W), uint8).
+
+    Not constant frames: x264 would code those as skips and make them nearly free to
+    decode. A textured background pans by a few pixels a frame (motion compensation
+    must work, as in camera footage), a gradient sweeps across it, and a bright block
+    moves across the picture, so every frame carries residual and motion vectors and
+    the encoder spends the bit budget it is given.
+    """
+    rng = np.random.default_rng(seed)
+    texture = rng.integers(0, 256, size=(2 * height, 2 * width), dtype=np.uint8)
+    # smooth the noise a little so it looks like detail, not snow
+    texture = ((texture.astype(np.uint16) + np.roll(texture, 1, 0) + np.roll(texture, 1, 1)
+                + np.roll(texture, (1, 1), (0, 1))) // 4).astype(np.uint8)
+    yy, xx = np.mgrid[0:height, 0:width]
+    cy, cx = np.mgrid[0 : height // 2, 0 : width // 2]
+    block = max(8, min(width, height) // 6)
+    for i in range(frames):
+        dx, dy = (3 * i) % width, (2 * i) % height
+        luma = (texture[dy : dy + height, dx : dx + width] // 2 + ((xx + yy + 4 * i) % 256) // 2).astype(np.uint8)
+        bx, by = (7 * i) % max(1, width - block), (5 * i) % max(1, height - block)
+        luma[by : by + block, bx : bx + block] = 235
+        u = ((cx + 2 * i) % 256).astype(np.uint8)
+        v = ((2 * cy + i) % 256).astype(np.uint8)
+        yield np.concatenate([luma.ravel(), u.ravel(), v.ravel()]).reshape(height * 3 // 2, width)
+
+
+def synthesize_clip(fmt: ClipFormat, frames: int, *, preset: str = "veryfast", seed: int = 0) -> Clip:
+    """Encode `frames` frames of moving synthetic content as H.264 in an MP4, in memory.
+
+    libx264 with `bit_rate` (a VBV cap at the same rate keeps a short clip near it),
+    a fixed keyframe interval (`gop_size` = keyint = min-keyint, scene-cut detection
+    off, so keyframes fall exactly every G frames) and yuv420p. The preset only sets
+    how hard the encoder works; the default, veryfast, keeps CABAC and B-frames, as
+    camera and archive streams have.
+    """
+    import av
+
+    if frames < 1:
+        raise UserError("frames", f"expected at least one frame, got {frames}")
+    buf = io.BytesIO()
+    started = time.perf_counter()
+    with av.open(buf, "w", format="mp4") as out:
+        stream = out.add_stream("libx264", rate=_fps_rational(fmt.fps))
+        stream.width = fmt.width
+        stream.height = fmt.height
+        stream.pix_fmt = "yuv420p"
+        stream.bit_rate = int(fmt.bitrate)
+        stream.codec_context.gop_size = fmt.gop
+        kbit = max(1, int(fmt.bitrate // 1000))
+        stream.options = {
+            "preset": preset,
+            "x264-params": f"keyint={fmt.gop}:min-keyint={fmt.gop}:scenecut=0:"
+                           f"vbv-maxrate={kbit}:vbv-bufsize={kbit}",
+        }
+        for planes in synthetic_frames(fmt.width, fmt.height, frames, seed):
+            frame = av.VideoFrame.from_ndarray(planes, format="yuv420p")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return Clip(buf.getvalue(), fmt, frames, preset, time.perf_counter() - started)
+
+
+def _fps_rational(fps: float):  # noqa: ANN202
+    from fractions import Fraction
+
+    return Fraction(fps).limit_denominator(1001)
+
+
+def open_single_threaded(source: Any):  # noqa: ANN201 - (container, stream)
+    """Open a clip (bytes, a path or a file object) for decoding on one thread."""
+    import av
+
+    if isinstance(source, (bytes, bytearray)):
+        source = io.BytesIO(source)
+    container = av.open(source, "r")
+    stream = container.streams.video[0]
+    stream.thread_type = "NONE"
+    stream.thread_count = 1
+    return container, stream
+
+
+def postprocess_frame(frame: Any, postprocess: Postprocess, side: int, interpolation: str = "BILINEAR") -> Any:
+    """What a data loader does to a decoded frame before the model sees it (see POSTPROCESS_TEXT)."""
+    # threads=1: swscale would otherwise pick a thread per CPU (PyAV's default, 0 = auto), and a
+    # "one core" figure would quietly use all of them
+    if postprocess == "none":
+        return frame
+    if postprocess == "rgb":
+        return frame.to_ndarray(format="rgb24", threads=1)
+    return frame.to_ndarray(format="rgb24", width=side, height=side, interpolation=interpolation, threads=1)
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """One decode measurement. Rates are per CPU-second of the decoding process unless named wall."""
+
+    access: Access
+    width: int
+    height: int
+    fps: float
+    bitrate: float
+    achieved_bitrate: float
+    gop: int
+    codec: str
+    preset: str
+    postprocess: Postprocess
+    side: int
+    interpolation: str
+    threads: int
+    handoff: Handoff
+    batch: int  # frames per handed-off batch (when handoff is not "none")
+    clip_frames: int
+    frames_decoded: int
+    frames_used: int
+    cpu_seconds: float
+    wall_seconds: float
+    frames_per_cpu_second: float  # frames decoded per CPU-second at this size
+    frames_per_wall_second: float
+    frames_per_cpu_second_1080p: float  # the same decoder rate at 1080p-equivalent (SPEC §7 scaling)
+    frames_used_per_cpu_second: float
+    frames_decoded_per_frame_used: float
+    expected_frames_decoded_per_frame_used: float  # SPEC §7: 1 in order, (G+1)/2 random
+    core_fps_1080p: float  # the figure for cluster.core_fps_1080p that reproduces this rate in the plan
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def to_1080p(fps_at_size: float, width: int, height: int) -> float:
+    """SPEC §7: decoder cost is proportional to pixels, so fps_1080p = fps × (W·H)/(1920·1080)."""
+    return fps_at_size * (width * height) / PIXELS_1080P
+
+
+def from_1080p(fps_1080p: float, width: int, height: int) -> float:
+    """Inverse of `to_1080p`: frames/s at W×H of a decoder that does fps_1080p at 1080p."""
+    return fps_1080p * PIXELS_1080P / (width * height)
+
+
+class _Handoff:
+    """Collects post-processed frames and hands each full batch off as a DataLoader worker does."""
+
+    def __init__(self, handoff: Handoff, batch: int) -> None:
+        if handoff not in HANDOFF_TEXT:
+            raise UserError("handoff", f"expected one of {', '.join(HANDOFF_TEXT)}, got {handoff!r}")
+        if batch < 1:
+            raise UserError("batch", f"expected at least one frame per batch, got {batch}")
+        self.handoff, self.batch, self.pending = handoff, batch, []  # type: ignore[var-annotated]
+        self.torch = None
+        if handoff == "shared_memory":
+            try:
+                import torch
+            except ImportError:
+                raise UserError("handoff", "shared_memory needs torch (pip install torch)") from None
+            self.torch = torch
+
+    def add(self, item: Any) -> None:
+        if self.torch is None:
+            return
+        self.pending.append(self.torch.from_numpy(item))
+        if len(self.pending) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.torch is None or not self.pending:
+            return
+        first = self.pending[0]
+        out = self.torch.empty((len(self.pending), *first.shape), dtype=first.dtype).share_memory_()
+        self.torch.stack(self.pending, out=out)
+        self.pending = []
+
+
+def decode_sequential(clip: Clip, *, postprocess: Postprocess = "rgb_resize", side: int = 224,
+                      interpolation: str = "BILINEAR", min_seconds: float = 0.0, handoff: Handoff = "none",
+                      batch: int = 16) -> tuple[DecodeResult, list[int]]:
+    """Decode every frame in order on one thread; return the result and the frames' pts in order.
+
+    Opening the clip is timed too: a loader opens file after file, and PyAV's open probes
+    the stream, so a short clip's frames carry a visible share of it (make the probe's clip
+    as long as your files). With `min_seconds`, the clip is opened and decoded again until
+    that many CPU-seconds are spent, averaging out the noise of a shared machine; rates are
+    totals over all passes. `handoff` adds the hand-over to a trainer (see HANDOFF_TEXT)."""
+    if handoff != "none" and postprocess == "none":
+        raise UserError("handoff", "a hand-off needs decoded arrays: use postprocess rgb or rgb_resize")
+    hand = _Handoff(handoff, batch)
+    pts: list[int] = []
+    decoded, cpu, wall = 0, 0.0, 0.0
+    while True:
+        pass_pts: list[int] = []
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        container, stream = open_single_threaded(clip.data)
+        with container:
+            for frame in container.decode(stream):
+                hand.add(postprocess_frame(frame, postprocess, side, interpolation))
+                pass_pts.append(frame.pts)
+        hand.flush()
+        cpu += time.process_time() - cpu0
+        wall += time.perf_counter() - wall0
+        pts = pts or pass_pts
+        decoded += len(pass_pts)
+        if cpu >= min_seconds or not pass_pts:
+            break
+    return _result(clip, "sequential", postprocess, side, interpolation, decoded, decoded, cpu, wall, 1.0,
+                   handoff, batch), pts
+
+
+def decode_random(clip: Clip, pts: list[int], *, samples: int = 16, seed: int = 0,
+                  postprocess: Postprocess = "rgb_resize", side: int = 224,
+                  interpolation: str = "BILINEAR", handoff: Handoff = "none", batch: int = 16) -> DecodeResult:
+    """Random access: for each of `samples` random targets, seek to the keyframe at or before
+    it and decode forward to it; only the target frame is post-processed (it is the one used).
+
+    `pts` are the presentation timestamps of the clip's frames in order (from a sequential
+    pass). Frames decoded per frame used is counted from the frames the decoder delivers
+    from the keyframe to the target; for targets uniform over whole GOPs its expectation
+    is (G+1)/2 (SPEC §7).
+    """
+    if samples < 1:
+        raise UserError("samples", f"expected at least one random-access sample, got {samples}")
+    order = sorted(pts)
+    targets = [order[i] for i in random_targets(len(order), clip.format.gop, samples, seed)]
+    if handoff != "none" and postprocess == "none":
+        raise UserError("handoff", "a hand-off needs decoded arrays: use postprocess rgb or rgb_resize")
+    hand = _Handoff(handoff, batch)
+    decoded = 0
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    container, stream = open_single_threaded(clip.data)
+    with container:
+        for target in targets:
+            container.seek(target, stream=stream, backward=True, any_frame=False)
+            for frame in container.decode(stream):
+                if frame.pts is None:
+                    continue
+                decoded += 1
+                if frame.pts >= target:
+                    hand.add(postprocess_frame(frame, postprocess, side, interpolation))
+                    break
+    hand.flush()
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    g = (clip.format.gop + 1) / 2
+    return _result(clip, "random", postprocess, side, interpolation, decoded, samples, cpu, wall, g, handoff, batch)
+
+
+def random_targets(frames: int, gop: int, samples: int, seed: int = 0) -> list[int]:
+    """Random frame indices in [0, frames): a random GOP each, the offset within the GOP
+    stratified (each of `samples` equal slices of the GOP gets one uniform draw), so a
+    short probe's mean distance from the keyframe is close to its expectation (G-1)/2
+    instead of carrying the full sampling noise of a few uniform draws."""
+    rng = np.random.default_rng(seed)
+    gops = max(1, frames // gop)
+    slices = (rng.permutation(samples) + rng.random(samples)) / samples  # stratified in [0, 1)
+    offsets = np.minimum((slices * gop).astype(int), gop - 1)
+    starts = rng.integers(0, gops, size=samples) * gop
+    return [int(min(frames - 1, s + o)) for s, o in zip(starts, offsets)]
+
+
+def _result(clip: Clip, access: Access, postprocess: Postprocess, side: int, interpolation: str,
+            decoded: int, used: int, cpu: float, wall: float, expected_g: float, handoff: Handoff = "none",
+            batch: int = 16) -> DecodeResult:
+    f = clip.format
+    cpu = max(cpu, 1e-9)
+    wall = max(wall, 1e-9)
+    fps_cpu = decoded / cpu
+    used_fps = used / cpu
+    # The plan charges g decoded frames per frame used at 1/core_fps each, so the core rate
+    # that reproduces the measured delivery is frames used/s × g(formula), at 1080p-equivalent.
+    core_fps_1080p = to_1080p(used_fps * expected_g, f.width, f.height)
+    return DecodeResult(
+        access=access, width=f.width, height=f.height, fps=f.fps, bitrate=f.bitrate,
+        achieved_bitrate=clip.achieved_bitrate, gop=f.gop, codec=f.codec, preset=clip.preset,
+        postprocess=postprocess, side=side, interpolation=interpolation, threads=1, handoff=handoff, batch=batch,
+        clip_frames=clip.frames, frames_decoded=decoded, frames_used=used,
+        cpu_seconds=cpu, wall_seconds=wall,
+        frames_per_cpu_second=fps_cpu, frames_per_wall_second=decoded / wall,
+        frames_per_cpu_second_1080p=to_1080p(fps_cpu, f.width, f.height),
+        frames_used_per_cpu_second=used_fps,
+        frames_decoded_per_frame_used=decoded / max(used, 1),
+        expected_frames_decoded_per_frame_used=expected_g,
+        core_fps_1080p=core_fps_1080p,
+    )
+
+
+@dataclass(frozen=True)
+class DecodeProbe:
+    """The decode probe: sequential and (optionally) random access on one synthetic clip."""
+
+    sequential: DecodeResult
+    random: DecodeResult | None
+    access: Access  # the pattern the workload uses; its figures are the headline ones
+    seconds_to_encode: float
+
+    @property
+    def headline(self) -> DecodeResult:
+        return self.random if self.access == "random" and self.random is not None else self.sequential
+
+    @property
+    def frames_per_cpu_second(self) -> float:
+        return self.headline.frames_per_cpu_second
+
+    @property
+    def frames_per_cpu_second_1080p(self) -> float:
+        return self.headline.frames_per_cpu_second_1080p
+
+    @property
+    def core_fps_1080p(self) -> float:
+        return self.headline.core_fps_1080p
+
+    def to_dict(self) -> dict[str, Any]:
+        h = self.headline
+        return {
+            "frames_per_cpu_second": h.frames_per_cpu_second,
+            "frames_per_cpu_second_1080p": h.frames_per_cpu_second_1080p,
+            "frames_used_per_cpu_second": h.frames_used_per_cpu_second,
+            "core_fps_1080p": h.core_fps_1080p,
+            "access": self.access,
+            "width": h.width, "height": h.height, "fps": h.fps, "bitrate": h.bitrate,
+            "achieved_bitrate": h.achieved_bitrate, "gop": h.gop, "codec": h.codec,
+            "postprocess": h.postprocess, "postprocess_text": POSTPROCESS_TEXT[h.postprocess],
+            "handoff": h.handoff, "handoff_text": HANDOFF_TEXT[h.handoff], "batch": h.batch,
+            "side": h.side, "threads": h.threads, "preset": h.preset,
+            "seconds_to_encode": self.seconds_to_encode,
+            "sequential": self.sequential.to_dict(),
+            "random": self.random.to_dict() if self.random is not None else None,
+        }
+
+
+def decode(fmt: ClipFormat = ClipFormat(), *, frames: int | None = None, access: Access = "sequential",
+           random_samples: int = 16, postprocess: Postprocess = "rgb_resize", side: int = 224,
+           interpolation: str = "BILINEAR", preset: str = "veryfast", seed: int = 0,
+           include_random: bool = True, handoff: Handoff = "none", batch: int = 16,
+           min_seconds: float = 0.0) -> DecodeProbe:
+    """Synthesise a clip in `fmt`, decode it single-threaded, report frames per CPU-second.
+
+    `frames` defaults to two keyframe intervals (at least 60 frames), rounded up to whole
+    GOPs so random targets fall uniformly over complete GOPs.
+    """
+    if postprocess not in POSTPROCESS_TEXT:
+        raise UserError("postprocess", f"expected one of {', '.join(POSTPROCESS_TEXT)}, got {postprocess!r}")
+    if access not in ("sequential", "random"):
+        raise UserError("data.access", f"expected sequential or random for a decode probe, got {access!r}")
+    if side < 1:
+        raise UserError("data.side", f"expected a positive side in pixels, got {side}")
+    n = frames if frames is not None else max(60, 2 * fmt.gop)
+    n = int(math.ceil(n / fmt.gop) * fmt.gop)
+    clip = synthesize_clip(fmt, n, preset=preset, seed=seed)
+    seq, pts = decode_sequential(clip, postprocess=postprocess, side=side, interpolation=interpolation,
+                                 min_seconds=min_seconds, handoff=handoff, batch=batch)
+    rnd = None
+    if include_random or access == "random":
+        rnd = decode_random(clip, pts, samples=random_samples, seed=seed, postprocess=postprocess,
+                            side=side, interpolation=interpolation, handoff=handoff, batch=batch)
+    return DecodeProbe(seq, rnd, access, clip.seconds_to_encode)
+
+
+# ---------------------------------------------------------------- read
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    path: str
+    bytes: int
+    block_bytes: int
+    created: bool  # True when the probe wrote the file itself (a directory was given)
+    cold_bytes_per_second: float
+    warm_bytes_per_second: float
+    cold_method: str  # how the page cache was emptied for the cold read, or why it could not be
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read(path: str | Path, *, size: int = 64 * 2**20, block: int = 4 * 2**20) -> ReadResult:
+    """Bytes/s reading a file from `path`, cold and warm.
+
+    `path` a file: read it (its whole length). `path` a directory: write a `size`-byte
+    file of random bytes there, fsync it, read it, and remove it. Cold: the file's pages
+    are dropped from the page cache first with posix_fadvise(DONTNEED) (a per-file hint
+    that needs no privilege and leaves the rest of the machine's cache alone); a storage
+    layer below the kernel (a hypervisor, a network filesystem's client) may still cache
+    it, so on such a machine cold is an upper bound. Warm: read again at once.
+    """
+    p = Path(path)
+    if block < 4096:
+        raise UserError("block", f"expected a block of at least 4096 bytes, got {block}")
+    created = False
+    if p.is_dir():
+        if size < 4096:
+            raise UserError("size", f"expected a test file of at least 4096 bytes, got {size}")
+        block = min(block, size)
+        fd, name = tempfile.mkstemp(prefix="trainplan-read-probe-", dir=p)
+        target = Path(name)
+        created = True
+        rng = np.random.default_rng(0)
+        chunk = rng.integers(0, 256, size=block, dtype=np.uint8).tobytes()
+        with os.fdopen(fd, "wb") as f:
+            written = 0
+            while written < size:
+                f.write(chunk[: min(block, size - written)])
+                written += min(block, size - written)
+            f.flush()
+            os.fsync(f.fileno())
+    elif p.is_file():
+        target = p
+    else:
+        raise UserError(str(path), "expected an existing file or directory to read from")
+    try:
+        method = _drop_from_cache(target)
+        cold, nbytes = _timed_read(target, block)
+        warm, _ = _timed_read(target, block)
+    finally:
+        if created:
+            target.unlink(missing_ok=True)
+    if nbytes == 0:
+        raise UserError(str(path), "expected a non-empty file")
+    return ReadResult(str(target), nbytes, block, created, nbytes / cold, nbytes / warm, method)
+
+
+def _drop_from_cache(path: Path) -> str:
+    if not hasattr(os, "posix_fadvise"):
+        return "none: posix_fadvise is not available on this platform, so cold may be warm"
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd) if os.access(path, os.W_OK) else None
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError as err:
+        return f"none: posix_fadvise failed ({err}), so cold may be warm"
+    finally:
+        os.close(fd)
+    return "posix_fadvise(POSIX_FADV_DONTNEED) on the file"
+
+
+def _timed_read(path: Path, block: int) -> tuple[float, int]:
+    buf = bytearray(block)
+    view = memoryview(buf)
+    total = 0
+    with open(path, "rb", buffering=0) as f:
+        started = time.perf_counter()
+        while True:
+            n = f.readinto(view)
+            if not n:
+                break
+            total += n
+        elapsed = time.perf_counter() - started
+    return max(elapsed, 1e-9), total
+
+
+# ---------------------------------------------------------------- matmul
+
+
+@dataclass(frozen=True)
+class MatmulResult:
+    library: str  # numpy | torch
+    device: str  # cpu | cuda:0 ...
+    dtype: str
+    n: int
+    threads: int | None
+    repeats: int
+    seconds: float
+    flops_per_second: float  # achieved: 2 n^3 per product, per wall second
+    cpu_seconds: float
+    flops_per_cpu_second: float | None  # per CPU-second of this process (CPU devices only); robust to
+    # time-slicing by other work, and per core when threads == 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _repeat_until(fn: Callable[[], Any], min_seconds: float, sync: Callable[[], None] = lambda: None,
+                  max_repeats: int = 10_000) -> tuple[int, float, float]:
+    fn()  # warm-up: first call pays allocation, thread-pool start, kernel selection
+    sync()
+    repeats, started, cpu0 = 0, time.perf_counter(), time.process_time()
+    while True:
+        fn()
+        repeats += 1
+        # on a GPU the launches queue ahead; the final sync makes the elapsed time honest
+        if repeats >= max_repeats or time.perf_counter() - started >= min_seconds:
+            break
+    sync()
+    return repeats, time.perf_counter() - started, time.process_time() - cpu0
+
+
+def matmul_numpy(n: int = 1024, dtype: str = "float32", min_seconds: float = 0.5) -> MatmulResult:
+    """Achieved FLOP/s of numpy's matmul (its BLAS, with however many threads it uses)."""
+    if n < 1:
+        raise UserError("n", f"expected a positive matrix size, got {n}")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    b = rng.standard_normal((n, n)).astype(dtype)
+    out = np.empty((n, n), dtype=dtype)
+    repeats, seconds, cpu = _repeat_until(lambda: np.matmul(a, b, out=out), min_seconds)
+    flops = 2 * n**3 * repeats
+    return MatmulResult("numpy", "cpu", dtype, n, _blas_threads(), repeats, seconds, flops / seconds, cpu,
+                        flops / cpu if cpu > 0 else None)
+
+
+def _blas_threads() -> int | None:
+    try:
+        from threadpoolctl import threadpool_info  # type: ignore[import-not-found]
+
+        for pool in threadpool_info():
+            if pool.get("user_api") == "blas":
+                return int(pool["num_threads"])
+    except Exception:  # noqa: BLE001 - threadpoolctl is optional and best effort
+        return None
+    return None
+
+
+def matmul_torch(n: int = 1024, dtype: str = "float32", device: str = "cpu", threads: int | None = None,
+                 min_seconds: float = 0.5) -> MatmulResult:
+    """Achieved FLOP/s of torch.matmul on `device` (cpu or cuda), timed with device sync on a GPU."""
+    torch = _require_torch("matmul (torch)")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ProbeSkipped("matmul (torch, GPU): no CUDA device is visible to torch")
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        dt = getattr(torch, dtype)
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        a = torch.randn(n, n, generator=gen).to(device=device, dtype=dt)
+        b = torch.randn(n, n, generator=gen).to(device=device, dtype=dt)
+        out = torch.empty(n, n, device=device, dtype=dt)
+        sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+        with torch.no_grad():
+            repeats, seconds, cpu = _repeat_until(lambda: torch.matmul(a, b, out=out), min_seconds, sync)
+        used_threads = torch.get_num_threads() if device == "cpu" else None
+    finally:
+        torch.set_num_threads(previous)
+    flops = 2 * n**3 * repeats
+    per_cpu = flops / cpu if device == "cpu" and cpu > 0 else None
+    return MatmulResult("torch", device, dtype, n, used_threads, repeats, seconds, flops / seconds, cpu, per_cpu)
+
+
+def matmul(n: int = 1024, min_seconds: float = 0.5, gpu_n: int = 8192) -> tuple[list[MatmulResult], list[str]]:
+    """numpy, torch CPU, torch GPU (bf16) when present: (results, reasons for those skipped)."""
+    results = [matmul_numpy(n, min_seconds=min_seconds)]
+    skipped: list[str] = []
+    try:
+        results.append(matmul_torch(n, "float32", "cpu", min_seconds=min_seconds))
+        results.append(matmul_torch(n, "float32", "cpu", threads=1, min_seconds=min_seconds))
+        results.append(matmul_torch(gpu_n, "bfloat16", "cuda", min_seconds=min_seconds))
+    except ProbeSkipped as why:
+        skipped.append(str(why))
+    return results, skipped
+
+
+# ---------------------------------------------------------------- transfer
+
+
+@dataclass(frozen=True)
+class TransferResult:
+    device: str
+    bytes: int
+    pinned_bytes_per_second: float
+    pageable_bytes_per_second: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def transfer(size: int = 256 * 2**20, repeats: int = 10) -> TransferResult:
+    """Host-to-device bytes/s with torch on a GPU, timed with CUDA events, pinned and pageable."""
+    torch = _require_torch("transfer")
+    if not torch.cuda.is_available():
+        raise ProbeSkipped("transfer: no CUDA device is visible to torch; host-to-device needs a GPU")
+    dev = torch.device("cuda", 0)
+    dst = torch.empty(size, dtype=torch.uint8, device=dev)
+    rates = []
+    for pinned in (True, False):
+        src = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
+        dst.copy_(src, non_blocking=pinned)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            dst.copy_(src, non_blocking=pinned)
+        end.record()
+        end.synchronize()
+        rates.append(size * repeats / (start.elapsed_time(end) / 1e3))
+    return TransferResult(str(dev), size, rates[0], rates[1])
+
+
+# ---------------------------------------------------------------- all-reduce
+
+
+@dataclass(frozen=True)
+class AllreduceResult:
+    backend: str
+    world_size: int
+    bytes: int  # message size M
+    repeats: int
+    seconds_per_allreduce: float
+    algorithm_bytes_per_second: float  # M / t
+    bus_bytes_per_second: float  # 2 (N-1)/N M / t: what each participant sends per second (SPEC §5 ring)
+    launched_by: str  # "local processes" | "torchrun"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _allreduce_worker(rank: int, world: int, port: int, backend: str, nbytes: int, repeats: int,
+                      result: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        result_tuple = _allreduce_timed(torch, dist, backend, nbytes, repeats)
+        if rank == 0:
+            result.put(result_tuple)
+    finally:
+        dist.destroy_process_group()
+
+
+def _allreduce_timed(torch: Any, dist: Any, backend: str, nbytes: int, repeats: int) -> float:
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    tensor = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=device)
+    sync = torch.cuda.synchronize if backend == "nccl" else (lambda: None)
+    for _ in range(2):  # warm-up: connection set-up, buffer registration
+        dist.all_reduce(tensor)
+    sync()
+    dist.barrier()
+    started = time.perf_counter()
+    for _ in range(repeats):
+        dist.all_reduce(tensor)
+    sync()
+    elapsed = time.perf_counter() - started
+    # the slowest rank decides: take the max over ranks
+    t = torch.tensor([elapsed], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item()) / repeats
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, backend: str | None = None,
+              timeout: float = 120.0) -> AllreduceResult:
+    """Bytes/s of an all-reduce of a `size`-byte float32 tensor.
+
+    Under torchrun (RANK and WORLD_SIZE in the environment) this process is one rank
+    of the job and joins it (NCCL when CUDA is available, else gloo); every rank must
+    call it and rank 0's result is the job's. Otherwise it starts `processes` local
+    processes talking gloo over loopback: that measures this host's memory and
+    loopback path, not a network, and says so in `launched_by`.
+    """
+    torch = _require_torch("allreduce")
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise ProbeSkipped("allreduce: this torch build has no torch.distributed")
+    if size < 4:
+        raise UserError("size", f"expected at least 4 bytes, got {size}")
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        world = int(os.environ["WORLD_SIZE"])
+        chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        if chosen == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        if not dist.is_initialized():
+            dist.init_process_group(chosen)
+        seconds = _allreduce_timed(torch, dist, chosen, size, repeats)
+        launched = "torchrun"
+    else:
+        if processes < 2:
+            raise UserError("processes", f"expected at least 2 processes for an all-reduce, got {processes}")
+        chosen = backend or "gloo"
+        if chosen != "gloo":
+            raise UserError("backend", "expected gloo for local processes; launch with torchrun for NCCL")
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        queue = ctx.SimpleQueue()
+        port = _free_port()
+        procs = [ctx.Process(target=_allreduce_worker, args=(r, processes, port, chosen, size, repeats, queue),
+                             daemon=True) for r in range(processes)]
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        alive = [p for p in procs if p.is_alive()]
+        for p in alive:
+            p.terminate()
+        if alive or any(p.exitcode != 0 for p in procs) or queue.empty():
+            codes = [p.exitcode for p in procs]
+            raise ProbeSkipped(f"allreduce: the local gloo processes did not finish (exit codes {codes}, "
+                               f"timeout {timeout:.0f} s)")
+        seconds = queue.get()
+        world = processes
+        launched = "local processes"
+    nbytes = max(1, size // 4) * 4
+    algo = nbytes / seconds
+    return AllreduceResult(chosen, world, nbytes, repeats, seconds, algo, 2 * (world - 1) / world * algo, launched)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    probe: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ProbeSet:
+    """What `trainplan probe all` collects: each result, or why it was skipped."""
+
+    decode: DecodeProbe | None = None
+    read: ReadResult | None = None
+    matmul: list[MatmulResult] = field(default_factory=list)
+    transfer: TransferResult | None = None
+    allreduce: AllreduceResult | None = None
+    skipped: list[Skipped] = field(default_factory=list)

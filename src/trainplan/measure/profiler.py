@@ -1,0 +1,628 @@
+"""Watch a running training loop: does the accelerator wait on data? (issue 6)
+
+A small library API:
+
+    from trainplan.measure import profiler as profile
+
+    prof = profile.Profiler(warmup=5)
+    for batch in prof.wrap(loader):          # times each blocking fetch
+        with prof.step():                    # optional: times the step itself
+            loss = train_step(batch)
+    result = prof.result(predicted=plan)     # busy fraction, slowest hop, cores needed
+
+and, anywhere in the loader (in DataLoader worker processes too):
+
+    with profile.hop("decode", frames=len(clip)):
+        frames = decode(clip)
+
+`wrap` alone is enough: the time between the end of one fetch and the start of the
+next is the step. `step()` narrows it to the step proper (the rest of the loop body is
+reported as `other`). Busy fraction = step time / wall time of the counted steps.
+
+On a GPU the CPU runs ahead of the device, so wall-clock step times lie. Two honest
+ways, chosen by `sync`: "cuda-sync" calls torch.cuda.synchronize() before each fetch
+(the fetch then measures only the device's idle wait, at the cost of one sync a step);
+"cuda-events" records CUDA events at each step's start and end and measures busy on the
+device's own timeline, Σ(end_k − start_k) / (end_last − start_first), with no sync in
+the loop. "auto" picks cuda-events when this process has initialised CUDA, else wall.
+
+Hop timers measure CPU-seconds (thread CPU time) and wall seconds per frame for each
+named hop (read, decode, tokenize, transfer, ...). Worker processes started after the
+Profiler is created find its directory in the environment (TRAINPLAN_PROFILE_DIR) and
+leave their figures there; rates, not totals, are what is reported, so a worker that
+is stopped before its last flush changes nothing that matters.
+
+Cores needed (Little's law, L = λ τ, SPEC §7): the demand in frames/s times the CPU
+seconds the hops spend per frame; without hop timers, the loader's workers divided by
+the busy fraction (each worker a core, supply proportional to workers).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing.util
+import os
+import statistics
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Literal
+
+ENV_DIR = "TRAINPLAN_PROFILE_DIR"
+FLUSH_EVERY_S = 0.5  # how often a process writes its hop figures for the profiler to read
+
+Sync = Literal["auto", "none", "cuda-sync", "cuda-events"]
+
+
+# ---------------------------------------------------------------- hop timers (any process)
+
+
+class _HopRegistry:
+    """Per-process accumulators: name -> [wall seconds, CPU seconds, calls, frames]."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.totals: dict[str, list[float]] = {}
+        self.lock = threading.Lock()
+        self.last_flush = 0.0
+        self.finalizer_registered = False
+
+    def reset(self) -> None:
+        with self.lock:
+            self.pid = os.getpid()
+            self.totals = {}
+            self.last_flush = 0.0
+            self.finalizer_registered = False
+
+    def add(self, name: str, wall: float, cpu: float, frames: float) -> None:
+        if os.getpid() != self.pid:  # a forked child: what it inherited belongs to its parent
+            self.reset()
+        with self.lock:
+            t = self.totals.setdefault(name, [0.0, 0.0, 0.0, 0.0])
+            t[0] += wall
+            t[1] += cpu
+            t[2] += 1
+            t[3] += frames
+        directory = os.environ.get(ENV_DIR)
+        if directory and os.getpid() != _MAIN_PID.get(directory, -1):
+            if not self.finalizer_registered:
+                # DataLoader workers are multiprocessing children; their exit runs these finalizers
+                multiprocessing.util.Finalize(None, self.flush, args=(directory,), exitpriority=10)
+                self.finalizer_registered = True
+            now = time.monotonic()
+            if now - self.last_flush >= FLUSH_EVERY_S:
+                self.flush(directory)
+                self.last_flush = now
+
+    def snapshot(self) -> dict[str, list[float]]:
+        with self.lock:
+            return {k: list(v) for k, v in self.totals.items()}
+
+    def flush(self, directory: str) -> None:
+        path = Path(directory) / f"hops-{os.getpid()}.json"
+        tmp = path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps(self.snapshot()))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # the profiler has gone (its directory removed): nothing to report to
+
+
+_REGISTRY = _HopRegistry()
+_MAIN_PID: dict[str, int] = {}  # profile directory -> pid of the process that owns it
+
+
+@contextmanager
+def hop(name: str, frames: float = 1.0) -> Iterator[None]:
+    """Time one pass through a named hop that handled `frames` frames (CPU and wall seconds)."""
+    cpu0, wall0 = time.thread_time(), time.perf_counter()
+    try:
+        yield
+    finally:
+        _REGISTRY.add(name, time.perf_counter() - wall0, time.thread_time() - cpu0, frames)
+
+
+def record(name: str, wall_seconds: float, cpu_seconds: float, frames: float) -> None:
+    """Add a measurement to a named hop directly (when a context manager does not fit the code)."""
+    _REGISTRY.add(name, wall_seconds, cpu_seconds, frames)
+
+
+def timed(name: str, frames: float = 1.0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator form of `hop`."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            with hop(name, frames):
+                return fn(*args, **kwargs)
+
+        inner.__name__ = getattr(fn, "__name__", "timed")
+        inner.__doc__ = fn.__doc__
+        return inner
+
+    return wrap
+
+
+# ---------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class HopStats:
+    name: str
+    processes: int
+    calls: int
+    frames: float
+    wall_seconds: float
+    cpu_seconds: float
+    cpu_seconds_per_frame: float
+    wall_seconds_per_frame: float
+    frames_per_cpu_second: float  # what one core does in this hop alone
+    cpu_share: float  # CPU-seconds / wall seconds in the hop: below 1 when it waited for a core (or I/O)
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    """What a profiled loop measured; seconds and frames/s, fractions 0-1."""
+
+    timing: str  # wall | cuda-sync | cuda-events
+    steps: int  # counted (after warm-up)
+    warmup: int
+    frames: float
+    frames_per_batch: float
+    workers: int | None
+    wall_seconds: float
+    step_seconds: float
+    fetch_seconds: float
+    other_seconds: float
+    busy: float  # step / wall: the accelerator's busy fraction
+    wait_share: float  # fetch / wall: the share spent blocked on data
+    demand_fps: float  # frames per second of step time: what it trains on when data is ready
+    delivered_fps: float  # frames per second of wall time: what it got
+    step_cpu_seconds: float  # thread CPU-seconds of the stepping thread during the steps
+    step_cpu_share: float  # step CPU / step wall: below 1 when the step waited for a core or a device
+    mean_step_seconds: float
+    mean_fetch_seconds: float
+    p95_fetch_seconds: float
+    hops: dict[str, HopStats]
+    slowest_hop: str | None  # the hop with the most CPU-seconds per frame
+    cpu_seconds_per_frame: float | None  # all hops together
+    cores_needed: float | None
+    cores_needed_basis: str
+    predicted: dict[str, Any] | None = None
+    busy_relative_error: float | None = None  # (measured - predicted) / predicted
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+    def mfu(self, flops_per_frame: float, peak_flops: float, devices: int = 1) -> float:
+        """End-to-end MFU of the measured step: demand × FLOPs per frame / (devices × peak)."""
+        return self.demand_fps * flops_per_frame / (devices * peak_flops)
+
+
+def predicted_from(plan: Any) -> dict[str, Any]:
+    """The plan's pipeline figures the profile is compared with: a PipelineAccount, a report's
+    `pipeline` dict, or a plain dict with at least `busy`."""
+    keys = ("busy", "bottleneck", "cores_needed", "demand_fps", "supply_fps", "core_fps", "cores",
+            "decoded_per_used", "tokens_per_frame")
+    if isinstance(plan, dict):
+        src = plan.get("pipeline", plan)
+        out = {}
+        for k in keys:
+            if k in src:
+                v = src[k]
+                out[k] = v["value"] if isinstance(v, dict) and "value" in v else v
+        return out
+    return {k: getattr(plan, k) for k in keys if hasattr(plan, k)}
+
+
+# ---------------------------------------------------------------- the profiler
+
+
+def _batch_frames(batch: Any) -> float:
+    """Frames in a batch: the leading dimension of its first tensor-like element, else 1."""
+    item = batch
+    for _ in range(4):
+        if isinstance(item, dict) and item:
+            item = next(iter(item.values()))
+        elif isinstance(item, (list, tuple)) and item:
+            if all(isinstance(x, (int, float)) for x in item):
+                return float(len(item))
+            item = item[0]
+        else:
+            break
+    shape = getattr(item, "shape", None)
+    if shape is not None and len(shape) > 0:
+        return float(shape[0])
+    return 1.0
+
+
+class Profiler:
+    """Times a data iterator's blocking fetches against the steps of the loop that consumes it."""
+
+    def __init__(self, *, warmup: int = 2, sync: Sync | Callable[[], None] = "auto",
+                 frames_per_batch: float | Callable[[Any], float] | None = None,
+                 workers: int | None = None) -> None:
+        if warmup < 0:
+            raise ValueError("warmup must be >= 0")
+        self.warmup = warmup
+        self._sync_mode = sync
+        self.frames_per_batch = frames_per_batch
+        self.workers = workers
+        self._dir = tempfile.mkdtemp(prefix="trainplan-profile-")
+        _MAIN_PID[self._dir] = os.getpid()
+        self._previous_env = os.environ.get(ENV_DIR)
+        os.environ[ENV_DIR] = self._dir
+        _REGISTRY.reset()
+        self._fetches: list[float] = []
+        self._steps: list[float] = []  # step seconds (explicit step() or the loop body)
+        self._bodies: list[float] = []  # loop body seconds (end of fetch to next fetch)
+        self._frames: list[float] = []
+        self._events: list[tuple[Any, Any]] = []
+        self._explicit: float | None = None
+        self._explicit_cpu = 0.0
+        self._step_cpu: list[float] = []  # thread CPU-seconds of the same steps
+        self._index = 0  # batches fetched so far, warm-up included
+        self._mode: str | None = None
+
+    # -- timing mode
+
+    def _resolve_mode(self) -> str:
+        if self._mode is not None:
+            return self._mode
+        mode = self._sync_mode
+        if callable(mode):
+            self._mode = "custom-sync"
+        elif mode == "auto":
+            torch = _torch_if_imported()
+            cuda = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+            self._mode = "cuda-events" if cuda else "wall"
+        elif mode == "none":
+            self._mode = "wall"
+        elif mode in ("cuda-sync", "cuda-events"):
+            torch = _torch_if_imported() or _import_torch()
+            if not torch.cuda.is_available():
+                raise RuntimeError(f"profile: sync={mode!r} needs a CUDA device, and torch sees none")
+            self._mode = mode
+        else:
+            raise ValueError(f"profile: sync must be auto, none, cuda-sync, cuda-events or a callable, got {mode!r}")
+        return self._mode
+
+    def _sync(self) -> None:
+        mode = self._resolve_mode()
+        if mode == "cuda-sync":
+            _import_torch().cuda.synchronize()
+        elif mode == "custom-sync":
+            self._sync_mode()  # type: ignore[operator]
+
+    def _event(self) -> Any:
+        torch = _import_torch()
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    # -- the loop
+
+    def wrap(self, iterable: Iterable[Any]) -> Iterator[Any]:
+        """Yield the items of `iterable`, timing each blocking fetch and each loop body."""
+        if self.workers is None:
+            self.workers = getattr(iterable, "num_workers", None)
+        iterator = iter(iterable)
+        body_start: float | None = None
+        body_cpu = 0.0
+        start_event = None
+        try:
+            while True:
+                self._sync()
+                t0 = time.perf_counter()
+                if body_start is not None:
+                    self._end_step(t0 - body_start, time.thread_time() - body_cpu, start_event)
+                    start_event = None
+                else:
+                    self._explicit = None  # a warm-up step's explicit time is not counted
+                    self._explicit_cpu = 0.0
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    body_start = None
+                    return
+                t1 = time.perf_counter()
+                counted = self._index >= self.warmup
+                self._index += 1
+                if counted:
+                    self._fetches.append(t1 - t0)
+                    self._frames.append(self._count_frames(item))
+                    if self._resolve_mode() == "cuda-events":
+                        start_event = self._event()
+                    body_start = t1
+                    body_cpu = time.thread_time()
+                else:
+                    body_start = None
+                yield item
+        finally:
+            if body_start is not None:  # the loop left early (break): close the last step
+                self._sync()
+                self._end_step(time.perf_counter() - body_start, time.thread_time() - body_cpu, start_event)
+
+    def _end_step(self, body: float, body_cpu: float, start_event: Any) -> None:
+        self._bodies.append(body)
+        self._steps.append(self._explicit if self._explicit is not None else body)
+        self._step_cpu.append(self._explicit_cpu if self._explicit is not None else body_cpu)
+        self._explicit = None
+        self._explicit_cpu = 0.0
+        if start_event is not None:
+            self._events.append((start_event, self._event()))
+
+    @contextmanager
+    def step(self) -> Iterator[None]:
+        """Time the step proper (inside a `wrap` loop): the rest of the body counts as `other`."""
+        self._sync()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            self._sync()
+            self._explicit = (self._explicit or 0.0) + time.perf_counter() - t0
+            self._explicit_cpu += time.thread_time() - c0
+
+    def _count_frames(self, item: Any) -> float:
+        f = self.frames_per_batch
+        if f is None:
+            return _batch_frames(item)
+        return float(f(item)) if callable(f) else float(f)
+
+    # -- hops
+
+    def hops(self) -> dict[str, HopStats]:
+        """Hop figures of this process and of every worker process that reported."""
+        per_process: list[dict[str, list[float]]] = [_REGISTRY.snapshot()]
+        for path in Path(self._dir).glob("hops-*.json"):
+            try:
+                per_process.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue
+        merged: dict[str, list[float]] = {}
+        procs: dict[str, int] = {}
+        for totals in per_process:
+            for name, (wall, cpu, calls, frames) in totals.items():
+                m = merged.setdefault(name, [0.0, 0.0, 0.0, 0.0])
+                m[0] += wall
+                m[1] += cpu
+                m[2] += calls
+                m[3] += frames
+                procs[name] = procs.get(name, 0) + 1
+        out = {}
+        for name, (wall, cpu, calls, frames) in merged.items():
+            frames = max(frames, 1e-12)
+            out[name] = HopStats(name, procs[name], int(calls), frames, wall, cpu, cpu / frames, wall / frames,
+                                 frames / cpu if cpu > 0 else math.inf, cpu / wall if wall > 0 else 1.0)
+        return out
+
+    # -- the result
+
+    def result(self, predicted: Any = None) -> ProfileResult:
+        mode = self._resolve_mode()
+        n = len(self._steps)
+        if n == 0:
+            raise RuntimeError(f"profile: no step was counted (warm-up {self.warmup} batches; "
+                               f"{self._index} fetched); profile a longer loop or lower warmup")
+        fetches = self._fetches[:n]
+        frames = sum(self._frames[:n])
+        step_s = sum(self._steps)
+        fetch_s = sum(fetches)
+        body_s = sum(self._bodies)
+        wall = fetch_s + body_s
+        other = max(0.0, body_s - step_s)
+        if mode == "cuda-events" and self._events:
+            self._events[-1][1].synchronize()
+            step_s = sum(s.elapsed_time(e) for s, e in self._events) / 1e3
+            wall = self._events[0][0].elapsed_time(self._events[-1][1]) / 1e3
+            # the events span from the first step's start: add the first fetch's wait
+            wall += fetches[0]
+            other = max(0.0, wall - step_s - fetch_s)
+        busy = min(1.0, step_s / wall) if wall > 0 else 1.0
+        hops = self.hops()
+        demand = frames / step_s if step_s > 0 else math.inf
+        slowest = max(hops.values(), key=lambda h: h.cpu_seconds_per_frame).name if hops else None
+        per_frame = sum(h.cpu_seconds_per_frame for h in hops.values()) if hops else None
+        if per_frame is not None and math.isfinite(demand):
+            cores = demand * per_frame
+            basis = "Little's law: demand frames/s x CPU-seconds per frame of the timed hops"
+        elif self.workers:
+            cores = self.workers / busy if busy > 0 else math.inf
+            basis = (f"{self.workers} loader worker(s) / busy fraction, assuming supply grows with workers "
+                     "(no hop timers)")
+        else:
+            cores = None
+            basis = "unknown: no hop timers and no worker count"
+        pred = predicted_from(predicted) if predicted is not None else None
+        rel = None
+        if pred and pred.get("busy"):
+            rel = (busy - float(pred["busy"])) / float(pred["busy"])
+        return ProfileResult(
+            timing=mode, steps=n, warmup=self.warmup, frames=frames, frames_per_batch=frames / n,
+            workers=self.workers, wall_seconds=wall, step_seconds=step_s, fetch_seconds=fetch_s,
+            other_seconds=other, busy=busy, wait_share=fetch_s / wall if wall > 0 else 0.0,
+            demand_fps=demand, delivered_fps=frames / wall if wall > 0 else math.inf,
+            step_cpu_seconds=sum(self._step_cpu), step_cpu_share=sum(self._step_cpu) / max(sum(self._steps), 1e-12),
+            mean_step_seconds=step_s / n, mean_fetch_seconds=fetch_s / n,
+            p95_fetch_seconds=_percentile(fetches, 0.95),
+            hops=hops, slowest_hop=slowest, cpu_seconds_per_frame=per_frame, cores_needed=cores,
+            cores_needed_basis=basis, predicted=pred, busy_relative_error=rel,
+        )
+
+    def close(self) -> None:
+        """Stop handing the profile directory to new worker processes and remove it."""
+        if os.environ.get(ENV_DIR) == self._dir:
+            if self._previous_env is None:
+                os.environ.pop(ENV_DIR, None)
+            else:
+                os.environ[ENV_DIR] = self._previous_env
+        for path in Path(self._dir).glob("*"):
+            path.unlink(missing_ok=True)
+        try:
+            os.rmdir(self._dir)
+        except OSError:
+            pass
+        _MAIN_PID.pop(self._dir, None)
+
+    def __enter__(self) -> Profiler:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[min(98, max(0, round(q * 100) - 1))]
+
+
+def _torch_if_imported() -> Any:
+    import sys
+
+    return sys.modules.get("torch")
+
+
+def _import_torch() -> Any:
+    try:
+        import torch
+    except ImportError as err:  # pragma: no cover - only with sync="cuda-*"
+        raise RuntimeError("profile: CUDA timing needs torch; install it with `pip install torch`") from err
+    return torch
+
+
+# ---------------------------------------------------------------- the step rate with data ready
+
+
+@dataclass(frozen=True)
+class StepRate:
+    """The step probe: how fast the model trains when data is always ready."""
+
+    steps: int
+    seconds: float
+    frames_per_batch: float
+    seconds_per_step: float
+    frames_per_second: float
+
+
+def step_rate(step: Callable[[Any], Any], batch: Any, *, frames_per_batch: float | None = None,
+              warmup: int = 2, min_seconds: float = 1.0, max_steps: int = 10_000,
+              sync: Callable[[], None] | None = None) -> StepRate:
+    """Run `step(batch)` on one batch held in memory until `min_seconds` pass: the demand side."""
+    sync = sync or (lambda: None)
+    for _ in range(warmup):
+        step(batch)
+    sync()
+    started = time.perf_counter()
+    n = 0
+    while n < max_steps:
+        step(batch)
+        n += 1
+        if time.perf_counter() - started >= min_seconds:
+            break
+    sync()
+    seconds = time.perf_counter() - started
+    fpb = float(frames_per_batch) if frames_per_batch is not None else _batch_frames(batch)
+    return StepRate(n, seconds, fpb, seconds / n, fpb * n / seconds)
+
+
+# ---------------------------------------------------------------- one global profiler for scripts
+
+_CURRENT: Profiler | None = None
+
+
+def current() -> Profiler | None:
+    """The profiler `trainplan profile SCRIPT` installed, if any (a script may wrap its own loop with it)."""
+    return _CURRENT
+
+
+def install(profiler: Profiler) -> Callable[[], None]:
+    """Make `profiler` current and, when torch is importable, wrap every DataLoader iteration
+    with it. Returns a function that undoes both."""
+    global _CURRENT
+    _CURRENT = profiler
+    undo: list[Callable[[], None]] = []
+    try:
+        from torch.utils.data import DataLoader
+    except ImportError:
+        DataLoader = None  # noqa: N806
+    if DataLoader is not None:
+        original = DataLoader.__iter__
+
+        def profiled_iter(self: Any) -> Iterator[Any]:
+            if profiler.workers is None:
+                profiler.workers = self.num_workers
+            return profiler.wrap(_Unwrapped(original, self))
+
+        DataLoader.__iter__ = profiled_iter  # type: ignore[method-assign]
+        undo.append(lambda: setattr(DataLoader, "__iter__", original))
+
+    def uninstall() -> None:
+        global _CURRENT
+        for u in undo:
+            u()
+        _CURRENT = None
+
+    return uninstall
+
+
+@dataclass
+class _Unwrapped:
+    """An iterable calling the original DataLoader.__iter__ (so wrap() does not recurse)."""
+
+    original: Callable[[Any], Iterator[Any]]
+    loader: Any
+    num_workers: int | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        self.num_workers = getattr(self.loader, "num_workers", None)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.original(self.loader)
+
+
+# ---------------------------------------------------------------- text
+
+
+def summary(result: ProfileResult) -> str:
+    """A few plain lines: measured next to predicted."""
+    r = result
+    lines = [
+        f"profile ({r.timing} timing): {r.steps} steps after {r.warmup} warm-up, {r.frames:.0f} frames "
+        f"in {r.wall_seconds:.2f} s" + (f", {r.workers} loader worker(s)" if r.workers is not None else ""),
+        f"  busy {r.busy * 100:.1f} %   waiting on data {r.wait_share * 100:.1f} %   "
+        f"other {r.other_seconds / max(r.wall_seconds, 1e-12) * 100:.1f} %",
+        f"  demand {r.demand_fps:.1f} frames/s of step time; delivered {r.delivered_fps:.1f} frames/s",
+        f"  step {r.mean_step_seconds * 1e3:.2f} ms mean ({r.step_cpu_share * 100:.0f} % of it on a CPU); fetch "
+        f"{r.mean_fetch_seconds * 1e3:.2f} ms mean, {r.p95_fetch_seconds * 1e3:.2f} ms p95",
+    ]
+    for h in sorted(r.hops.values(), key=lambda h: -h.cpu_seconds_per_frame):
+        lines.append(f"  hop {h.name:<10} {h.cpu_seconds_per_frame * 1e3:8.3f} CPU-ms/frame "
+                     f"({h.frames_per_cpu_second:.1f} frames/CPU-s, {h.processes} process(es), "
+                     f"{h.cpu_share * 100:.0f} % on a CPU)")
+    if r.slowest_hop:
+        lines.append(f"  slowest hop: {r.slowest_hop}")
+    if r.cores_needed is not None:
+        lines.append(f"  cores needed: {r.cores_needed:.2f} ({r.cores_needed_basis})")
+    if r.predicted:
+        p = r.predicted
+        pred = [f"busy {float(p['busy']) * 100:.1f} %"]
+        if "bottleneck" in p:
+            pred.append(f"bottleneck {p['bottleneck']}")
+        if p.get("cores_needed") is not None:
+            pred.append(f"cores needed {float(p['cores_needed']):.2f}")
+        if p.get("demand_fps") is not None:
+            pred.append(f"demand {float(p['demand_fps']):.1f} frames/s")
+        if p.get("supply_fps") is not None:
+            pred.append(f"supply {float(p['supply_fps']):.1f} frames/s")
+        lines.append("  plan predicted: " + ", ".join(pred))
+        if r.busy_relative_error is not None:
+            lines.append(f"  measured busy vs predicted: {r.busy_relative_error * 100:+.1f} % relative")
+    return "\n".join(lines)

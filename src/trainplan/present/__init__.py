@@ -1,0 +1,1 @@
+"""Presentation: the JSON-safe cleaner, the quantity formatter, tables, markdown, HTML, plots."""

@@ -1,0 +1,1 @@
+"""Simulation beside the formulas: the queue engine of the input pipeline and its report."""

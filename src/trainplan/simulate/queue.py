@@ -1,0 +1,827 @@
+"""The input pipeline as a queue, simulated frame by frame (SPEC §8).
+
+The formula of §7 says the accelerator is busy `min(1, S / D)` of the time. That is
+a claim about a queue, and this module runs the queue:
+
+    reader ──▶ read-ahead queue ──▶ c decoders ──▶ bounded buffer (B frames) ──▶ accelerator
+
+Semantics (each a choice, written down here once):
+
+- **Reader.** One serial reader (the storage link). Frame i costs
+  `read_seconds_per_frame` (+ `read_latency_seconds`: one request in flight, so a
+  request's latency is paid on every frame) and frames are read in order. A read frame
+  enters the read-ahead queue of `read_ahead_frames` (64 by default, `READ_AHEAD_FRAMES`;
+  None: unbounded, the reader runs ahead freely); a reader holding a frame blocks while
+  that queue is full.
+- **Decoders.** c parallel decoders, heterogeneous allowed (CPU cores and video-decode
+  engines). A free decoder takes the next read frame, in read order; when several
+  wait, the one that has waited longest goes first (FIFO, as a SimPy `Store`). Frame i
+  costs `work[i] × decoder_seconds_per_frame[d]` on decoder d, where `work` is a
+  multiplier of mean 1 (1 exactly without variability). A decoder holding a finished
+  frame blocks while the buffer is full; blocked decoders enter in the order they
+  finished. With no decoder at all (pre-decoded frames) the reader feeds the buffer
+  itself and blocks on it.
+- **Buffer.** `buffer_frames` (B ≥ 1) decoded frames, consumed in the order they
+  entered (so frames may reach the accelerator slightly out of read order, as with a
+  loader that does not force order). A frame leaves the buffer when its step begins;
+  the accelerator holds that one frame while it trains on it.
+- **Accelerator.** Trains on one frame in `step_seconds_per_frame` (1 / demand_fps)
+  whenever a frame is in the buffer; a fluid, per-frame picture of a step that in
+  reality consumes a batch.
+
+Engine. No generic event objects: the queue is a max-plus recurrence over frames.
+With k the rank in which decoded frames enter the buffer, A_k the start of the k-th
+step and s the step time,
+
+    E_k = max(C_k, A_{k-B})            enter once the frame k-B has left (full buffer)
+    A_k = max(E_k, A_{k-1} + s)        train on it once it is there and the last step is done
+    S_j = max(P_j, E_k)                frame j = k + c goes to the decoder just freed
+
+and a heap of decoding frames ordered by finish time C gives the rank. Completions
+leave the heap in time order because every frame pushed finishes after the one just
+popped. The reads are a cumulative sum (numpy) when read-ahead is unbounded. One heap
+operation and a dozen float operations per frame, in plain Python; the statistics
+are numpy over the per-frame arrays.
+
+Measurement. The first `WARMUP_FRACTION` of the frames (filling the pipeline from
+empty) and the last `B + c` (+ read-ahead) frames (the drain after the input runs out,
+when the buffer empties at full speed) are left out: busy, throughput and every
+utilisation are measured over the window from the start of step k0 to the start of
+step k1 that holds the frames in between. The accelerator is busy `(k1-k0)·s` of that
+window, exactly.
+
+Variability (`Variability`, off by default). The means are kept: a distribution
+multiplies the mean service time by a factor of mean 1 (exponential: cv 1; lognormal:
+the given cv; empirical: a probe's per-frame seconds divided by their mean, resampled
+with replacement). Keyframes: every G-th frame (frame 0 first) costs `keyframe_cost`
+times an ordinary one, normalised so that the mean over a GOP is still the decoder's
+mean (a core's rate is measured over whole streams, keyframes included). Read time may
+vary (lognormal, `read_cv`) and carries a fixed latency per request. The step time is
+deterministic. Draws, in order from `np.random.default_rng(seed)`: decode, then read.
+
+`formula_busy(spec)` is §7's formula on the mean service times of the spec (read
+latency included, since a serial reader pays it on every frame). With variability off
+the simulation agrees with it to a fraction of a point; with variability on the
+formula is an upper bound (stages that share no buffer of infinite size lose time
+to each other's fluctuations), and a larger buffer recovers most of the loss.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from trainplan.errors import UserError
+
+WARMUP_FRACTION = 0.1  # share of frames discarded while the pipeline fills from empty
+# Encoded frames the reader may hold ahead of the decoders. Assumed: a loader prefetches
+# as many encoded frames as the decoded buffer holds (SPEC §8's 64); None is unbounded.
+READ_AHEAD_FRAMES = 64
+DISTRIBUTIONS = ("deterministic", "exponential", "lognormal", "empirical")
+
+
+@dataclass(frozen=True)
+class Variability:
+    """Service-time variability; `None` or the default instance means deterministic."""
+
+    decode: str = "deterministic"  # "exponential" | "lognormal" | "empirical"
+    decode_cv: float = 0.0  # coefficient of variation of a lognormal decode time
+    read_cv: float = 0.0  # coefficient of variation of a lognormal read time (0: fixed)
+    empirical_decode_seconds: tuple[float, ...] = ()  # per-frame seconds from a probe, resampled
+    keyframe_interval: int = 0  # G: every G-th frame is a keyframe (0: no keyframe effect)
+    keyframe_cost: float = 1.0  # a keyframe costs this many ordinary frames
+    read_latency_seconds: float = 0.0  # fixed latency of each read request
+
+    @property
+    def is_off(self) -> bool:
+        return (
+            self.decode == "deterministic"
+            and self.decode_cv == 0.0
+            and self.read_cv == 0.0
+            and (self.keyframe_interval <= 1 or self.keyframe_cost == 1.0)
+            and self.read_latency_seconds == 0.0
+        )
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """The queue in seconds per frame; heterogeneous decoders allowed."""
+
+    read_seconds_per_frame: float  # one serial reader (storage/link)
+    decoder_seconds_per_frame: tuple[float, ...]  # one entry per parallel decoder
+    step_seconds_per_frame: float  # accelerator time to train on one frame (1 / demand_fps)
+    buffer_frames: int = 64  # decoded frames the buffer holds (data.buffer)
+    frames: int = 100_000
+    seed: int = 0
+    variability: Variability | None = None
+    decoder_names: tuple[str, ...] = ()  # a group name per decoder ("cpu", "nvdec"); default "decoder"
+    read_ahead_frames: int | None = READ_AHEAD_FRAMES  # read frames waiting for a decoder; None: unbounded
+
+
+@dataclass(frozen=True)
+class ServiceTimes:
+    """One seeded sample of service times for every frame."""
+
+    read_seconds: np.ndarray  # per frame, latency included
+    decode_work: np.ndarray  # per frame multiplier of a decoder's mean seconds (mean 1)
+    step_seconds: float
+
+
+class Interval(NamedTuple):
+    """Who was busy (or blocked, `who` ending in " blocked") from `start` to `end`, seconds."""
+
+    who: str
+    start: float
+    end: float
+
+    @property
+    def lane(self) -> str:
+        return self.who.removesuffix(" blocked")
+
+    @property
+    def state(self) -> str:
+        return "blocked" if self.who.endswith(" blocked") else "busy"
+
+
+@dataclass(frozen=True)
+class StageUse:
+    """Time-weighted use of one stage over the measurement window (fractions 0-1 per unit)."""
+
+    name: str
+    units: int
+    busy: float  # serving a frame
+    blocked: float  # holding a finished frame, downstream full
+    idle: float  # waiting for work (starved)
+
+
+@dataclass(frozen=True)
+class QueueResult:
+    busy: float  # accelerator busy fraction, simulated
+    formula_busy: float  # min(1, S/D) on the spec's mean service times
+    sample_formula_busy: float  # the same formula on this sample's mean times (the measured frames)
+    difference: float  # busy - formula_busy
+    throughput_fps: float  # frames trained per second
+    demand_fps: float  # 1 / step seconds
+    mean_buffer_frames: float  # time-weighted frames in the buffer
+    mean_read_queue_frames: float  # time-weighted frames read and not yet taken by a decoder
+    utilisation: dict[str, float]  # busy fraction per stage: read, each decoder group, accelerator
+    waits: dict[str, float]  # time-weighted waits, see `simulate`
+    stages: tuple[StageUse, ...]
+    bottleneck: str  # the busiest stage, in §7's words: "read", "decode" or "accelerator"
+    frames: int
+    warmup_frames: int
+    cooldown_frames: int
+    window_seconds: float
+    seed: int
+    variability: dict[str, Any] | None
+    timeline: tuple[Interval, ...] = field(default=(), repr=False)
+    buffer_trace: tuple[tuple[float, int], ...] = field(default=(), repr=False)  # (time, frames) steps
+    # The span the timeline covers completely: from the start of the measured window to the
+    # start of the first interval left out (every interval starting in it is in `timeline`).
+    timeline_span: tuple[float, float] = (0.0, 0.0)
+
+    def to_dict(self, timeline: bool = True) -> dict[str, Any]:
+        """JSON-ready, SI units (seconds, frames, frames/s, fractions)."""
+        out: dict[str, Any] = {
+            k: v for k, v in asdict(self).items()
+            if k not in ("timeline", "buffer_trace", "stages", "timeline_span")
+        }
+        out["stages"] = [asdict(s) for s in self.stages]
+        if timeline:
+            out["timeline"] = [
+                {"who": i.lane, "state": i.state, "start": i.start, "end": i.end} for i in self.timeline
+            ]
+            out["buffer_trace"] = [list(p) for p in self.buffer_trace]
+            out["timeline_span"] = list(self.timeline_span)
+        return out
+
+
+# ---------------------------------------------------------------- checks and sampling
+
+
+def _check(spec: QueueSpec) -> None:
+    def bad(key: str, expected: str) -> UserError:
+        return UserError(f"simulate.{key}", expected)
+
+    if not (math.isfinite(spec.read_seconds_per_frame) and spec.read_seconds_per_frame >= 0):
+        raise bad("read_seconds_per_frame", "a finite number of seconds >= 0")
+    for d in spec.decoder_seconds_per_frame:
+        if not (math.isfinite(d) and d > 0):
+            raise bad("decoder_seconds_per_frame", f"finite seconds > 0 per decoder, got {d!r}")
+    if not (math.isfinite(spec.step_seconds_per_frame) and spec.step_seconds_per_frame > 0):
+        raise bad("step_seconds_per_frame", "finite seconds > 0 (a positive demand in frames/s)")
+    if int(spec.buffer_frames) != spec.buffer_frames or spec.buffer_frames < 1:
+        raise bad("buffer_frames", "a whole number of frames >= 1 (data.buffer)")
+    if int(spec.frames) != spec.frames or spec.frames < 100:
+        raise bad("frames", "a whole number of frames >= 100")
+    if spec.read_ahead_frames is not None and spec.read_ahead_frames < 1:
+        raise bad("read_ahead_frames", "a whole number >= 1, or none for unbounded")
+    if spec.decoder_names and len(spec.decoder_names) != len(spec.decoder_seconds_per_frame):
+        raise bad("decoder_names", "one name per decoder")
+    if not spec.decoder_seconds_per_frame and spec.read_seconds_per_frame <= 0 and not _latency(spec):
+        raise bad("read_seconds_per_frame", "> 0 when there is no decoder (the reader feeds the buffer)")
+    v = spec.variability
+    if v is None:
+        return
+    if v.decode not in DISTRIBUTIONS:
+        raise UserError("simulate.decode", f"one of {', '.join(DISTRIBUTIONS)}, got {v.decode!r}")
+    if not (v.decode_cv >= 0 and v.read_cv >= 0):
+        raise UserError("simulate.cv", "a coefficient of variation >= 0")
+    if v.decode == "exponential" and v.decode_cv not in (0.0, 1.0):
+        raise UserError("simulate.cv", "an exponential time has cv 1; use lognormal for another cv")
+    if v.decode == "empirical":
+        sample = np.asarray(v.empirical_decode_seconds, dtype=float)
+        if sample.size == 0 or not np.all(np.isfinite(sample)) or np.any(sample < 0) or sample.sum() <= 0:
+            raise UserError("simulate.empirical", "a non-empty sample of per-frame decode seconds >= 0")
+    if v.keyframe_interval < 0 or not (v.keyframe_cost > 0):
+        raise UserError("simulate.keyframe", "an interval >= 0 frames and a cost > 0 (times a normal frame)")
+    if not (v.read_latency_seconds >= 0 and math.isfinite(v.read_latency_seconds)):
+        raise UserError("simulate.read_latency", "a duration >= 0")
+
+
+def _latency(spec: QueueSpec) -> float:
+    return spec.variability.read_latency_seconds if spec.variability is not None else 0.0
+
+
+def _lognormal_factors(rng: np.random.Generator, cv: float, n: int) -> np.ndarray:
+    """Factors of mean 1 and coefficient of variation `cv` (sigma^2 = ln(1 + cv^2))."""
+    sigma2 = math.log1p(cv * cv)
+    return rng.lognormal(mean=-sigma2 / 2, sigma=math.sqrt(sigma2), size=n)
+
+
+def sample_service_times(spec: QueueSpec) -> ServiceTimes:
+    """Per-frame service times, seeded with `np.random.default_rng(spec.seed)`."""
+    _check(spec)
+    n = int(spec.frames)
+    v = spec.variability or Variability()
+    rng = np.random.default_rng(spec.seed)
+    if v.decode == "exponential":
+        work = rng.exponential(1.0, n)
+    elif v.decode == "lognormal" or (v.decode == "deterministic" and v.decode_cv > 0):
+        work = _lognormal_factors(rng, v.decode_cv, n) if v.decode_cv > 0 else np.ones(n)
+    elif v.decode == "empirical":
+        sample = np.asarray(v.empirical_decode_seconds, dtype=float)
+        work = rng.choice(sample / sample.mean(), size=n, replace=True)
+    else:
+        work = np.ones(n)
+    g = v.keyframe_interval
+    if g > 1 and v.keyframe_cost != 1.0:
+        kf = np.ones(n)
+        kf[::g] = v.keyframe_cost
+        work = work * (kf * (g / (g - 1 + v.keyframe_cost)))  # a GOP's mean stays 1
+    if v.read_cv > 0:
+        read = spec.read_seconds_per_frame * _lognormal_factors(rng, v.read_cv, n)
+    else:
+        read = np.full(n, spec.read_seconds_per_frame, dtype=float)
+    if v.read_latency_seconds:
+        read = read + v.read_latency_seconds
+    return ServiceTimes(read_seconds=read, decode_work=work, step_seconds=float(spec.step_seconds_per_frame))
+
+
+def formula_busy(spec: QueueSpec) -> float:
+    """§7's busy fraction min(1, S/D), S = min(1/read, Σ 1/decoder_i), D = 1/step, on mean times."""
+    read = spec.read_seconds_per_frame + _latency(spec)
+    read_fps = math.inf if read <= 0 else 1.0 / read
+    decode_fps = sum(1.0 / d for d in spec.decoder_seconds_per_frame) if spec.decoder_seconds_per_frame else math.inf
+    supply = min(read_fps, decode_fps)
+    return min(1.0, supply * spec.step_seconds_per_frame)
+
+
+# ---------------------------------------------------------------- the engine
+
+
+def _recurrence(
+    reads: list[float],
+    work: list[float],
+    dec: tuple[float, ...],
+    step: float,
+    buffer: int,
+    read_ahead: int | None,
+) -> tuple[list[float] | None, list[float], list[float], list[float], list[int], list[int]]:
+    """The max-plus recurrence. Returns per frame P (entered the read-ahead queue; None
+    when unbounded, where P is `reads` itself), S (decode start), E (entered the buffer)
+    and decoder index, and per rank A (step start) and the frame's index.
+
+    `reads` holds P already (cumulative read completions) when `read_ahead` is None,
+    else the per-frame read seconds. The lists A and S carry `buffer` and `read_ahead`
+    leading -inf entries, so that "the step of rank k - B" and "the decode start of
+    frame j - Q" need no branch before there is one.
+    """
+    n = len(work)
+    c = min(len(dec), n)
+    B = buffer
+    inf = math.inf
+    A = [-inf] * B + [0.0] * n  # A[k + B]: start of the k-th step
+    E = [0.0] * n
+    order = [0] * n
+    who = [0] * n
+    bounded = read_ahead is not None
+    q = int(read_ahead) if bounded else 0
+    S = [-inf] * q + [0.0] * n  # S[j + q]: decode start of frame j
+    r = reads
+    P = [0.0] * n if bounded else reads
+    p_prev = 0.0
+    heap: list[tuple[float, int]] = []
+    for j in range(c):
+        if bounded:
+            p = p_prev + r[j]
+            if S[j] > p:
+                p = S[j]
+            P[j] = p
+            p_prev = p
+        S[j + q] = P[j]
+        who[j] = j
+        heap.append((P[j] + work[j] * dec[j], j))
+    heapq.heapify(heap)
+    heapreplace = heapq.heapreplace
+    heappop = heapq.heappop
+    a_next = -inf  # earliest start of the next step (last start + s)
+    j = c  # the next frame to hand to a decoder
+    if not bounded:
+        for k in range(n - c):
+            ci, i = heap[0]
+            ab = A[k]
+            e = ci if ci >= ab else ab
+            a = e if e >= a_next else a_next
+            A[k + B] = a
+            a_next = a + step
+            E[i] = e
+            order[k] = i
+            p = P[j]
+            st = p if p >= e else e
+            S[j] = st
+            d = who[i]
+            who[j] = d
+            heapreplace(heap, (st + work[j] * dec[d], j))
+            j += 1
+    else:
+        for k in range(n - c):
+            ci, i = heap[0]
+            ab = A[k]
+            e = ci if ci >= ab else ab
+            a = e if e >= a_next else a_next
+            A[k + B] = a
+            a_next = a + step
+            E[i] = e
+            order[k] = i
+            p = p_prev + r[j]
+            sq = S[j]  # decode start of frame j - q: its slot in the read-ahead queue frees then
+            if sq > p:
+                p = sq
+            P[j] = p
+            p_prev = p
+            st = p if p >= e else e
+            S[j + q] = st
+            d = who[i]
+            who[j] = d
+            heapreplace(heap, (st + work[j] * dec[d], j))
+            j += 1
+    for k in range(n - c, n):  # drain: no frame left to hand out
+        ci, i = heappop(heap)
+        ab = A[k]
+        e = ci if ci >= ab else ab
+        a = e if e >= a_next else a_next
+        A[k + B] = a
+        a_next = a + step
+        E[i] = e
+        order[k] = i
+    return (P if bounded else None), S[q:], E, A[B:], order, who
+
+
+def _groups(spec: QueueSpec) -> tuple[list[str], list[int]]:
+    """Group names and a group index per decoder."""
+    if spec.decoder_names:
+        names: list[str] = []
+        index = []
+        for n in spec.decoder_names:
+            if n not in names:
+                names.append(n)
+            index.append(names.index(n))
+        return names, index
+    return ["decoder"], [0] * len(spec.decoder_seconds_per_frame)
+
+
+@dataclass(frozen=True)
+class QueueTrace:
+    """Per-frame times of one run (seconds; frame = read order, rank = order of entering the buffer)."""
+
+    read_start: np.ndarray  # the reader starts reading the frame
+    read_done: np.ndarray  # ... has read it
+    queued: np.ndarray  # it enters the read-ahead queue (later than read_done if the queue was full)
+    decode_start: np.ndarray
+    decode_done: np.ndarray
+    enter_buffer: np.ndarray  # later than decode_done while the buffer was full
+    step_start: np.ndarray  # the accelerator starts training on it
+    decoder: np.ndarray  # index of the decoder that decoded it (-1: no decoder)
+    order: np.ndarray  # order[k] = frame that entered the buffer k-th
+    step_seconds: float
+
+
+def run(spec: QueueSpec, times: ServiceTimes | None = None) -> QueueTrace:
+    """The recurrence on `times` (sampled from `spec` when None): every frame's times."""
+    _check(spec)
+    if times is None:
+        times = sample_service_times(spec)
+    n = int(spec.frames)
+    if len(times.read_seconds) != n or len(times.decode_work) != n:
+        raise UserError("simulate.times", f"{n} service times per stage, as spec.frames says")
+    step = float(times.step_seconds)
+    buffer = int(spec.buffer_frames)
+    read = np.asarray(times.read_seconds, dtype=float)
+    decoders = tuple(float(d) for d in spec.decoder_seconds_per_frame)
+    no_decoder = not decoders
+    if no_decoder:  # pre-decoded frames: the reader is the one "decoder", feeding the buffer
+        work = read
+        decoders = (1.0,)
+        read_ahead: int | None = None
+        reads_arr = np.zeros(n)
+    else:
+        work = np.asarray(times.decode_work, dtype=float)
+        read_ahead = spec.read_ahead_frames
+        reads_arr = np.cumsum(read) if read_ahead is None else read
+    P_l, S_l, E_l, A_l, order_l, who_l = _recurrence(
+        reads_arr.tolist(), work.tolist(), decoders, step, buffer, read_ahead)
+    P = reads_arr if P_l is None else np.fromiter(P_l, float, n)
+    S = np.fromiter(S_l, float, n)
+    E = np.fromiter(E_l, float, n)
+    A = np.fromiter(A_l, float, n)  # by rank
+    order = np.fromiter(order_l, np.intp, n)
+    who = np.fromiter(who_l, np.intp, n)
+    del P_l, S_l, E_l, A_l, order_l, who_l
+    C = S + work * np.asarray(decoders)[who]
+    A_f = np.empty(n)
+    A_f[order] = A
+    if no_decoder:
+        return QueueTrace(S, C, E, E, E, E, A_f, np.full(n, -1), order, step)
+    if read_ahead is None:
+        read_done = P
+    else:
+        read_done = np.empty(n)
+        read_done[0] = read[0]
+        read_done[1:] = P[:-1] + read[1:]
+    return QueueTrace(read_done - read, read_done, P, S, C, E, A_f, who, order, step)
+
+
+def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit: int = 2000) -> QueueResult:
+    """Run the queue on `times` (sampled from `spec` when None) and measure its steady state.
+
+    Waits (time-weighted over the window, see the module's notes):
+    `accelerator_starved` (fraction of time without a frame, 1 - busy),
+    `decoders_blocked` / `decoders_starved` (mean number of decoders holding a frame the
+    full buffer refuses / waiting for a read), `reader_blocked` (fraction, bounded
+    read-ahead only), `mean_buffer_wait_seconds` (a frame's time in the buffer),
+    `mean_read_queue_wait_seconds` (a read frame's wait for a decoder),
+    `mean_decoder_blocked_seconds` (per frame).
+    """
+    tr = run(spec, times)
+    n = int(spec.frames)
+    step = tr.step_seconds
+    buffer = int(spec.buffer_frames)
+    no_decoder = not spec.decoder_seconds_per_frame
+    c = len(spec.decoder_seconds_per_frame)
+    read_start, read_done, P, S, C, E, A_f = (
+        tr.read_start, tr.read_done, tr.queued, tr.decode_start, tr.decode_done, tr.enter_buffer, tr.step_start)
+    who, order = tr.decoder, tr.order
+    A = A_f[order]  # step starts in rank order (increasing)
+
+    # Measurement window: steps k0 .. k1-1.
+    cooldown = buffer + max(c, 1) + (spec.read_ahead_frames or 0)
+    warmup = max(int(WARMUP_FRACTION * n), 1)
+    k0, k1 = warmup, n - cooldown
+    if k1 - k0 < 10:
+        raise UserError("simulate.frames", f"more frames: {n} leaves too few after warm-up {warmup} "
+                        f"and drain {cooldown}")
+    t0, t1 = float(A[k0]), float(A[k1])
+    window = t1 - t0
+
+    def overlap(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        return np.clip(end, t0, t1) - np.clip(start, t0, t1)
+
+    busy = min(1.0, (k1 - k0) * step / window)  # min: float rounding of a saturated run
+    throughput = (k1 - k0) / window
+    buf_frames = float(overlap(E, A_f).sum() / window)
+    measured = order[k0:k1]
+
+    stages: list[StageUse] = []
+    utilisation: dict[str, float] = {}
+    waits: dict[str, float] = {"accelerator_starved": 1.0 - busy}
+    r_busy = float(overlap(read_start, read_done).sum() / window)
+    r_blocked = float(overlap(read_done, P).sum() / window)
+    stages.append(StageUse("read", 1, r_busy, r_blocked, max(0.0, 1 - r_busy - r_blocked)))
+    utilisation["read"] = r_busy
+    waits["reader_blocked"] = r_blocked
+    rq_frames = float(overlap(P, S).sum() / window)
+    waits["mean_read_queue_wait_seconds"] = float((S[measured] - P[measured]).mean())
+    total_blocked = 0.0
+    total_starved = 0.0
+    if not no_decoder:
+        names, gidx = _groups(spec)
+        g_of_frame = np.asarray(gidx)[who]
+        dec_busy = overlap(S, C)
+        dec_blocked = overlap(C, E)
+        for g, name in enumerate(names):
+            units = gidx.count(g)
+            mask = g_of_frame == g
+            b = float(dec_busy[mask].sum() / window / units)
+            bl = float(dec_blocked[mask].sum() / window / units)
+            idle = max(0.0, 1.0 - b - bl)
+            stages.append(StageUse(name, units, b, bl, idle))
+            utilisation[name] = b
+            total_blocked += bl * units
+            total_starved += idle * units
+    waits["decoders_blocked"] = total_blocked
+    waits["decoders_starved"] = total_starved
+    waits["mean_decoder_blocked_seconds"] = float((E[measured] - C[measured]).mean())
+    waits["mean_buffer_wait_seconds"] = float((A_f[measured] - E[measured]).mean())
+    stages.append(StageUse("accelerator", 1, busy, 0.0, 1.0 - busy))
+    utilisation["accelerator"] = busy
+    # The busiest of read, decode (every decoder pooled) and accelerator, in §7's words;
+    # the accelerator wins a tie (a balanced pipeline keeps it busy).
+    dec_units = sum(s.units for s in stages[1:-1])
+    pooled = {"read": r_busy, "accelerator": busy}
+    if dec_units:
+        pooled["decode"] = sum(s.busy * s.units for s in stages[1:-1]) / dec_units
+    most = max(pooled.values())
+    bottleneck = next(k for k in ("accelerator", "decode", "read") if k in pooled and pooled[k] >= most - 1e-9)
+
+    timeline, trace, span = _timeline(
+        spec, t0, window / (k1 - k0), timeline_limit, (read_start, read_done), (read_done, P),
+        (S, C), (C, E), (A_f, A_f + step), E, A_f, who,
+    )
+    fb = formula_busy(spec)
+    mean_read = float((read_done - read_start)[measured].mean())
+    if no_decoder:
+        sample_fb = min(1.0, step / mean_read) if mean_read > 0 else 1.0
+    else:
+        mean_work = float(((C - S) / np.asarray(spec.decoder_seconds_per_frame)[who])[measured].mean())
+        supply = sum(1.0 / (mean_work * d) for d in spec.decoder_seconds_per_frame)
+        if mean_read > 0:
+            supply = min(supply, 1.0 / mean_read)
+        sample_fb = min(1.0, supply * step)
+    v = spec.variability
+    return QueueResult(
+        busy=busy,
+        formula_busy=fb,
+        sample_formula_busy=sample_fb,
+        difference=busy - fb,
+        throughput_fps=throughput,
+        demand_fps=1.0 / step,
+        mean_buffer_frames=buf_frames,
+        mean_read_queue_frames=rq_frames,
+        utilisation=utilisation,
+        waits=waits,
+        stages=tuple(stages),
+        bottleneck=bottleneck,
+        frames=n,
+        warmup_frames=warmup,
+        cooldown_frames=cooldown,
+        window_seconds=window,
+        seed=spec.seed,
+        variability=None if v is None or v.is_off else asdict(v) | {
+            "empirical_decode_seconds": len(v.empirical_decode_seconds)},
+        timeline=timeline,
+        buffer_trace=trace,
+        timeline_span=span,
+    )
+
+
+def _timeline(
+    spec: QueueSpec,
+    t0: float,
+    seconds_per_frame: float,
+    limit: int,
+    read: tuple[np.ndarray, np.ndarray],
+    read_blocked: tuple[np.ndarray, np.ndarray],
+    decode: tuple[np.ndarray, np.ndarray],
+    decode_blocked: tuple[np.ndarray, np.ndarray],
+    steps: tuple[np.ndarray, np.ndarray],
+    enter: np.ndarray,
+    leave: np.ndarray,
+    who: np.ndarray,
+) -> tuple[tuple[Interval, ...], tuple[tuple[float, int], ...], tuple[float, float]]:
+    """The first `limit` intervals (by start) that end after t0, the start of the window
+    (steady state), the buffer's occupancy over the span they cover, and that span."""
+    if limit <= 0:
+        return (), (), (t0, t0)
+    names, gidx = _groups(spec)
+    count = [0] * len(names)
+    lanes = []
+    for g in gidx:
+        lanes.append(f"{names[g]}[{count[g]}]")
+        count[g] += 1
+    horizon = t0 + 2.0 * limit * seconds_per_frame  # holds > limit intervals (>= 2 a frame)
+    parts = []  # (start, end, kind, frame)
+
+    def take(pair: tuple[np.ndarray, np.ndarray], kind: int, hi: float) -> None:
+        start, end = pair
+        mask = (end > t0) & (start < hi) & (end > start)
+        idx = np.nonzero(mask)[0]
+        parts.append((start[idx], end[idx], np.full(idx.size, kind), idx))
+
+    def collect(hi: float) -> tuple[np.ndarray, ...]:
+        parts.clear()
+        take(read, 0, hi)
+        take(read_blocked, 1, hi)
+        take(decode, 2, hi)
+        take(decode_blocked, 3, hi)
+        take(steps, 4, hi)
+        return tuple(np.concatenate([p[f] for p in parts]) for f in range(4))
+
+    start, end, kind, frame = collect(horizon)
+    if start.size < limit:
+        start, end, kind, frame = collect(math.inf)
+    ranked = np.lexsort((kind, start))
+    sel = ranked[:limit]
+    cut = float(start[ranked[limit]]) if ranked.size > limit else float(end.max(initial=t0))
+    out = []
+    for s_, e_, k_, f_ in zip(start[sel].tolist(), end[sel].tolist(), kind[sel].tolist(), frame[sel].tolist()):
+        if k_ == 0:
+            w = "read"
+        elif k_ == 1:
+            w = "read blocked"
+        elif k_ == 2:
+            w = lanes[who[f_]]
+        elif k_ == 3:
+            w = lanes[who[f_]] + " blocked"
+        else:
+            w = "accelerator"
+        out.append(Interval(w, s_, e_))
+    if not out:
+        return (), (), (t0, t0)
+    lo = t0
+    hi = cut
+    inside = (enter <= lo) & (leave > lo)
+    level = int(inside.sum())
+    ev_in = enter[(enter > lo) & (enter <= hi)]
+    ev_out = leave[(leave > lo) & (leave <= hi)]
+    times = np.concatenate([ev_in, ev_out])
+    delta = np.concatenate([np.ones(ev_in.size, dtype=int), -np.ones(ev_out.size, dtype=int)])
+    o = np.lexsort((delta, times))  # leave before enter at one instant
+    levels = level + np.cumsum(delta[o])
+    trace = [(lo, level)] + list(zip(times[o].tolist(), levels.tolist()))
+    return tuple(out), tuple(trace), (lo, hi)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def buffer_sweep(spec: QueueSpec, buffers: tuple[int, ...], times: ServiceTimes | None = None) -> list[dict[str, float]]:
+    """Busy at several buffer sizes on one service-time sample (the sample does not depend on B)."""
+    from dataclasses import replace
+
+    times = times if times is not None else sample_service_times(spec)
+    rows = []
+    for b in buffers:
+        r = simulate(replace(spec, buffer_frames=int(b)), times, timeline_limit=0)
+        rows.append({"buffer_frames": int(b), "busy": r.busy, "formula_busy": r.formula_busy,
+                     "difference": r.difference, "mean_buffer_frames": r.mean_buffer_frames})
+    return rows
+
+
+# ---------------------------------------------------------------- from the pipeline account (§7)
+
+
+def queue_spec_from_pipeline(
+    account: Any,
+    buffer_frames: int = 64,
+    frames: int = 100_000,
+    seed: int = 0,
+    variability: Variability | None = None,
+    read_ahead_frames: int | None = READ_AHEAD_FRAMES,
+) -> tuple[QueueSpec, list[str]]:
+    """The queue of a `pipeline.PipelineAccount` (one accelerator), and notes on what it leaves out.
+
+    Times are per frame used: a used frame costs g decoded frames (g = decoded_per_used,
+    (G+1)/2 for random access), so a core decodes a used frame in g / core_fps seconds
+    and an engine in g / engine_fps. Fractional cores (cores = 23.5) become 23 whole
+    decoders and one at half speed, which keeps the total rate exact. Pre-decoded frames
+    (g = 0) have no decoder. The reader is the storage link; host-to-device transfer is
+    not a stage of the queue, and where it (or a tokenizer) is slower than read and
+    decode it is folded into the serial reader so that the capacity still binds (noted).
+    """
+    if getattr(account, "kind", "video") != "video":
+        raise UserError("data.kind", "video: the queue simulates frames (token data has no decoder to queue on)")
+    notes: list[str] = []
+    n = float(account.tokens_per_frame)
+    g = float(account.decoded_per_used)
+    demand = float(account.demand_fps)
+    if not (demand > 0 and math.isfinite(demand)):
+        raise UserError("pipeline.demand_fps", f"a finite demand > 0 frames/s, got {demand!r}")
+    stage = account.stage_tokens_per_second
+    read_fps = float(stage["read"]) / n
+    serial_fps = read_fps
+    for other in ("tokenize", "transfer"):
+        fps_other = float(stage.get(other, math.inf)) / n
+        if fps_other < min(serial_fps, float(stage["decode"]) / n):
+            notes.append(f"{other} ({fps_other:.6g} frames/s) binds before read and decode; "
+                         f"the simulated reader carries its time")
+            serial_fps = fps_other
+    decoders: list[float] = []
+    names: list[str] = []
+    if g > 0:
+        core_fps = float(account.core_fps)
+        cores = float(account.cores)
+        whole = int(math.floor(cores + 1e-9))
+        frac = cores - whole
+        decoders += [g / core_fps] * whole
+        names += ["cpu"] * whole
+        if frac > 1e-9:
+            decoders.append(g / (core_fps * frac))
+            names.append("cpu")
+            notes.append(f"{cores:g} cores: {whole} decoders and one at {frac:.3g} of a core's speed")
+        engines = int(round(float(account.video_decoders)))
+        if engines > 0:
+            engine_fps = (float(account.decoder_fps) - cores * core_fps) / engines
+            decoders += [g / engine_fps] * engines
+            names += ["nvdec"] * engines
+        if not decoders:
+            raise UserError("cluster.cores", "at least one decoder (a CPU core or a video engine) for encoded video")
+    if not getattr(account, "prefetch", True):
+        notes.append("cluster.prefetch is false: the formula's busy is S/(S+D); the queue always overlaps "
+                     "loading with compute, so it is compared with min(1, S/D)")
+    spec = QueueSpec(
+        read_seconds_per_frame=0.0 if math.isinf(serial_fps) else 1.0 / serial_fps,
+        decoder_seconds_per_frame=tuple(decoders),
+        step_seconds_per_frame=1.0 / demand,
+        buffer_frames=int(buffer_frames),
+        frames=int(frames),
+        seed=int(seed),
+        variability=variability,
+        decoder_names=tuple(names),
+        read_ahead_frames=read_ahead_frames,
+    )
+    return spec, notes
+
+
+def queue_spec_from_workload(
+    workload: Any,
+    frames: int = 100_000,
+    seed: int = 0,
+    variability: Variability | None = None,
+    buffer_frames: int | None = None,
+    read_ahead_frames: int | None = READ_AHEAD_FRAMES,
+) -> tuple[QueueSpec, Any, list[str]]:
+    """The queue of a `Workload` (data.buffer sizes the buffer): spec, its PipelineAccount, notes."""
+    from trainplan.accounts import pipeline as pipeline_mod
+    from trainplan.planning.evaluate import pipeline_inputs
+
+    account = pipeline_mod.pipeline_account(**pipeline_inputs(workload))
+    b = workload.data.buffer if buffer_frames is None else buffer_frames
+    spec, notes = queue_spec_from_pipeline(account, b, frames, seed, variability, read_ahead_frames)
+    return spec, account, notes
+
+
+def simulated_check(
+    workload_or_account: Any,
+    frames: int = 200_000,
+    seed: int = 0,
+    variability: Variability | None = None,
+    buffer_frames: int | None = None,
+) -> dict[str, Any]:
+    """The simulated busy fraction next to the formula's, for `trainplan plan --simulate`.
+
+    Accepts a Workload or a pipeline.PipelineAccount. Keys: `busy` (simulated),
+    `formula_busy` (min(1, S/D) of the simulated stages, §7's busy when prefetching),
+    `difference` (busy - formula_busy), `pipeline_busy` (the plan's figure), and the
+    simulation's throughput, bottleneck, buffer, frames, seed and notes. Token data has
+    no queue: then `busy` is None and a note says why.
+    """
+    if hasattr(workload_or_account, "stage_tokens_per_second"):
+        account = workload_or_account
+        buffer = 64 if buffer_frames is None else buffer_frames
+        if getattr(account, "kind", "video") != "video":
+            return _no_queue(account)
+        spec, notes = queue_spec_from_pipeline(account, buffer, frames, seed, variability)
+    else:
+        if workload_or_account.data.kind != "video":
+            from trainplan.accounts import pipeline as pipeline_mod
+            from trainplan.planning.evaluate import pipeline_inputs
+
+            return _no_queue(pipeline_mod.pipeline_account(**pipeline_inputs(workload_or_account)))
+        spec, account, notes = queue_spec_from_workload(workload_or_account, frames, seed, variability, buffer_frames)
+    r = simulate(spec, timeline_limit=0)
+    return {
+        "busy": r.busy,
+        "formula_busy": r.formula_busy,
+        "difference": r.difference,
+        "pipeline_busy": float(account.busy),
+        "throughput_fps": r.throughput_fps,
+        "demand_fps": r.demand_fps,
+        "bottleneck": r.bottleneck,
+        "mean_buffer_frames": r.mean_buffer_frames,
+        "buffer_frames": spec.buffer_frames,
+        "frames": spec.frames,
+        "seed": spec.seed,
+        "variability": r.variability,
+        "notes": notes,
+    }
+
+
+def _no_queue(account: Any) -> dict[str, Any]:
+    return {"busy": None, "formula_busy": float(account.busy), "difference": None,
+            "pipeline_busy": float(account.busy),
+            "notes": ["token data: no decode stage to queue on, nothing simulated"]}
