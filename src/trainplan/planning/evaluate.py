@@ -21,6 +21,7 @@ from trainplan.accounts import pipeline as pipeline_mod
 from trainplan.accounts import serving as serving_mod
 from trainplan.accounts import storage as storage_mod
 from trainplan.accounts import training_cost as cost_mod
+from trainplan.planning import decisions as decisions_mod
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
 from trainplan.workload.schema import Workload, leaf_value
@@ -232,6 +233,7 @@ def build_report(w: Workload) -> dict[str, Any]:
         "bill": bill_report(w, model, pipe, bill),
     }
     extra_accounts(w, model, report)
+    report["decisions"] = decisions_mod.decide(w, clean(report))
     report["verdict"] = verdict(report)
     report["assumptions"] = assumptions(w)
     return clean(report)

@@ -82,6 +82,13 @@ def _rows(report: dict[str, Any], account: str) -> list[tuple[str, str]]:
     return [(k.split(".", 1)[1], format_value(k, v)) for k, v in flat.items() if not isinstance(v, list)]
 
 
+def verdict_text(report: dict[str, Any]) -> str:
+    """The verdict and the planning decisions' sentences (trainplan.planning.decisions)."""
+    from trainplan.planning.decisions import sentences
+
+    return " ".join([report["verdict"], *sentences(report)])
+
+
 def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, allow_nan=False, default=str)
 
@@ -89,7 +96,7 @@ def to_json(report: dict[str, Any]) -> str:
 def to_table(report: dict[str, Any], width: int = 110) -> str:
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=False, color_system=None)
-    console.print(f"[bold]{report['verdict']}[/bold]")
+    console.print(f"[bold]{verdict_text(report)}[/bold]")
     for account in ACCOUNTS:
         if account not in report:
             continue
@@ -113,7 +120,7 @@ def to_table(report: dict[str, Any], width: int = 110) -> str:
 
 
 def to_markdown(report: dict[str, Any]) -> str:
-    lines = ["# trainplan", "", f"**{report['verdict']}**", ""]
+    lines = ["# trainplan", "", f"**{verdict_text(report)}**", ""]
     for account in ACCOUNTS:
         if account not in report:
             continue

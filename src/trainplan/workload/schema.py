@@ -137,6 +137,8 @@ class TrainingSection(Section):
         le=1,
     )
     epochs: float = Q(1.0, "assumed: one pass over the data", gt=0)
+    retrain_every: Seconds | None = Q(
+        None, "assumed: trained once; a duration such as 30 days makes training a recurring cost a year", gt=0)
 
 
 class ClusterSection(Section):
@@ -217,6 +219,8 @@ class ServingSection(Section):
     context: Whole = Q(4096, "assumed: 4,096 tokens of context per sequence", gt=0)
     batch: Whole = Q(32, "assumed: 32 concurrent sequences per serving replica", gt=0)
     training_cost: Dollars | None = Q(None, "derived: the training bill of this workload", ge=0)
+    revenue_per_request: Dollars | None = Q(
+        None, "unknown: what one request earns; given, a cost per request above it ends the project", ge=0)
 
 
 class SourceSpec(Section):
