@@ -122,3 +122,21 @@ def demonstration_hours(demonstrations: int, seconds_per_task: float, seconds_pe
         success_rate=success_rate, attempts=attempts, seconds=seconds, person_hours=hours,
         operators=operators, wall_hours=hours / operators,
     )
+
+
+def demonstrations_per_person_hour(seconds_per_task: float, seconds_per_reset: float,
+                                   success_rate: float = 1.0) -> float:
+    """Kept demonstrations one person collects in an hour: 3600 x success / (task + reset)."""
+    one = demonstration_hours(1, seconds_per_task, seconds_per_reset, success_rate)
+    if one.person_hours == 0:
+        raise UserError("seconds_per_task", "expected a task or a reset that takes some time")
+    return 1.0 / one.person_hours
+
+
+def person_hours_for(examples: float, examples_per_person_hour: float) -> float:
+    """Person-hours for `examples` examples from a source yielding `examples_per_person_hour`."""
+    if not (math.isfinite(examples) and examples >= 0):
+        raise UserError("examples", f"expected zero or more, got {examples!r}")
+    if not (math.isfinite(examples_per_person_hour) and examples_per_person_hour > 0):
+        raise UserError("examples_per_person_hour", f"expected a positive rate, got {examples_per_person_hour!r}")
+    return examples / examples_per_person_hour

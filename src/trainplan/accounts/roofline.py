@@ -132,3 +132,11 @@ def compute_bound_batch(weights: float, peak_flops: float, memory_bandwidth: flo
     )
 
 
+
+
+def compute_bound_power_of_two(layer: LayerRoofline) -> int | None:
+    """The smallest power-of-two batch at which the layer is compute-bound: 2^ceil(log2 B*), the
+    batch found by trying 1, 2, 4, ... (how batches are usually swept). None if never."""
+    if not math.isfinite(layer.compute_bound_batch):
+        return None
+    return 2 ** max(0, math.ceil(math.log2(layer.compute_bound_batch) - 1e-12))
