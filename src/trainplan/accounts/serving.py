@@ -265,3 +265,37 @@ def head_dim_of(width: int, heads: int) -> float:
 
 
 
+
+
+@dataclass(frozen=True)
+class ComputeBoundServing:
+    """Serving priced on the compute roofline alone: the batch large enough that weight and KV reads
+    hide under compute (the lessons' back-of-envelope). SI units, dollars."""
+
+    params: float
+    flops_per_token: float  # 2 P
+    speedup: float  # over the peak given (2 for int8 on int8 tensor cores, as the lessons count it)
+    tokens_per_second: float  # peak x MFU x speedup / 2P
+    tokens_per_request: float
+    requests_per_second: float
+    dollars_per_hour: float
+    cost_per_request: float
+    cost_per_thousand_requests: float
+    cost_per_million_requests: float
+
+
+def compute_bound_serving(params: float, peak_flops: float, mfu: float, dollars_per_hour: float,
+                          tokens_per_request: float, speedup: float = 1.0) -> ComputeBoundServing:
+    """tokens/s = Phi mu x speedup / (2 P); cost per request = dollars per second / requests per second."""
+    require_positive("model.params", params)
+    require_positive("peak_flops", peak_flops)
+    require_fraction("serving.mfu", mfu)
+    require_non_negative("prices.accelerator_hour", dollars_per_hour)
+    require_positive("serving.tokens_per_request", tokens_per_request)
+    require_positive("speedup", speedup)
+    flops = FLOP_PER_PARAM_PER_TOKEN * params
+    tps = peak_flops * mfu * speedup / flops
+    rps = tps / tokens_per_request
+    per_request = dollars_per_hour / SECONDS_PER_HOUR / rps
+    return ComputeBoundServing(params, flops, speedup, tps, tokens_per_request, rps, dollars_per_hour,
+                               per_request, per_request * 1e3, per_request * 1e6)

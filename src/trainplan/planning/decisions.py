@@ -75,12 +75,23 @@ def overlap(load_seconds: float, compute_seconds: float) -> Overlap:
     )
 
 
+NEGLIGIBLE_SPEEDUP = 1.01
+"""Below a 1 % gain, overlapping load and compute is not worth a sentence of its own."""
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
 def overlap_sentence(o: Overlap) -> str:
-    ms = 1e3
-    text = (f"Loading takes {o.load_seconds * ms:,.0f} ms a step against {o.compute_seconds * ms:,.0f} ms of "
-            f"compute: without overlap a step is {o.serial_step_seconds * ms:,.0f} ms and the accelerator "
+    if o.speedup < NEGLIGIBLE_SPEEDUP:
+        return (f"Loading ({_ms(o.load_seconds)} a step) is negligible against {_ms(o.compute_seconds)} of "
+                f"compute: overlapping them gains under 1 %.")
+    text = (f"Loading takes {_ms(o.load_seconds)} a step against {_ms(o.compute_seconds)} of "
+            f"compute: without overlap a step is {_ms(o.serial_step_seconds)} and the accelerator "
             f"{o.serial_utilisation * 100:.0f} % busy; overlapping them makes it "
-            f"{o.overlapped_step_seconds * ms:,.0f} ms ({o.speedup:.2g}x faster, "
+            f"{_ms(o.overlapped_step_seconds)} ({o.speedup:.2g}x faster, "
             f"{o.overlapped_utilisation * 100:.0f} % busy).")
     if o.ceiling == "loader":
         text += " The loader is the ceiling: only a faster loader speeds this up further."
