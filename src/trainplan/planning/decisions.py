@@ -124,7 +124,9 @@ def crossover_check(crossover_days: float | None) -> Check:
     if crossover_days is None or not math.isfinite(crossover_days):
         return Check("serving_passes_training_within_a_month", False, False, "")
     hit = crossover_days < DAYS_PER_MONTH
-    after = f"{crossover_days:,.1f} days" if crossover_days >= 1 else f"{crossover_days * 24:.2g} hours"
+    hours = crossover_days * 24
+    after = (f"{crossover_days:,.1f} days" if crossover_days >= 1 else f"{hours:.2g} hours" if hours >= 1
+             else f"{hours * 60:.2g} minutes")
     sentence = (f"Serving passes the training bill after {after}, inside a month: optimise "
                 f"serving (smaller, distilled or quantised model, bigger batches) before training." if hit else "")
     return Check("serving_passes_training_within_a_month", True, hit, sentence)
