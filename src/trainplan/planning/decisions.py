@@ -244,7 +244,10 @@ def plan_overlap(report: dict[str, Any], devices: int = 1) -> Overlap | None:
     tokens = _finite(comp.get("tokens_per_step"))
     if compute_s is None or compute_s <= 0 or supply is None or supply <= 0 or tokens is None:
         return None  # an unlimited (or absent) supply: no load time to weigh
-    return overlap(tokens / devices / supply, compute_s)
+    load = tokens / devices / supply
+    if not math.isfinite(load):
+        return None  # a supply so small the load time overflows: the pipeline verdict says it binds
+    return overlap(load, compute_s)
 
 
 def sentences(report: dict[str, Any]) -> list[str]:
