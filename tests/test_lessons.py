@@ -490,3 +490,19 @@ def test_decision_examples_print(capsys: pytest.CaptureFixture[str]) -> None:
     out = printed("decisions.py", capsys)
     assert "step 200 ms without overlap (50% busy), 100 ms with it; speed-up 2x" in out
     assert "step 300 ms without overlap (33% busy), 200 ms with it; speed-up 1.5x, ceiling: loader" in out
+
+
+@pytest.mark.parametrize("side,text", [(1024, "341"), (16384, "5,461")])
+def test_roofline_command(side: int, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same roofline from `trainplan roofline` on the lesson's accelerator."""
+    from trainplan.interfaces.cli import main
+
+    with pytest.raises(SystemExit) as ex:
+        main(["roofline", str(LESSONS / "roofline.toml"), "--side", str(side)])
+    assert ex.value.code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ridge_intensity"] == 400e12 / 2e12
+    assert f"{out['matmul_intensity']:,.0f}" == text == f"{2 * side / (3 * 2):,.0f}"
+    assert f"{out['elementwise_add_intensity']:.2f}" == "0.17"
+    w, a, ridge = 4096 * 4096, 4096 + 4096, 200.0
+    assert out["compute_bound_batch"] == pytest.approx(ridge * w * 2 / (2 * w - ridge * a * 2))
