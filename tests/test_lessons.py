@@ -506,3 +506,28 @@ def test_roofline_command(side: int, text: str, capsys: pytest.CaptureFixture[st
     assert f"{out['elementwise_add_intensity']:.2f}" == "0.17"
     w, a, ridge = 4096 * 4096, 4096 + 4096, 200.0
     assert out["compute_bound_batch"] == pytest.approx(ridge * w * 2 / (2 * w - ridge * a * 2))
+
+
+def test_overlap_bounds() -> None:
+    """Overlap never slows a step, gains at most 2x (at l = c), and never makes a step shorter than
+    either part; checked over a grid of load/compute ratios."""
+    for load in (0.0, 1e-6, 0.05, 0.1, 0.3, 7.0, 1e4):
+        for compute in (1e-6, 0.1, 2.0):
+            o = decisions.overlap(load, compute)
+            assert 1.0 <= o.speedup <= 2.0 + 1e-12
+            assert o.overlapped_step_seconds >= max(load, compute)
+            assert 0 < o.serial_utilisation <= o.overlapped_utilisation <= 1.0
+    for bad in ((-1.0, 0.1), (math.inf, 0.1), (0.1, 0.0), (0.1, math.nan)):
+        with pytest.raises(UserError):
+            decisions.overlap(*bad)
+
+
+def test_formats_refuse_what_they_cannot_store() -> None:
+    with pytest.raises(UserError):
+        formats.stored_values([5e-324], "int8")  # its scale would underflow to zero
+    with pytest.raises(UserError):
+        formats.stored_values([0.1], "fp8_e4m3", "truncate")  # truncation is defined for bf16 only
+    with pytest.raises(UserError):
+        formats.stored_values([math.nan], "bf16")
+    with pytest.raises(UserError):
+        formats.compare_scales([], "int8")

@@ -107,7 +107,10 @@ def absmax_scale(values: Sequence[float], fmt: str = "int8") -> float:
     top = max((abs(float(v)) for v in values), default=0.0)
     if top == 0.0:
         return 1.0  # all zeros: any scale stores them exactly
-    return top / integer_levels(fmt)
+    scale = top / integer_levels(fmt)
+    if scale == 0.0:  # below the smallest float64 once divided by the levels
+        raise UserError("values", f"expected magnitudes above {integer_levels(fmt) * 5e-324:g} to scale, got {top!r}")
+    return scale
 
 
 def cast(values: Sequence[float], fmt: str, rounding: str = "nearest") -> np.ndarray:
