@@ -531,3 +531,13 @@ def test_formats_refuse_what_they_cannot_store() -> None:
         formats.stored_values([math.nan], "bf16")
     with pytest.raises(UserError):
         formats.compare_scales([], "int8")
+
+
+def test_extensions_refuse_bad_input() -> None:
+    with pytest.raises(UserError):
+        serving_mod.compute_bound_serving(7e9, 989e12, 1.5, 5.0, 600)  # an MFU above 1
+    with pytest.raises(UserError):
+        serving_mod.compute_bound_serving(7e9, 989e12, 0.3, 5.0, 600, speedup=0)
+    with pytest.raises(UserError):
+        datamix.demonstrations_per_person_hour(0, 0)  # no time per demonstration: no rate
+    assert datamix.demonstrations_per_person_hour(25, 12, 0.5) == pytest.approx(0.5 * 3600 / 37)

@@ -21,9 +21,9 @@ from trainplan.accounts import pipeline as pipeline_mod
 from trainplan.accounts import serving as serving_mod
 from trainplan.accounts import storage as storage_mod
 from trainplan.accounts import training_cost as cost_mod
-from trainplan.planning import decisions as decisions_mod
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
+from trainplan.planning import decisions as decisions_mod
 from trainplan.workload.schema import Workload, leaf_value
 
 
