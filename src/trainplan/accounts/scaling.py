@@ -97,7 +97,7 @@ EPOCH_REPLICATION = ScalingLaw(
     source="Besiroglu et al. (2024), 'Chinchilla Scaling: A replication attempt', Table 1 "
     "(fit to the 240 runs read off Hoffmann et al.'s Figure 4, 5 outliers dropped)",
 )
-"""The replication's constants, fitted to the data of /work/shared/data/chinchilla_runs.csv."""
+"""The replication's constants, fitted to the runs shipped in trainplan/catalogue/chinchilla_runs.csv."""
 
 
 # ---------------------------------------------------------------- evaluation
