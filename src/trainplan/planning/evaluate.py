@@ -24,6 +24,7 @@ from trainplan.accounts import training_cost as cost_mod
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
 from trainplan.workload.schema import Workload, leaf_value
+from trainplan.workload import model_source
 
 
 @dataclass(frozen=True)
@@ -349,6 +350,7 @@ def assumptions(w: Workload) -> dict[str, dict[str, Any]]:
         "video_decoders": acc.video_decoders, "tdp": acc.tdp, "source": acc.source,
         "overridden": list(acc.overridden),
     }
+    out.update(model_source.planned_model(w, resolve_model(w)))  # the model planned, not the default's
     return out
 
 

@@ -17,14 +17,15 @@ import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
                       field_validator)
 
 from trainplan import units
 from trainplan.catalogue.accelerators import Accelerator, resolve_accelerator
-from trainplan.errors import UserError
+from trainplan.errors import UserError, did_you_mean
 
 # ---------------------------------------------------------------- unit-aware field types
 
@@ -61,9 +62,60 @@ def _whole(value: Any) -> Any:
     return int(number)
 
 
+def _natural(reader: Any, *args: Any):  # noqa: ANN202 - a pydantic validator factory
+    """A validator from one of units' natural-form readers (sizes, hours, headroom, counted nouns)."""
+    def convert(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return reader(value, *args)
+        except UserError as err:  # re-raised as ValueError so pydantic attaches the key
+            raise ValueError(err.expected) from None
+
+    return BeforeValidator(convert)
+
+
+def _whole_sequence(value: Any) -> Any:
+    """A sequence length in whole tokens: 2048, "8k" (8,192), "128k tokens" (131,072)."""
+    if value is None or isinstance(value, bool):
+        return value
+    try:
+        number = units.parse(value, "sequence_length")
+    except UserError as err:
+        raise ValueError(err.expected) from None
+    if number != math.floor(number) or abs(number) > LARGEST_WHOLE:
+        raise ValueError(f"expected a whole number of tokens, got {value!r}")
+    return int(number)
+
+
+def _bytes_per_token(value: Any) -> Any:
+    """Bytes per token, "4", "4 B" or "4 bytes/token": small on purpose, so no size floor here."""
+    if isinstance(value, str):
+        text = value.strip()
+        for per in ("/token", " per token"):
+            if text.endswith(per):
+                text = text[: -len(per)]
+        value = text
+    try:
+        return units.parse(value, "bytes")
+    except UserError as err:
+        raise ValueError(err.expected) from None
+
+
 Count = Annotated[float, _unit("count")]
 Whole = Annotated[int, BeforeValidator(_whole)]
-Bytes = Annotated[float, _unit("bytes")]
+# A plain number below a megabyte is refused ("80 bytes? write 80 GB"): see units.parse_size.
+Bytes = Annotated[float, _natural(units.parse_size)]
+BytesPerToken = Annotated[float, BeforeValidator(_bytes_per_token)]
+SequenceLength = Annotated[int, BeforeValidator(_whole_sequence)]
+Hours = Annotated[float, _natural(units.parse_hours)]
+Months = Annotated[float, _natural(units.parse_months)]
+Headroom = Annotated[float, _natural(units.parse_headroom)]
+Cores = Annotated[float, _natural(units.parse_counted, ("cores", "core"))]
+Epochs = Annotated[float, _natural(units.parse_counted, ("epochs", "epoch"))]
+Attempts = Annotated[float, _natural(units.parse_counted, ("attempts", "attempt"))]
+PerDay = Annotated[float, _natural(units.parse_counted, ("requests a day", "requests per day", "requests/day",
+                                                         "per day", "a day", "/day", "requests"))]
 ByteRate = Annotated[float, _unit("byte_rate")]
 BitRate = Annotated[float, _unit("bit_rate")]
 FlopRate = Annotated[float, _unit("flop_rate")]
@@ -86,6 +138,37 @@ class Section(BaseModel):
         if isinstance(value, bool) and cls.model_fields[info.field_name].annotation is not bool:
             raise ValueError("expected a number or a name, not true or false")
         return value
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _choice_in_any_case(cls, value: Any, info: ValidationInfo) -> Any:
+        """Enumerations read in any case and with - or _ ("AdamW", "GPT-NeoX"); a wrong one gets the
+        nearest name."""
+        choices = _literal_choices(cls.model_fields[info.field_name].annotation)
+        if not choices or not isinstance(value, str):
+            return value
+        return match_choice(value, choices)
+
+
+def _literal_choices(annotation: Any) -> tuple[str, ...]:
+    """The string choices of a Literal annotation (or of Optional[Literal]); empty for anything else."""
+    if get_origin(annotation) is Literal:
+        return tuple(a for a in get_args(annotation) if isinstance(a, str))
+    if get_origin(annotation) in (Union, UnionType):
+        return tuple(c for arg in get_args(annotation) for c in _literal_choices(arg))
+    return ()
+
+
+def match_choice(value: str, choices: tuple[str, ...]) -> str:
+    """`value` as one of `choices`, ignoring case, spaces, - and _; else ValueError naming the nearest."""
+    def norm(text: str) -> str:
+        return text.strip().lower().replace("-", "_").replace(" ", "_")
+
+    by_norm = {norm(c): c for c in choices}
+    if norm(value) in by_norm:
+        return by_norm[norm(value)]
+    listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}" if len(choices) > 1 else repr(choices[0])
+    raise ValueError(f"input should be {listed}{did_you_mean(value, choices)}")
 
 
 def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - reads as a declaration
@@ -117,7 +200,7 @@ class ModelSection(Section):
 class TrainingSection(Section):
     tokens: Count | None = Q(None, "derived: data.hours of video x tokens per hour x epochs", ge=1)
     micro_batch: Whole = Q(8, "assumed: 8 sequences per device per micro-step", gt=0)
-    seq_len: Whole = Q(2048, "assumed: 2,048 tokens per sequence", gt=0)
+    seq_len: SequenceLength = Q(2048, "assumed: 2,048 tokens per sequence", gt=0)
     grad_accum: Whole = Q(1, "assumed: no gradient accumulation", gt=0)
     optimizer: Literal["adamw", "adam", "sgd"] = Q("adamw", "assumed: AdamW, the field's default")
     precision: Literal["bf16", "fp16", "fp32"] = Q("bf16", "assumed: bf16 mixed precision with fp32 master weights")
@@ -136,7 +219,7 @@ class TrainingSection(Section):
         gt=0,
         le=1,
     )
-    epochs: float = Q(1.0, "assumed: one pass over the data", gt=0)
+    epochs: Epochs = Q(1.0, "assumed: one pass over the data", gt=0)
 
 
 class ClusterSection(Section):
@@ -146,7 +229,7 @@ class ClusterSection(Section):
     mfu_end_to_end: bool = Q(False, "assumed: MFU is a single-device figure, so scaling efficiency applies")
     scaling_efficiency: Fraction = Q(
         0.9, "assumed: 90 % data-parallel efficiency at modest scale; 1 by definition on one device", gt=0, le=1)
-    cores: float = Q(8.0, "SPEC §7 reference point: 8 CPU cores per accelerator", ge=0)
+    cores: Cores = Q(8.0, "SPEC §7 reference point: 8 CPU cores per accelerator", ge=0)
     core_fps_1080p: PerSecond = Q(
         120.0, "SPEC §7: a CPU core decodes 120 frames/s of 1080p H.264, colour conversion and resize included",
         gt=0)
@@ -160,7 +243,8 @@ class ClusterSection(Section):
         25e9, "assumed: 25 GB/s usable host-to-device, PCIe Gen4 x16 (32 GB/s raw) at ~80 %", gt=0)
     runtime_buffers: Bytes = Q(
         2e9, "assumed: 2 GB per device for the CUDA context, NCCL buffers and allocator fragmentation", ge=0)
-    headroom: Fraction = Q(0.1, "assumed: keep 10 % of the card free", ge=0, le=10)
+    headroom: Headroom = Q(0.1, "assumed: keep 10 % of the card free (1.25 or 1.25x is a multiplier: 25 %)",
+                           ge=0, le=10)
     prefetch: bool = Q(True, "assumed: the loader prefetches, so a step costs max(load, compute)")
 
 
@@ -176,11 +260,11 @@ class DataSection(Section):
     side: Whole = Q(224, "SPEC §7 reference point: 224 px images", gt=0)
     patch: Whole = Q(14, "SPEC §7 reference point: 14 px patches", gt=0)
     buffer: Whole = Q(64, "SPEC §8: a 64-frame buffer between decoders and accelerator", gt=0)
-    bytes_per_token: float = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0)
+    bytes_per_token: BytesPerToken = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0)
     tokenizer_rate: PerSecond = Q(
         1e6, "assumed: 1 M tokens/s per core for a fast BPE tokenizer (Hugging Face tokenizers, indicative)", gt=0)
     tokenize_online: bool = Q(False, "assumed: token ids are packed ahead of time, no tokenizer in the loop")
-    hours: float = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0)
+    hours: Hours = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0)
 
 
 class StorageSection(Section):
@@ -196,8 +280,8 @@ class PricesSection(Section):
     core_hour: Dollars = Q(0.05, "assumed: $0.05 per CPU core-hour (two vCPUs of a compute-optimised VM)", ge=0)
     storage_gb_month: Dollars = Q(0.023, "AWS S3 Standard price per GB-month, first 50 TB (us-east-1)", ge=0)
     transfer_gb: Dollars = Q(0.01, "assumed: $0.01 per GB read across zones (AWS inter-AZ rate)", ge=0)
-    attempts: float = Q(3.0, "assumed: budget for 3 attempts, failed runs and restarts included", ge=1)
-    storage_months: float = Q(1.0, "assumed: an hour of data is kept one month", ge=0)
+    attempts: Attempts = Q(3.0, "assumed: budget for 3 attempts, failed runs and restarts included", ge=1)
+    storage_months: Months = Q(1.0, "assumed: an hour of data is kept one month", ge=0)
     data_hour: Dollars = Q(10.0, "assumed: $10 to buy or collect one hour of multi-camera recording", ge=0)
 
 
@@ -212,9 +296,9 @@ class EnergySection(Section):
 class ServingSection(Section):
     mfu: Fraction = Q(0.3, "assumed: inference MFU 0.3 at large batch", gt=0, le=1)
     tokens_per_request: Whole = Q(500, "assumed: 500 generated tokens per request", gt=0)
-    requests_per_day: float = Q(1e6, "assumed: one million requests a day", gt=0)
+    requests_per_day: PerDay = Q(1e6, "assumed: one million requests a day", gt=0)
     dtype: Literal["fp32", "bf16", "fp16", "int8", "int4"] = Q("bf16", "assumed: bf16 weights")
-    context: Whole = Q(4096, "assumed: 4,096 tokens of context per sequence", gt=0)
+    context: SequenceLength = Q(4096, "assumed: 4,096 tokens of context per sequence", gt=0)
     batch: Whole = Q(32, "assumed: 32 concurrent sequences per serving replica", gt=0)
     training_cost: Dollars | None = Q(None, "derived: the training bill of this workload", ge=0)
 
@@ -231,7 +315,7 @@ class SourceSpec(Section):
     width: Whole | None = Field(None, gt=0)
     height: Whole | None = Field(None, gt=0)
     fps: PerSecond | None = Field(None, gt=0)
-    hours: float | None = Field(None, gt=0, description="hours available")
+    hours: Hours | None = Field(None, gt=0, description="hours available")
 
 
 class Workload(BaseModel):
@@ -406,6 +490,9 @@ def load_workload(
     workload = build_workload(doc)
     workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
+    from trainplan.workload.model_source import reconcile_params_with_config  # imports this module
+
+    workload = reconcile_params_with_config(workload)  # model.params beside model.hf_config must agree
     if calibration is not None:
         from trainplan.measure import calibration as calibration_module
 
