@@ -223,7 +223,7 @@ def test_bad_budget() -> None:
         scaling.compute_optimal(1e21, scaling.ScalingLaw(1.0, 1.0, 1.0, 0.0, 0.3))
 
 
-# ---------------------------------------------------------------- the command line (SPEC §11)
+# ---------------------------------------------------------------- the command line (docs/index.md)
 
 
 def _cli(args: list[str]) -> tuple[int, str, str]:

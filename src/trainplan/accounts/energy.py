@@ -1,4 +1,4 @@
-"""Energy and emissions (SPEC §10): kWh = watts x hours x PUE; kg CO2 = kWh x grid intensity.
+"""Energy and emissions (docs/serving-scaling-energy.md): kWh = watts x hours x PUE; kg CO2 = kWh x grid intensity.
 
 Watts are the IT power drawn (per device x devices; the accelerator's TDP by default, an upper
 bound on what a busy board draws). PUE (power usage effectiveness) scales IT power to the

@@ -1,4 +1,4 @@
-"""The workload file: one TOML document naming every assumption of a job (SPEC §1, §11).
+"""The workload file: one TOML document naming every assumption of a job (docs/workload.md).
 
 Every leaf has a default with a unit and a source; the source of a default is
 the `description` of its field, so `trainplan validate` and the report can say
@@ -180,18 +180,18 @@ def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - rea
 
 
 class ModelSection(Section):
-    params: Count | None = Q(None, "assumed (no model given): the 93 M-parameter video model of SPEC §7's "
-                             "reference point", ge=1)
+    params: Count | None = Q(None, "assumed (no model given): the 93 M-parameter video model of the "
+                             "reference workload", ge=1)
     layers: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape (Dosovitskiy et al. 2021), "
                              "12 layers", gt=0)
     width: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape, width 768", gt=0)
     vocab: Whole | None = Q(None, "none: a vision model has no vocabulary", gt=0)
-    ffn_width: Whole | None = Q(None, "none: 4 x width, the standard block of SPEC §2", gt=0)
+    ffn_width: Whole | None = Q(None, "none: 4 x width, the standard block of docs/parameter-counts.md", gt=0)
     heads: Whole | None = Q(None, "none: width / 64 when needed (64-wide heads, GPT-2/ViT convention)", gt=0)
     kv_heads: Whole | None = Q(None, "none: equal to heads (no grouped-query attention)", gt=0)
     hf_config: str | None = Q(None, "none: a Hugging Face config.json gives the exact count")
     family: Literal["standard", "llama", "mistral", "qwen2", "gpt2", "gpt_neox", "mixtral"] = Q(
-        "standard", "SPEC §2: the standard 12 d^2 block unless a family is named")
+        "standard", "the standard 12 d^2 block (docs/parameter-counts.md) unless a family is named")
     tied: bool = Q(True, "assumed: input and output embeddings tied")
     experts: Whole = Q(1, "dense model: one expert", gt=0)
     experts_per_token: Whole = Q(1, "dense model: one expert per token", gt=0)
@@ -223,21 +223,21 @@ class TrainingSection(Section):
 
 
 class ClusterSection(Section):
-    accelerator: str | dict[str, Any] = Q("h100-sxm", "SPEC §7 reference point: one H100-SXM")
-    count: Whole = Q(1, "SPEC §7 reference point: one accelerator", gt=0)
-    mfu: Fraction = Q(0.4, "SPEC §7 reference point: MFU 0.4, typical of dense transformer training", gt=0, le=1)
+    accelerator: str | dict[str, Any] = Q("h100-sxm", "reference workload: one H100-SXM")
+    count: Whole = Q(1, "reference workload: one accelerator", gt=0)
+    mfu: Fraction = Q(0.4, "reference workload: MFU 0.4, typical of dense transformer training", gt=0, le=1)
     mfu_end_to_end: bool = Q(False, "assumed: MFU is a single-device figure, so scaling efficiency applies")
     scaling_efficiency: Fraction = Q(
         0.9, "assumed: 90 % data-parallel efficiency at modest scale; 1 by definition on one device", gt=0, le=1)
-    cores: Cores = Q(8.0, "SPEC §7 reference point: 8 CPU cores per accelerator", ge=0)
+    cores: Cores = Q(8.0, "reference workload: 8 CPU cores per accelerator", ge=0)
     core_fps_1080p: PerSecond = Q(
-        120.0, "SPEC §7: a CPU core decodes 120 frames/s of 1080p H.264, colour conversion and resize included",
+        120.0, "reference workload: a CPU core decodes 120 frames/s of 1080p H.264, colour conversion and resize included",
         gt=0)
     nvdec: bool = Q(False, "assumed: decode on CPU cores only")
     nvdec_fps_1080p: PerSecond = Q(
-        771.0, "SPEC §7: one NVDEC engine decodes 771 frames/s of 1080p H.264 (NVIDIA application note, indicative)",
+        771.0, "assumed: one NVDEC engine decodes 771 frames/s of 1080p H.264 (NVIDIA application note, indicative)",
         gt=0)
-    link: ByteRate = Q(1.5e9, "SPEC §7 reference point: 1.5 GB/s from storage to the host", gt=0)
+    link: ByteRate = Q(1.5e9, "reference workload: 1.5 GB/s from storage to the host", gt=0)
     interconnect: ByteRate | None = Q(None, "catalogue: the accelerator's interconnect per direction", gt=0)
     host_to_device: ByteRate = Q(
         25e9, "assumed: 25 GB/s usable host-to-device, PCIe Gen4 x16 (32 GB/s raw) at ~80 %", gt=0)
@@ -249,17 +249,17 @@ class ClusterSection(Section):
 
 
 class DataSection(Section):
-    kind: Literal["video", "tokens"] = Q("video", "SPEC §7 reference point: video")
-    cameras: Whole = Q(3, "SPEC §7 reference point: three cameras", gt=0)
-    width: Whole = Q(1920, "SPEC §7 reference point: 1080p", gt=0)
-    height: Whole = Q(1080, "SPEC §7 reference point: 1080p", gt=0)
-    fps: PerSecond = Q(30.0, "SPEC §7 reference point: 30 frames/s", gt=0)
-    bitrate: BitRate = Q(8e6, "SPEC §7 reference point: H.264 at 8 Mbit/s", gt=0)
+    kind: Literal["video", "tokens"] = Q("video", "reference workload: video")
+    cameras: Whole = Q(3, "reference workload: three cameras", gt=0)
+    width: Whole = Q(1920, "reference workload: 1080p", gt=0)
+    height: Whole = Q(1080, "reference workload: 1080p", gt=0)
+    fps: PerSecond = Q(30.0, "reference workload: 30 frames/s", gt=0)
+    bitrate: BitRate = Q(8e6, "reference workload: H.264 at 8 Mbit/s", gt=0)
     gop: Whole = Q(30, "assumed: a keyframe every 30 frames (one a second at 30 fps)", gt=0)
-    access: Literal["sequential", "random", "decoded"] = Q("sequential", "SPEC §7 reference point: frames in order")
-    side: Whole = Q(224, "SPEC §7 reference point: 224 px images", gt=0)
-    patch: Whole = Q(14, "SPEC §7 reference point: 14 px patches", gt=0)
-    buffer: Whole = Q(64, "SPEC §8: a 64-frame buffer between decoders and accelerator", gt=0)
+    access: Literal["sequential", "random", "decoded"] = Q("sequential", "reference workload: frames in order")
+    side: Whole = Q(224, "reference workload: 224 px images", gt=0)
+    patch: Whole = Q(14, "reference workload: 14 px patches", gt=0)
+    buffer: Whole = Q(64, "docs/simulation.md: a 64-frame buffer between decoders and accelerator", gt=0)
     bytes_per_token: BytesPerToken = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0)
     tokenizer_rate: PerSecond = Q(
         1e6, "assumed: 1 M tokens/s per core for a fast BPE tokenizer (Hugging Face tokenizers, indicative)", gt=0)
@@ -305,7 +305,7 @@ class ServingSection(Section):
 
 class SourceSpec(Section):
     """One data source of a mixture: its format, its price per hour bought, and how many
-    useful hours one hour of it yields (SPEC §9)."""
+    useful hours one hour of it yields (docs/pipeline-and-bill.md)."""
 
     name: str
     format: Literal["video", "decoded", "tokens"] = "video"
@@ -502,7 +502,7 @@ def load_workload(
     return workload
 
 
-# The model of the built-in default workload (SPEC §7's reference point), used only when the
+# The model of the built-in default workload (the reference workload (docs/pipeline-and-bill.md)), used only when the
 # workload names no model at all: a user's model.params or config.json must not inherit its shape.
 DEFAULT_MODEL = {"params": 93e6, "layers": 12, "width": 768}
 MODEL_IDENTITY_KEYS = ("params", "layers", "width", "hf_config")
