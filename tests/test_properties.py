@@ -1,6 +1,6 @@
 """Laws the numbers are built from, checked over random valid workloads (issue 8).
 
-Each property is stated once in words in its docstring; docs/readme/trust.md lists them.
+Each property is stated once in words in its docstring; docs/trust.md lists them.
 Workloads are hypothesis-generated dicts inside the schema's valid ranges, run through
 `workload.build_workload` and `plan.build_report`, or the pure account functions directly.
 """

@@ -17,7 +17,7 @@ HEADS = D // 128  # 128-wide heads, the Llama convention: 32 heads
 HEAD_DIM = D / HEADS  # 128
 PARAMS_7B = 12 * D**2 * L + V * D  # 6,442,450,944 + 524,288,000
 
-H100_PEAK = 989.5e12  # FLOP/s bf16 dense (docs/workload.md)
+H100_PEAK = 989.5e12  # FLOP/s bf16 dense (the catalogue, catalogue/accelerators.toml)
 H100_MEMORY = 81559 * 2**20  # bytes, catalogue
 H100_BW = 3.35e12  # bytes/s
 
