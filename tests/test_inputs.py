@@ -170,6 +170,42 @@ def test_counted_forms(key: str, written: str, value: float) -> None:
     assert getattr(getattr(planned(f"{key}={written}"), section), name) == pytest.approx(value, rel=1e-12)
 
 
+@pytest.mark.parametrize("key,written,value", [
+    ("training.tokens", '"2T tokens"', 2e12),
+    ("training.tokens", '"3 Tokens"', 3.0),  # the noun, not the T suffix
+    ("model.params", '"93M params"', 93e6),
+    ("data.side", '"224 px"', 224),
+    ("model.layers", '"24 layers"', 24),
+])
+def test_counts_may_name_what_they_count(key: str, written: str, value: float) -> None:
+    section, name = key.split(".")
+    extra = ["model.width=1024"] if key == "model.layers" else []
+    assert getattr(getattr(planned(f"{key}={written}", *extra), section), name) == value
+
+
+def test_count_refuses_a_unit_of_another_dimension() -> None:
+    assert refused('training.tokens="8 MB"').where == "training.tokens"
+
+
+@pytest.mark.parametrize("key,written,value", [
+    ("prices.accelerator_hour", '"$3/h"', 3.0),
+    ("prices.accelerator_hour", '"$2.50 per hour"', 2.5),
+    ("prices.accelerator_hour", '"$2/gpu-hour"', 2.0),
+    ("prices.core_hour", '"$0.05/core-hour"', 0.05),
+    ("prices.storage_gb_month", '"$0.023/GB-month"', 0.023),
+    ("prices.transfer_gb", '"$0.01 per GB"', 0.01),
+    ("prices.data_hour", '"$1,234.50/h"', 1234.5),
+    ("prices.accelerator_hour", "3", 3.0),
+])
+def test_prices_may_name_what_they_are_per(key: str, written: str, value: float) -> None:
+    section, name = key.split(".")
+    assert getattr(getattr(planned(f"{key}={written}"), section), name) == pytest.approx(value, rel=1e-12)
+
+
+def test_price_per_the_wrong_thing_is_refused() -> None:
+    assert refused('prices.transfer_gb="$0.01/h"').where == "prices.transfer_gb"
+
+
 def test_storage_months_in_days() -> None:
     """A month is a twelfth of 365.25 days: 365.25 d is 12 months, 30.4375 d one."""
     assert planned('prices.storage_months="365.25 d"').prices.storage_months == pytest.approx(12.0, rel=1e-12)
@@ -228,6 +264,16 @@ def test_wrong_enumeration_suggests_the_nearest(key: str, written: str, nearest:
     err = refused(f'{key}="{written}"')
     assert err.where == key
     assert f"did you mean {nearest!r}" in err.expected
+
+
+def test_region_in_any_case_and_nearest() -> None:
+    """France's row of the shipped grid table, 56 g/kWh, read by 'FR' as by 'fr'."""
+    upper = build_report(planned('energy.region="FR"'))["energy"]
+    lower = build_report(planned('energy.region="fr"'))["energy"]
+    assert upper["grid_g_per_kwh"] == lower["grid_g_per_kwh"] == 56
+    assert upper["kg_co2"] == pytest.approx(700 * 93.75 * 1.2 / 1000 * 56 / 1000, rel=1e-12)  # 4.41 kg
+    with pytest.raises(UserError, match="did you mean 'fr'"):
+        build_report(planned('energy.region="fra"'))
 
 
 @pytest.mark.parametrize("written,key", [

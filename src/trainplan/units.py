@@ -39,6 +39,14 @@ BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0*
 # Sequence and context lengths are written in binary thousands: "8k" is 8,192 tokens, "128k" 131,072
 # (every model card and config.json does so: max_position_embeddings 8192, 131072).
 SEQUENCE_SUFFIX = {"": 1.0, "k": 2.0**10, "K": 2.0**10, "Ki": 2.0**10, "M": 2.0**20, "Mi": 2.0**20}
+# What a count may name after its number ("2T tokens", "24 layers", "224 px"); never a unit of
+# another dimension, so "8 MB" is still refused for a count.
+COUNT_NOUNS = frozenset({
+    "token", "tokens", "param", "params", "parameter", "parameters", "frame", "frames", "px", "pixel", "pixels",
+    "layer", "layers", "camera", "cameras", "sequence", "sequences", "head", "heads", "expert", "experts",
+    "request", "requests", "core", "cores", "epoch", "epochs", "step", "steps", "device", "devices", "gpu", "gpus",
+    "accelerator", "accelerators", "checkpoint", "checkpoints", "copy", "copies", "attempt", "attempts",
+})
 # Suffixes people use for counts of parameters and tokens ("7B", "1.5T").
 COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
@@ -102,7 +110,13 @@ def _unit_factor(unit: str, dimension: Dimension) -> float | None:
     if dimension in _TABLES:
         return _TABLES[dimension].get(u)
     if dimension == "count":
-        return COUNT_SUFFIX.get(u.rstrip(), None) if u.lower() not in ("tokens", "params", "frames") else 1.0
+        # a suffix, then optionally what is counted: "7B", "2T tokens", "93M params", "224 px"
+        if u.lower() in COUNT_NOUNS:  # "3 Tokens": a noun, not the T suffix
+            return 1.0
+        m = re.fullmatch(r"([kKMBGTPE]?)\s*([A-Za-z]*)", u)
+        if m is None or (m.group(2) and m.group(2).lower() not in COUNT_NOUNS):
+            return None
+        return COUNT_SUFFIX[m.group(1)]
     if dimension == "bytes":
         return _prefixed(u, ("B", "byte", "bytes"))
     if dimension in ("byte_rate", "bit_rate"):
@@ -317,3 +331,16 @@ def parse_headroom(value: object, key: str = "value") -> float:
         number = parse(value, "count", key)
         return number - 1.0 if number >= 1 else number
     return parse(value, "fraction", key)
+
+
+def parse_price(value: object, per: tuple[str, ...], key: str = "value") -> float:
+    """Dollars for one unit of something, the unit optionally written: "$3/h", "$2.50 per hour",
+    "$0.023/GB-month", "0.01 $/GB"."""
+    if isinstance(value, str):
+        text = value.strip()
+        for suffix in sorted(per, key=len, reverse=True):
+            if text.lower().endswith(suffix.lower()) and len(text) > len(suffix):
+                text = text[: -len(suffix)].strip()
+                break
+        return parse(text.removesuffix("$").strip() if not text.startswith("$") else text, "dollars", key)
+    return parse(value, "dollars", key)

@@ -114,6 +114,13 @@ Headroom = Annotated[float, _natural(units.parse_headroom)]
 Cores = Annotated[float, _natural(units.parse_counted, ("cores", "core"))]
 Epochs = Annotated[float, _natural(units.parse_counted, ("epochs", "epoch"))]
 Attempts = Annotated[float, _natural(units.parse_counted, ("attempts", "attempt"))]
+# Prices may name what they are per: "$3/h", "$0.023/GB-month", "$0.01 per GB".
+HOUR_SUFFIXES = ("/h", "/hr", "/hour", " per hour", " an hour", "/accelerator-hour", "/gpu-hour", "/core-hour",
+                 "/device-hour", " per accelerator-hour", " per core-hour")
+PerHourPrice = Annotated[float, _natural(units.parse_price, HOUR_SUFFIXES)]
+PerGBPrice = Annotated[float, _natural(units.parse_price, ("/GB", " per GB"))]
+PerGBMonthPrice = Annotated[float, _natural(units.parse_price, ("/GB-month", "/GB/month", "/GB per month",
+                                                               " per GB-month", " per GB per month"))]
 PerDay = Annotated[float, _natural(units.parse_counted, ("requests a day", "requests per day", "requests/day",
                                                          "per day", "a day", "/day", "requests"))]
 ByteRate = Annotated[float, _unit("byte_rate")]
@@ -276,13 +283,13 @@ class StorageSection(Section):
 
 
 class PricesSection(Section):
-    accelerator_hour: Dollars = Q(3.0, "assumed: $3.00 per accelerator-hour, an on-demand H100 price (2025)", ge=0)
-    core_hour: Dollars = Q(0.05, "assumed: $0.05 per CPU core-hour (two vCPUs of a compute-optimised VM)", ge=0)
-    storage_gb_month: Dollars = Q(0.023, "AWS S3 Standard price per GB-month, first 50 TB (us-east-1)", ge=0)
-    transfer_gb: Dollars = Q(0.01, "assumed: $0.01 per GB read across zones (AWS inter-AZ rate)", ge=0)
+    accelerator_hour: PerHourPrice = Q(3.0, "assumed: $3.00 per accelerator-hour, an on-demand H100 price (2025)", ge=0)
+    core_hour: PerHourPrice = Q(0.05, "assumed: $0.05 per CPU core-hour (two vCPUs of a compute-optimised VM)", ge=0)
+    storage_gb_month: PerGBMonthPrice = Q(0.023, "AWS S3 Standard price per GB-month, first 50 TB (us-east-1)", ge=0)
+    transfer_gb: PerGBPrice = Q(0.01, "assumed: $0.01 per GB read across zones (AWS inter-AZ rate)", ge=0)
     attempts: Attempts = Q(3.0, "assumed: budget for 3 attempts, failed runs and restarts included", ge=1)
     storage_months: Months = Q(1.0, "assumed: an hour of data is kept one month", ge=0)
-    data_hour: Dollars = Q(10.0, "assumed: $10 to buy or collect one hour of multi-camera recording", ge=0)
+    data_hour: PerHourPrice = Q(10.0, "assumed: $10 to buy or collect one hour of multi-camera recording", ge=0)
 
 
 class EnergySection(Section):
@@ -309,7 +316,7 @@ class SourceSpec(Section):
 
     name: str
     format: Literal["video", "decoded", "tokens"] = "video"
-    price_hour: Dollars = Field(0.0, ge=0, description="dollars per hour of data bought")
+    price_hour: PerHourPrice = Field(0.0, ge=0, description="dollars per hour of data bought")
     exchange_rate: Fraction = Field(1.0, gt=0, description="useful hours per hour of data")
     bitrate: BitRate | None = Field(None, gt=0, description="stored bit rate; default data.bitrate")
     width: Whole | None = Field(None, gt=0)
