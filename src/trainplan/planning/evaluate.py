@@ -354,7 +354,7 @@ def assumptions(w: Workload) -> dict[str, dict[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------- serving, training bill, energy (SPEC §10)
+# ---------------------------------------------------------------- serving, training bill, energy (docs/serving-scaling-energy.md)
 
 
 def served_model(model: Any, name: str = "workload model") -> serving_mod.ServedModel:
@@ -408,7 +408,7 @@ def energy_of(w: Any, wall_seconds: float) -> energy_mod.EnergyEstimate:
 
 
 def extra_accounts(w: Workload, model: ModelFacts, report: dict[str, Any]) -> None:
-    """Add `training_cost`, `energy` and `serving` (SPEC §10) to a plan report."""
+    """Add `training_cost`, `energy` and `serving` (docs/serving-scaling-energy.md) to a plan report."""
     if not math.isfinite(report["compute"]["wall_seconds"]):
         # the input pipeline supplies nothing: the run never ends, so it has no bill to state
         why = "the input pipeline supplies nothing (busy 0): no finite wall time to price"
