@@ -387,3 +387,12 @@ def test_parse_size_reads_units_and_zero() -> None:
 def test_format_sequence_length_round_trips() -> None:
     assert units.format_quantity(8192, "sequence_length") == "8192"
     assert units.parse(units.format_quantity(131072, "sequence_length"), "sequence_length") == 131072
+
+
+def test_config_relative_to_the_workload_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/llama2-7b-pretrain.toml names configs/llama-2-7b.json beside it; from another folder,
+    7B beside it still agrees and the exact count is planned."""
+    monkeypatch.chdir(tmp_path)
+    example = Path(__file__).resolve().parents[1] / "examples" / "llama2-7b-pretrain.toml"
+    rows = build_report(load_workload(example, ["model.params=7B"]))["assumptions"]
+    assert rows["model.params"]["value"] == LLAMA2_7B
