@@ -1,8 +1,8 @@
-"""Speed of the queue engine (SPEC §8) against the SimPy reference model, side by side.
+"""Speed of the queue engine (docs/simulation.md) against the SimPy reference model, side by side.
 
     .venv/bin/python benchmarks/bench_queue.py [--frames-simpy N] [--frames 1000000]
 
-1. One service-time sample of the default workload (SPEC §7 reference point: 8 CPU
+1. One service-time sample of the default workload (reference workload: 8 CPU
    decoders at 1/120 s, a demand of 2,770.78 frames/s, 33 kB frames read at 1.5 GB/s),
    run by the engine (`trainplan.simulate.queue.simulate`, full result: statistics and
    timeline) and by the SimPy model of tests/simpy_reference.py, which must agree on
@@ -36,7 +36,7 @@ from simpy_reference import simulate_simpy  # noqa: E402
 
 from trainplan.simulate.queue import QueueSpec, Variability, sample_service_times, simulate  # noqa: E402
 
-DEMAND = 0.4 * 989.5e12 / (6 * 93e6 * 256)  # frames/s, SPEC §7 reference point
+DEMAND = 0.4 * 989.5e12 / (6 * 93e6 * 256)  # frames/s, reference workload
 READ = 8e6 / 30 / 8 / 1.5e9  # seconds per 33,333-byte frame at 1.5 GB/s
 DEFAULT = QueueSpec(READ, (1 / 120,) * 8, 1 / DEMAND)
 SPEEDUP_TARGET = 10.0

@@ -1,6 +1,6 @@
 """Full-grid Chinchilla fit (Approach 3 as replicated by Besiroglu et al. 2024).
 
-Fits L(N, D) = E + A/N^alpha + B/D^beta to ../shared/data/chinchilla_runs.csv from the
+Fits L(N, D) = E + A/N^alpha + B/D^beta to the packaged Chinchilla runs (trainplan/catalogue/chinchilla_runs.csv) from the
 replication's 4,500 starting points, prints the constants, the bootstrap standard errors and
 the seconds each stage took, and checks them against the replication's published fit
 (E = 1.82, A = 482.0, B = 2085.4, alpha = 0.3478, beta = 0.3658) with generous bounds.
@@ -14,11 +14,13 @@ import argparse
 import json
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 
 from trainplan.accounts import scaling
 
-DEFAULT_RUNS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "chinchilla_runs.csv"
+# The Chinchilla runs ship inside the package (source: src/trainplan/catalogue/chinchilla_runs.md).
+DEFAULT_RUNS = Path(str(resources.files("trainplan.catalogue").joinpath("chinchilla_runs.csv")))
 
 # Generous bounds: the data are points read off a figure, and the fit ridge is flat along A-alpha.
 BOUNDS = {"E": (1.75, 1.90), "A": (350.0, 650.0), "B": (1200.0, 3500.0), "alpha": (0.32, 0.37), "beta": (0.34, 0.39)}
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if not Path(args.runs).is_file():
-        print(f"skipped: no runs file at {args.runs} (the shared Chinchilla runs)")
+        print(f"skipped: no runs file at {args.runs} (the packaged Chinchilla runs)")
         return 0
     runs = scaling.read_runs(args.runs)
     t0 = time.perf_counter()

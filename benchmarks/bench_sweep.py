@@ -1,4 +1,4 @@
-"""A sweep of a million configurations (SPEC issue 7: "well under a minute"); prints seconds.
+"""A sweep of a million configurations (issue 7: "well under a minute"); prints seconds.
 
 Run: .venv/bin/python benchmarks/bench_sweep.py   (with CI=true it asserts a generous bound)
 """

@@ -1,4 +1,4 @@
-"""A real end-to-end check of the pipeline account (SPEC §7) on the machine at hand.
+"""A real end-to-end check of the pipeline account (docs/pipeline-and-bill.md) on the machine at hand.
 
 Synthetic H.264 clips are written to disk; a PyTorch DataLoader with a worker process
 decodes them with PyAV (one thread, colour conversion and resize to the model side
@@ -172,7 +172,7 @@ class PatchMLP(nn.Module):
     """A small vision model: patches -> linear embedding -> residual MLP blocks -> mean -> classes.
 
     Every weight is applied once per token (no attention), so training costs 6 P FLOP
-    per token up to the head, as SPEC §3 counts."""
+    per token up to the head, as docs/accounts.md counts."""
 
     def __init__(self, side: int, patch: int, width: int, depth: int, classes: int) -> None:
         super().__init__()

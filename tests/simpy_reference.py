@@ -1,4 +1,4 @@
-"""The queue of SPEC §8 written in SimPy: the outside reference for trainplan.simulate.queue.
+"""The queue of docs/simulation.md written in SimPy: the outside reference for trainplan.simulate.queue.
 
 Same semantics as the engine (see trainplan/queue.py): one serial reader feeding a
 read-ahead `Store` (unbounded unless `read_ahead_frames`), c decoder processes taking

@@ -2,7 +2,7 @@
 and with --output no file (nor temporary file) left behind (issue 8).
 
 Each case is run as a user would run it, as a subprocess: `trainplan plan FILE --output OUT`
-and `trainplan validate FILE`. The table in docs/readme/trust.md lists the same cases.
+and `trainplan validate FILE`. The table in docs/trust.md lists the same cases.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The foundation's accounts, checked against figures derived by hand from SPEC §3-§6,
+"""The foundation's accounts, checked against figures derived by hand from docs/accounts.md,
 and the published worked example (issue 2) to its printed precision."""
 
 import math

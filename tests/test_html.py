@@ -44,7 +44,7 @@ def test_page_is_self_contained_with_tables_and_plots():
         assert f"id={plot}" in page
     for account in ("compute", "memory", "network", "storage", "pipeline", "bill", "assumptions"):
         assert f"<h2 id={account}>" in page
-    assert "Decode binds" in page  # the verdict (SPEC §7 reference point)
+    assert "Decode binds" in page  # the verdict (reference workload)
 
 
 def test_busy_curve_marks_the_current_point():

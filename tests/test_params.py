@@ -226,7 +226,7 @@ def test_llama_2_7b_by_hand() -> None:
 
 
 def test_llm_analysis_miss_on_llama_2_7b() -> None:
-    """What llm-analysis prints for Llama-2-7B, and where the 2.4 % goes (docs/readme/params.md).
+    """What llm-analysis prints for Llama-2-7B, and where the 2.4 % goes (docs/parameter-counts.md).
 
     llm-analysis (cli99/llm-analysis, model_configs/NousResearch_Llama-2-7b-hf.json)
     counts attention 4 d^2, an MLP of two matrices of width ffn_embed_dim = 16384

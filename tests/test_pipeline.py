@@ -1,4 +1,4 @@
-"""The input pipeline and the bill (SPEC §7, §9): the reference point to its printed
+"""The input pipeline and the bill (docs/pipeline-and-bill.md): the reference point to its printed
 precision from `trainplan plan` with no file, other states derived by hand, invariants."""
 
 import math

@@ -1,4 +1,4 @@
-"""Probes: the decode probe against PyAV itself and SPEC §7's formulas; read, matmul, transfer, all-reduce.
+"""Probes: the decode probe against PyAV itself and the pipeline formulas; read, matmul, transfer, all-reduce.
 
 Clips are tiny (192x108, a few dozen frames) so the file runs in seconds on 2 cores;
 rates measured here are only checked for consistency, never against a figure.
@@ -59,7 +59,7 @@ def test_sequential_rates_follow_the_definitions(clip):
     assert r.frames_decoded == r.frames_used == 40 == len(pts)
     assert r.frames_per_cpu_second == pytest.approx(40 / r.cpu_seconds)
     assert r.frames_per_wall_second == pytest.approx(40 / r.wall_seconds)
-    # SPEC §11: 1080p-equivalent = fps_at_size x (W H) / (1920 x 1080), here 192*108 / 2073600 = 0.01
+    # 1080p-equivalent = fps_at_size x (W H) / (1920 x 1080), here 192*108 / 2073600 = 0.01
     assert r.frames_per_cpu_second_1080p == pytest.approx(r.frames_per_cpu_second * 192 * 108 / 2073600)
     assert r.frames_decoded_per_frame_used == 1.0 == r.expected_frames_decoded_per_frame_used
     assert r.core_fps_1080p == pytest.approx(r.frames_per_cpu_second_1080p)
@@ -76,7 +76,7 @@ def test_postprocess_outputs(clip):
 
 def test_random_access_decodes_g_frames_per_frame_used(clip):
     """Seek to the keyframe, decode forward to the target: with one target at every offset of the
-    GOP (samples = G, stratified) the mean is exactly SPEC §7's g = (G + 1) / 2 = 5.5."""
+    GOP (samples = G, stratified) the mean is exactly g = (G + 1) / 2 = 5.5."""
     _, pts = probe.decode_sequential(clip, postprocess="none")
     r = probe.decode_random(clip, pts, samples=10, seed=3, postprocess="none")
     assert r.frames_used == 10
@@ -179,7 +179,7 @@ def test_allreduce_gloo_two_local_processes():
     r = probe.allreduce(processes=2, size=2**20, repeats=3)
     assert r.backend == "gloo" and r.world_size == 2 and r.launched_by == "local processes"
     assert r.algorithm_bytes_per_second == pytest.approx(r.bytes / r.seconds_per_allreduce)
-    # SPEC §5 ring: each participant sends 2 (N-1)/N M bytes; with N = 2 that is M
+    # docs/accounts.md ring: each participant sends 2 (N-1)/N M bytes; with N = 2 that is M
     assert r.bus_bytes_per_second == pytest.approx(r.algorithm_bytes_per_second)
 
 

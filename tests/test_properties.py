@@ -1,6 +1,6 @@
 """Laws the numbers are built from, checked over random valid workloads (issue 8).
 
-Each property is stated once in words in its docstring; docs/readme/trust.md lists them.
+Each property is stated once in words in its docstring; docs/trust.md lists them.
 Workloads are hypothesis-generated dicts inside the schema's valid ranges, run through
 `workload.build_workload` and `plan.build_report`, or the pure account functions directly.
 """
@@ -50,7 +50,7 @@ def accelerator(draw: st.DrawFn) -> Any:
 
 @st.composite
 def workloads(draw: st.DrawFn, kind: str | None = None) -> dict[str, Any]:
-    """A workload dict within the schema's valid ranges (every key of SPEC §11 that the accounts read)."""
+    """A workload dict within the schema's valid ranges (every workload key the accounts read)."""
     kind = kind or draw(st.sampled_from(["video", "tokens"]))
     side = draw(st.integers(16, 1024))
     doc: dict[str, Any] = {
@@ -68,7 +68,7 @@ def workloads(draw: st.DrawFn, kind: str | None = None) -> dict[str, Any]:
             "scaling_efficiency": draw(fraction(0.1)), "cores": draw(st.floats(0.0, 256.0)),
             "core_fps_1080p": draw(log_uniform(1.0, 2000.0)), "nvdec": draw(st.booleans()),
             "link": draw(log_uniform(1e6, 1e11)), "host_to_device": draw(log_uniform(1e8, 1e11)),
-            "runtime_buffers": draw(st.floats(0.0, 8e9)), "headroom": draw(st.floats(0.0, 0.5)),
+            "runtime_buffers": draw(st.one_of(st.just(0.0), st.floats(1e6, 8e9))),  # under 1 MB: refused "headroom": draw(st.floats(0.0, 0.5)),
             "prefetch": draw(st.booleans()),
         },
         "data": {

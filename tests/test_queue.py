@@ -1,4 +1,4 @@
-"""The queue of SPEC §8: by hand, against SimPy, and against the formula of §7."""
+"""The queue of docs/simulation.md: by hand, against SimPy, and against the busy-fraction formula (docs/pipeline-and-bill.md)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from trainplan.simulate.queue import (  # noqa: E402
     simulated_check,
 )
 
-# SPEC §7 reference point, per frame: 8 cores at 120 frames/s of 1080p, demand 2,770.78
+# reference workload, per frame: 8 cores at 120 frames/s of 1080p, demand 2,770.78
 # frames/s (0.4 x 989.5e12 / (6 x 93e6 x 256)), a frame of 8 Mbit/s / 30 fps / 8 = 33,333
 # bytes read at 1.5 GB/s.
 DEMAND = 0.4 * 989.5e12 / (6 * 93e6 * 256)

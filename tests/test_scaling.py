@@ -4,6 +4,7 @@ checked against a numerical minimisation (scipy), the fit against the replicatio
 from __future__ import annotations
 
 import math
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +15,10 @@ from scipy.special import huber as scipy_huber
 from trainplan.accounts import scaling
 from trainplan.errors import UserError
 
-RUNS_CSV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "chinchilla_runs.csv"
+# The Chinchilla runs ship inside the package (source: src/trainplan/catalogue/chinchilla_runs.md).
+RUNS_CSV = Path(str(resources.files("trainplan.catalogue").joinpath("chinchilla_runs.csv")))
 CH = scaling.CHINCHILLA_APPROACH3
-needs_runs = pytest.mark.skipif(not RUNS_CSV.is_file(), reason=f"{RUNS_CSV} (the shared Chinchilla runs) not present")
+needs_runs = pytest.mark.skipif(not RUNS_CSV.is_file(), reason=f"{RUNS_CSV} (the packaged Chinchilla runs) not present")
 
 
 def test_loss_by_hand() -> None:
@@ -221,7 +223,7 @@ def test_bad_budget() -> None:
         scaling.compute_optimal(1e21, scaling.ScalingLaw(1.0, 1.0, 1.0, 0.0, 0.3))
 
 
-# ---------------------------------------------------------------- the command line (SPEC §11)
+# ---------------------------------------------------------------- the command line (docs/index.md)
 
 
 def _cli(args: list[str]) -> tuple[int, str, str]:

@@ -1,4 +1,4 @@
-"""Serving: every figure derived by hand from the formulas of SPEC §10; the 7 B example model
+"""Serving: every figure derived by hand from the formulas of docs/serving-scaling-energy.md; the 7 B example model
 (32 layers, width 4,096, vocabulary 128,000) sized from its shape alone; the KV cache checked
 against the tensors transformers actually caches."""
 
@@ -11,13 +11,13 @@ import pytest
 from trainplan.accounts import serving
 from trainplan.errors import UserError
 
-# The 7 B example model, from its shape alone (SPEC §2: 12 d^2 per layer + V d).
+# The 7 B example model, from its shape alone (docs/parameter-counts.md: 12 d^2 per layer + V d).
 L, D, V = 32, 4096, 128_000
 HEADS = D // 128  # 128-wide heads, the Llama convention: 32 heads
 HEAD_DIM = D / HEADS  # 128
 PARAMS_7B = 12 * D**2 * L + V * D  # 6,442,450,944 + 524,288,000
 
-H100_PEAK = 989.5e12  # FLOP/s bf16 dense (SPEC §1)
+H100_PEAK = 989.5e12  # FLOP/s bf16 dense (the catalogue, catalogue/accelerators.toml)
 H100_MEMORY = 81559 * 2**20  # bytes, catalogue
 H100_BW = 3.35e12  # bytes/s
 
@@ -181,7 +181,7 @@ def test_devices_are_sized_for_the_requested_batch() -> None:
     assert e.batch == 64 and e.max_batch >= 64
 
 
-# ---------------------------------------------------------------- the command line (SPEC §11)
+# ---------------------------------------------------------------- the command line (docs/index.md)
 
 
 def _cli(args: list[str]) -> tuple[int, str, str]:

@@ -1,4 +1,4 @@
-"""trainplan solve: answers derived by hand from the formulas of SPEC §3, §4 and §7."""
+"""trainplan solve: answers derived by hand from the formulas of docs/accounts.md and docs/pipeline-and-bill.md."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from trainplan.planning import solve
 from trainplan.catalogue.accelerators import accelerators
 from trainplan.errors import UserError
 
-# SPEC §7 reference point: demand D = μ Φ / (6 P n) frames/s, n = floor(224/14)^2 = 256
+# reference workload: demand D = μ Φ / (6 P n) frames/s, n = floor(224/14)^2 = 256
 PEAK_H100 = 989.5e12
 DEMAND = 0.4 * PEAK_H100 / (6 * 93e6 * 256)  # 2,770.78 frames/s
 CORE_FPS = 120.0
@@ -28,7 +28,7 @@ def test_fewest_cores_for_busy_095():
 
 
 def test_largest_micro_batch_that_fits():
-    # per device = (16 P + b S d 2 L k + buffers) (1 + headroom) <= memory   (SPEC §4)
+    # per device = (16 P + b S d 2 L k + buffers) (1 + headroom) <= memory   (docs/accounts.md)
     memory = accelerators()["h100-sxm"].memory
     per_sample = 2048 * 768 * 2 * 12 * 17  # S d bytes L k
     expected = math.floor((memory / 1.1 - 16 * 93e6 - 2e9) / per_sample)

@@ -111,7 +111,7 @@ def test_cli_csv_columns(cli):
     assert res.returncode == 0, res.stderr
     table = list(csv.DictReader(io.StringIO(res.stdout)))
     assert [float(r["cluster.cores"]) for r in table] == [8, 16, 24]
-    # busy = min(1, cores x 120 / 2770.78 demand) (SPEC §7 reference point)
+    # busy = min(1, cores x 120 / 2770.78 demand) (reference workload)
     demand = 0.4 * 989.5e12 / (6 * 93e6 * 256)
     for r in table:
         assert float(r["pipeline.busy"]) == pytest.approx(min(1.0, float(r["cluster.cores"]) * 120 / demand))

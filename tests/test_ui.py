@@ -2,7 +2,7 @@
 
 The browser test drives Debian's chromium (installed by .ci/run) headless through Playwright,
 moves the cores slider and checks the busy fraction and the binding stage against the formula
-of SPEC §7 for the default workload:
+of docs/pipeline-and-bill.md for the default workload:
 
     demand  D = μ Φ / (6 P n) = 0.4 · Φ_H100,bf16 / (6 · 93e6 · 256)  ≈ 2,770.78 frames/s
     supply  S = cores · 120 frames/s (1080p, frames in order: g = 1, no video decoders)
@@ -77,7 +77,7 @@ def test_default_plan_is_build_report(client: TestClient) -> None:
     data = res.json()
     series = data.pop("series")
     assert data == as_json(plan.build_report(load_workload(None)))
-    assert data["pipeline"]["busy"] == pytest.approx(960 / 2770.777, rel=1e-5)  # SPEC §7: 34.6 %
+    assert data["pipeline"]["busy"] == pytest.approx(960 / 2770.777, rel=1e-5)  # docs/pipeline-and-bill.md: 34.6 %
     assert data["pipeline"]["bottleneck"] == "decode"
     assert series["x"] == "cluster.cores"
 
@@ -323,7 +323,7 @@ def test_browser_cores_slider_moves_busy_and_binding_stage(served_url: str, tmp_
                 assert page.text_content("#cores-needed") == "23.1"
                 assert float(page.get_attribute("#plot-point", "cy")) >= 0
                 xs.append(float(page.get_attribute("#plot-point", "cx")))
-            # SPEC §7 by hand: 8 -> 34.6 %, 16 -> 69.3 %, 24 -> 100 %
+            # docs/pipeline-and-bill.md by hand: 8 -> 34.6 %, 16 -> 69.3 %, 24 -> 100 %
             assert [f"{expected_busy(c)[0] * 100:.1f} %" for c in (8, 16, 24)] == ["34.6 %", "69.3 %", "100.0 %"]
             assert xs[0] < xs[1] < xs[2]
             assert page.text_content("#verdict").startswith("The accelerator binds")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Iterable
 
 
 class UserError(Exception):
@@ -15,6 +17,29 @@ class UserError(Exception):
         self.where = where
         self.expected = expected
         super().__init__(f"{where}: {expected}")
+
+
+def nearest_name(name: str, choices: Iterable[str]) -> str | None:
+    """The choice a mistyped `name` most likely meant. Case, spaces, - and _ are ignored; a name that
+    begins a choice wins over a look-alike ("H100" means h100-sxm, not h200)."""
+    def norm(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch not in " -_")
+
+    options = list(choices)
+    typed = norm(name)
+    if not typed:
+        return None
+    starting = [c for c in options if norm(c).startswith(typed)]
+    if starting:
+        return min(starting, key=len)
+    close = difflib.get_close_matches(typed, [norm(c) for c in options], n=1, cutoff=0.6)
+    return next(c for c in options if norm(c) == close[0]) if close else None
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' for the nearest choice, or '' when none is near."""
+    near = nearest_name(name, choices)
+    return f" (did you mean {near!r}?)" if near is not None else ""
 
 
 # Checks for the pure modules' own arguments (called from Python, not through the workload

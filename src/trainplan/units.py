@@ -31,10 +31,22 @@ Dimension = Literal[
     "frequency",  # per second (fps)
     "dollars",
     "carbon",  # grams CO2-equivalent per kWh
+    "sequence_length",  # tokens in a sequence: "8k" is 8,192 as the field writes context lengths
 ]
 
 DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+# Sequence and context lengths are written in binary thousands: "8k" is 8,192 tokens, "128k" 131,072
+# (every model card and config.json does so: max_position_embeddings 8192, 131072).
+SEQUENCE_SUFFIX = {"": 1.0, "k": 2.0**10, "K": 2.0**10, "Ki": 2.0**10, "M": 2.0**20, "Mi": 2.0**20}
+# What a count may name after its number ("2T tokens", "24 layers", "224 px"); never a unit of
+# another dimension, so "8 MB" is still refused for a count.
+COUNT_NOUNS = frozenset({
+    "token", "tokens", "param", "params", "parameter", "parameters", "frame", "frames", "px", "pixel", "pixels",
+    "layer", "layers", "camera", "cameras", "sequence", "sequences", "head", "heads", "expert", "experts",
+    "request", "requests", "core", "cores", "epoch", "epochs", "step", "steps", "device", "devices", "gpu", "gpus",
+    "accelerator", "accelerators", "checkpoint", "checkpoints", "copy", "copies", "attempt", "attempts",
+})
 # Suffixes people use for counts of parameters and tokens ("7B", "1.5T").
 COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
@@ -62,7 +74,10 @@ EXPECTED = {
     "fraction": "a fraction such as 0.25 or 25 %",
     "frequency": "a rate such as 30 or 30 fps",
     "dollars": "an amount such as 2.5 or $2.5",
+    "sequence_length": "a length in tokens such as 2048, 8k (8,192) or 128k (131,072)",
 }
+
+BITS_PER_BYTE = 8.0
 
 
 def _prefixed(unit: str, bases: tuple[str, ...]) -> float | None:
@@ -95,19 +110,32 @@ def _unit_factor(unit: str, dimension: Dimension) -> float | None:
     if dimension in _TABLES:
         return _TABLES[dimension].get(u)
     if dimension == "count":
-        return COUNT_SUFFIX.get(u.rstrip(), None) if u.lower() not in ("tokens", "params", "frames") else 1.0
+        # a suffix, then optionally what is counted: "7B", "2T tokens", "93M params", "224 px"
+        if u.lower() in COUNT_NOUNS:  # "3 Tokens": a noun, not the T suffix
+            return 1.0
+        m = re.fullmatch(r"([kKMBGTPE]?)\s*([A-Za-z]*)", u)
+        if m is None or (m.group(2) and m.group(2).lower() not in COUNT_NOUNS):
+            return None
+        return COUNT_SUFFIX[m.group(1)]
     if dimension == "bytes":
         return _prefixed(u, ("B", "byte", "bytes"))
-    if dimension == "byte_rate":
+    if dimension in ("byte_rate", "bit_rate"):
+        # a link is quoted in either: "400 Gbit/s" and "10 Gbps" for a network card, "25 GB/s" for PCIe
         for per in ("/s", "ps"):
             if u.endswith(per):
-                return _prefixed(u[: -len(per)], ("B", "byte", "bytes"))
+                in_bytes = _prefixed(u[: -len(per)], ("B", "byte", "bytes"))
+                in_bits = _prefixed(u[: -len(per)], ("bit", "bits", "b"))
+                if dimension == "byte_rate":
+                    return in_bytes if in_bytes is not None else (
+                        in_bits / BITS_PER_BYTE if in_bits is not None else None)
+                return in_bits if in_bits is not None else (
+                    in_bytes * BITS_PER_BYTE if in_bytes is not None else None)
         return None
-    if dimension == "bit_rate":
-        for per in ("/s", "ps"):
-            if u.endswith(per):
-                return _prefixed(u[: -len(per)], ("bit", "bits", "b"))
-        return None
+    if dimension == "sequence_length":
+        for noun in ("tokens", "token"):
+            if u.endswith(noun):
+                u = u[: -len(noun)].strip()
+        return SEQUENCE_SUFFIX.get(u)
     if dimension == "flop_rate":
         for base in ("FLOPS", "FLOP/s", "flops", "flop/s", "FLOPs/s"):
             f = _prefixed(u, (base,))
@@ -125,10 +153,10 @@ def _unit_factor(unit: str, dimension: Dimension) -> float | None:
     if dimension == "frequency":
         if u in ("1/s", "per s"):
             return 1.0
-        # "30 fps", "1.2 kHz", and "1.5 k/s" as format_quantity writes it
-        for base in ("fps", "/s", "Hz"):
-            if u.endswith(base) and u[: len(u) - len(base)] in DECIMAL:
-                return DECIMAL[u[: len(u) - len(base)]]
+        # "30 fps", "1.2 kHz", "1.5 k/s" as format_quantity writes it, "1M tokens/s", "120 frames/s"
+        for base in ("fps", "frames/s", "tokens/s", "/s", "Hz"):
+            if u.endswith(base) and u[: len(u) - len(base)].strip() in DECIMAL:
+                return DECIMAL[u[: len(u) - len(base)].strip()]
         return None
     if dimension == "dollars":
         return 1.0 if u in ("$", "USD", "usd", "dollars") else None
@@ -177,6 +205,7 @@ SYMBOL = {
     "count": "",
     "fraction": "",
     "dollars": "$",
+    "sequence_length": "",
 }
 
 _PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
@@ -190,6 +219,8 @@ def format_quantity(value: float, dimension: Dimension, digits: int = 3) -> str:
         return f"{value * 100:.{max(digits - 2, 1)}f} %"
     if dimension == "dollars":
         return f"${value:,.2f}" if abs(value) >= 0.01 or value == 0 else f"${value:.{digits}g}"
+    if dimension == "sequence_length":  # whole tokens, written out: "8k" would read back as 8,192
+        return f"{value:.0f}" if abs(value) < 1e15 else f"{value:.{digits}g}"
     if dimension == "time":
         for size, name in ((86400.0, "d"), (3600.0, "h"), (60.0, "min")):
             if abs(value) >= size:
@@ -202,3 +233,114 @@ def format_quantity(value: float, dimension: Dimension, digits: int = 3) -> str:
                 prefix = {"G": "B"}.get(prefix, prefix)
             return f"{value / size:.{digits}g} {prefix}{symbol}".rstrip()
     return f"{value:.{digits}g} {symbol}".rstrip()
+
+
+# ---------------------------------------------------------------- natural forms the schema reads
+# Each reads a value as a person writes it for one kind of key, and refuses the readings that are
+# easy to get wrong without a word (a unit left off a size, a percentage written as a multiplier).
+
+# No memory, buffer or file size trainplan plans is below a megabyte: a plain number under it is a
+# unit left off ("80" for an 80 GB card), never a size someone means in bytes.
+PLAUSIBLE_PLAIN_BYTES = 1e6
+
+
+def _is_plain_number(value: object) -> bool:
+    """A number, or text that is only a number (no unit)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    if isinstance(value, str):
+        m = _QUANTITY.match(value.strip())
+        return bool(m) and not (m.group("unit") or "").strip()
+    return False
+
+
+def parse_size(value: object, key: str = "value") -> float:
+    """Bytes as `parse` reads them, refusing a plain number below PLAUSIBLE_PLAIN_BYTES:
+    "80" is refused with "80 bytes? write 80 GB"; "80 GB", "80 GiB", "80 B" and 0 are read."""
+    size = parse(value, "bytes", key)
+    if _is_plain_number(value) and 0 < size < PLAUSIBLE_PLAIN_BYTES:
+        shown = f"{size:g}"
+        raise UserError(key, f"{shown} bytes? write {shown} GB (a plain number is read in bytes; write the "
+                        f"unit, or '{shown} B' if bytes are meant)")
+    return size
+
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def parse_hours(value: object, key: str = "value") -> float:
+    """Hours: a plain number is hours ("1000" is 1,000 h); with a unit, any duration ("1000 h", "90 min",
+    "2 d")."""
+    if _is_plain_number(value):
+        return parse(value, "count", key)
+    return parse(value, "time", key) / SECONDS_PER_HOUR
+
+
+# A month is a twelfth of a Julian year (365.25 days), as storage is billed per calendar month.
+SECONDS_PER_MONTH = 365.25 * 86400.0 / 12
+MONTH_UNITS = {"month": 1.0, "months": 1.0, "mo": 1.0, "year": 12.0, "years": 12.0, "yr": 12.0, "y": 12.0}
+
+
+def parse_months(value: object, key: str = "value") -> float:
+    """Months: a plain number is months; "3 months", "1 year", or any duration ("90 d")."""
+    if _is_plain_number(value):
+        return parse(value, "count", key)
+    if isinstance(value, str):
+        m = _QUANTITY.match(value.strip())
+        if m and (m.group("unit") or "").strip() in MONTH_UNITS:
+            return parse(m.group("num"), "count", key) * MONTH_UNITS[(m.group("unit") or "").strip()]
+    try:
+        return parse(value, "time", key) / SECONDS_PER_MONTH
+    except UserError:
+        raise UserError(key, f"expected a duration in months such as 1, 3 months, 1 year or 90 d, got {value!r}") \
+            from None
+
+
+def parse_counted(value: object, nouns: tuple[str, ...], key: str = "value") -> float:
+    """A count that may name what it counts: "8 cores", "3 epochs", "1M requests/day"."""
+    if isinstance(value, str):
+        text = value.strip()
+        for noun in sorted(nouns, key=len, reverse=True):
+            if text.lower().endswith(noun.lower()) and len(text) > len(noun):
+                text = text[: -len(noun)].strip()
+                break
+        try:
+            return parse(text, "count", key)
+        except UserError:
+            raise UserError(key, f"expected {EXPECTED['count']}, optionally followed by {nouns[0]!r}, "
+                            f"got {value!r}") from None
+    return parse(value, "count", key)
+
+
+def parse_headroom(value: object, key: str = "value") -> float:
+    """Memory kept free, as a fraction of what is used: 0.25, "25 %", or a multiplier as spreadsheets write
+    it: a plain number of 1 or more is a multiplier (1.25 is 25 % more), as is "1.25x".
+
+    A plain 1.25 is never read as 125 %: whoever means that writes "125 %"."""
+    if isinstance(value, str):
+        text = value.strip()
+        for mark in ("x", "X", "×"):
+            if text.endswith(mark) or text.startswith(mark):
+                number = parse(text.strip(mark).strip(), "count", key)
+                if number < 1:
+                    raise UserError(key, f"expected a multiplier of 1 or more (1.25x keeps 25 % free), got {value!r}")
+                return number - 1.0
+    if _is_plain_number(value):
+        number = parse(value, "count", key)
+        return number - 1.0 if number >= 1 else number
+    return parse(value, "fraction", key)
+
+
+def parse_price(value: object, per: tuple[str, ...], key: str = "value") -> float:
+    """Dollars for one unit of something, the unit optionally written: "$3/h", "$2.50 per hour",
+    "$0.023/GB-month", "0.01 $/GB"."""
+    if isinstance(value, str):
+        text = value.strip()
+        for suffix in sorted(per, key=len, reverse=True):
+            if text.lower().endswith(suffix.lower()) and len(text) > len(suffix):
+                text = text[: -len(suffix)].strip()
+                break
+        return parse(text.removesuffix("$").strip() if not text.startswith("$") else text, "dollars", key)
+    return parse(value, "dollars", key)

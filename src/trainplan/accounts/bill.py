@@ -1,4 +1,4 @@
-"""The bill of moving data (SPEC §9), in dollars per hour of data moved through training once.
+"""The bill of moving data (docs/pipeline-and-bill.md), in dollars per hour of data moved through training once.
 
 Three terms, each linear in hours moved:
 - bytes: the stored hour kept for `storage_months` months, plus reading it once (transfer);

@@ -1,4 +1,4 @@
-"""Compute account (SPEC §3): FLOPs, sustained rate, steps and time."""
+"""Compute account (docs/accounts.md): FLOPs, sustained rate, steps and time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Data (SPEC §10): epochs of each source in a mixture, and human time per demonstration.
+"""Data (docs/serving-scaling-energy.md): epochs of each source in a mixture, and human time per demonstration.
 
 - A mixture reads `total_tokens` tokens, a share w_i of them from source i (weights are
   normalised to sum to 1). Tokens read from i = w_i x total; epochs of i = tokens read /

@@ -1,4 +1,4 @@
-"""Energy and emissions (SPEC §10): kWh = watts x hours x PUE; kg CO2 = kWh x grid intensity.
+"""Energy and emissions (docs/serving-scaling-energy.md): kWh = watts x hours x PUE; kg CO2 = kWh x grid intensity.
 
 Watts are the IT power drawn (per device x devices; the accelerator's TDP by default, an upper
 bound on what a busy board draws). PUE (power usage effectiveness) scales IT power to the
@@ -14,7 +14,6 @@ Pure apart from `grid_intensity_table` (reads the shipped table) and `measure_em
 
 from __future__ import annotations
 
-import difflib
 import math
 import time
 import tomllib
@@ -24,7 +23,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from trainplan.errors import UserError, require_non_negative
+from trainplan.errors import UserError, did_you_mean, require_non_negative
 
 JOULES_PER_KWH = 3.6e6
 """1 kWh = 1,000 W x 3,600 s (definition)."""
@@ -74,9 +73,8 @@ def grid_intensity(region: str, key: str = "energy.region") -> GridIntensity:
     name = region.strip().lower()
     name = REGION_ALIASES.get(name, name)
     if name not in table:
-        near = difflib.get_close_matches(name, list(table), n=1)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise UserError(key, f"unknown region {region!r}{hint}; known: {', '.join(sorted(table))}")
+        raise UserError(key, f"unknown region {region!r}{did_you_mean(name, table)}; "
+                        f"known: {', '.join(sorted(table))}")
     return table[name]
 
 

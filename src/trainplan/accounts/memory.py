@@ -1,4 +1,4 @@
-"""Device-memory account (SPEC §4): persistent state, activations, buffers, headroom."""
+"""Device-memory account (docs/accounts.md): persistent state, activations, buffers, headroom."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def sharded_state(params: float, state: StateBytes, zero: int, data_parallel: in
 
 def retained_tensors(saved_tensors_per_layer: float, recompute: str, selective_keep: float) -> float:
     """Width-sized tensors kept per token per layer: k without recomputation, a share of k
-    with selective recomputation, one hidden state with full recomputation (SPEC §4)."""
+    with selective recomputation, one hidden state with full recomputation (docs/accounts.md)."""
     if recompute == "full":
         return 1.0
     if recompute == "selective":

@@ -1,4 +1,4 @@
-"""Network account (SPEC §5): data-parallel gradient sync by ring all-reduce."""
+"""Network account (docs/accounts.md): data-parallel gradient sync by ring all-reduce."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The input pipeline (SPEC §7): can the hops before the accelerator feed it?
+"""The input pipeline (docs/pipeline-and-bill.md): can the hops before the accelerator feed it?
 
 Hops: read (storage or link) -> decode (CPU cores, and the accelerator's own
 video decoders where enabled) -> tokenize/preprocess -> host-to-device transfer
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-# The frame size that decoder rates are quoted at (SPEC §7: "frames/s at 1080p").
+# The frame size that decoder rates are quoted at (docs/pipeline-and-bill.md: "frames/s at 1080p").
 REFERENCE_PIXELS = 1920 * 1080
 # Bytes per pixel of a decoded YUV 4:2:0 frame (8-bit luma plus two quarter-size chroma planes).
 YUV420_BYTES_PER_PIXEL = 1.5

@@ -1,4 +1,4 @@
-"""The roofline (SPEC §10; Williams, Waterman & Patterson 2009, "Roofline: an insightful visual
+"""The roofline (docs/serving-scaling-energy.md; Williams, Waterman & Patterson 2009, "Roofline: an insightful visual
 performance model", CACM 52(4)).
 
 An operation of F FLOP that moves Q bytes to and from memory has arithmetic intensity I = F / Q

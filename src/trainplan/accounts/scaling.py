@@ -1,4 +1,4 @@
-"""Scaling laws (SPEC §10): L(N, D) = E + A / N^alpha + B / D^beta.
+"""Scaling laws (docs/serving-scaling-energy.md): L(N, D) = E + A / N^alpha + B / D^beta.
 
 N is the parameter count, D the training tokens, L the final loss (nats per
 token). Three uses:
@@ -38,7 +38,7 @@ from trainplan.errors import UserError, require_positive
 # ---------------------------------------------------------------- constants
 
 FLOP_PER_PARAM_TOKEN = 6.0
-"""Training FLOP per parameter per token, C = 6 N D (SPEC §3; Kaplan et al. 2020, §2.1)."""
+"""Training FLOP per parameter per token, C = 6 N D (docs/accounts.md; Kaplan et al. 2020, §2.1)."""
 
 HUBER_DELTA = 1e-3
 """Huber threshold on the residual of log loss (Hoffmann et al. 2022, §3.3 and D.2)."""
@@ -97,7 +97,7 @@ EPOCH_REPLICATION = ScalingLaw(
     source="Besiroglu et al. (2024), 'Chinchilla Scaling: A replication attempt', Table 1 "
     "(fit to the 240 runs read off Hoffmann et al.'s Figure 4, 5 outliers dropped)",
 )
-"""The replication's constants, fitted to the data of /work/shared/data/chinchilla_runs.csv."""
+"""The replication's constants, fitted to the runs shipped in trainplan/catalogue/chinchilla_runs.csv."""
 
 
 # ---------------------------------------------------------------- evaluation

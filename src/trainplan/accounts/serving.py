@@ -1,12 +1,12 @@
-"""Serving (SPEC §10): what it costs to answer requests with a trained model.
+"""Serving (docs/serving-scaling-energy.md): what it costs to answer requests with a trained model.
 
 - Weights resident: P x bytes per parameter of the serving dtype (fp32 4, bf16 2, int8 1,
-  int4 0.5; SPEC §2, data/dtypes.toml).
+  int4 0.5; docs/parameter-counts.md, catalogue/dtypes.toml).
 - KV cache: 2 (K and V) x L x kv_heads x head_dim x bytes per element, per token per
   sequence; grouped-query attention stores kv_heads < heads. Per sequence: that x context.
 - The largest batch that fits: (usable memory - weights) / KV bytes per sequence.
 - Decode throughput at batch B, per replica of n devices: one step generates one token per
-  sequence and costs 2 P B FLOP (SPEC §3; P the active parameters of a mixture of experts) and reads the weights once plus the KV cache of the
+  sequence and costs 2 P B FLOP (docs/accounts.md; P the active parameters of a mixture of experts) and reads the weights once plus the KV cache of the
   batch. Its time is the larger of compute, 2 P B / (n Phi mu), and memory,
   (W + B kv_seq) / (n BW): compute-bound at an inference MFU for large batches, on the
   memory-bandwidth roofline for small ones. Tokens/s = B / step time.
@@ -37,13 +37,13 @@ from trainplan.errors import UserError, require_fraction, require_non_negative, 
 # ---------------------------------------------------------------- constants
 
 SERVING_DTYPES = ("fp32", "bf16", "fp16", "int8", "int4")
-"""Weight formats a model can be served in (bytes per element from data/dtypes.toml, SPEC §2)."""
+"""Weight formats a model can be served in (bytes per element from catalogue/dtypes.toml, docs/parameter-counts.md)."""
 
 FLOP_PER_PARAM_PER_TOKEN = 2.0
-"""Inference FLOP per parameter per generated token (SPEC §3: inference costs 2P per token)."""
+"""Inference FLOP per parameter per generated token (docs/accounts.md: inference costs 2P per token)."""
 
 KV_TENSORS = 2
-"""Tensors cached per layer per token: one key and one value (SPEC §10)."""
+"""Tensors cached per layer per token: one key and one value (docs/serving-scaling-energy.md)."""
 
 KV_CACHE_DTYPE = "bf16"
 """Format of the KV cache: bf16, what vLLM and TGI keep by default (`kv_cache_dtype="auto"`

@@ -1,4 +1,4 @@
-"""Storage account (SPEC §6): bytes retained, and the rate and share of checkpoint saves."""
+"""Storage account (docs/accounts.md): bytes retained, and the rate and share of checkpoint saves."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The training bill: accelerator-hours x price, budgeted for the attempts a run really takes.
 
 - Accelerator-hours for F FLOP on devices of dense peak Phi at MFU mu and scaling efficiency s
-  (SPEC §3): the sustained rate on n devices is n Phi mu s, the wall time F / (n Phi mu s), and
+  (docs/accounts.md): the sustained rate on n devices is n Phi mu s, the wall time F / (n Phi mu s), and
   the device-hours n x that = F / (Phi mu s) / 3600, independent of n.
 - Dollars of one attempt = accelerator-hours x price per accelerator-hour; the budget is that x
   an attempts multiplier for failed runs, restarts and ablations (default 3, FAILED_ATTEMPTS).

@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 from trainplan import units
-from trainplan.errors import UserError
+from trainplan.errors import UserError, did_you_mean
 
 PRECISIONS = ("bf16", "fp16", "fp32", "tf32", "fp8", "int8")
 
@@ -95,9 +95,8 @@ def resolve_accelerator(spec: str | dict[str, Any], key: str = "cluster.accelera
     if isinstance(spec, str):
         name = spec.strip().lower()
         if name not in catalogue:
-            near = difflib.get_close_matches(name, list(catalogue), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise UserError(key, f"unknown accelerator {spec!r}{hint}; known: {', '.join(catalogue)}")
+            raise UserError(key, f"unknown accelerator {spec!r}{did_you_mean(name, catalogue)}; "
+                            f"known: {', '.join(catalogue)}")
         return catalogue[name]
     if not isinstance(spec, dict):
         raise UserError(key, "expected a catalogue name or a table with peak_flops and memory")
@@ -109,7 +108,10 @@ def resolve_accelerator(spec: str | dict[str, Any], key: str = "cluster.accelera
         raise UserError(f"{key}.{field_name}", f"unknown accelerator figure{hint}; "
                         f"expected one of name, {', '.join(ACCELERATOR_FIGURES)}")
     figures = {
-        f: units.parse(v, ACCELERATOR_FIGURES[f], f"{key}.{f}") for f, v in spec.items() if f != "name"
+        # a size given without its unit is refused below a megabyte ("80 bytes? write 80 GB")
+        f: (units.parse_size(v, f"{key}.{f}") if ACCELERATOR_FIGURES[f] == "bytes"
+            else units.parse(v, ACCELERATOR_FIGURES[f], f"{key}.{f}"))
+        for f, v in spec.items() if f != "name"
     }
     for f, v in figures.items():
         if v <= 0 and f != "video_decoders":

@@ -1,4 +1,4 @@
-"""The interactive page of `trainplan ui` (SPEC §11): a FastAPI app over plan.build_report.
+"""The interactive page of `trainplan ui` (docs/index.md): a FastAPI app over plan.build_report.
 
 The page (static/index.html, app.js, style.css, shipped in the package, no CDN)
 sends every change of a slider or selector to `POST /api/plan` as dotted workload

@@ -28,7 +28,7 @@ Keys probes set: `cluster.core_fps_1080p` (decode), `cluster.link` (read, cold),
 pinned), `cluster.accelerator.peak_flops` (matmul, only when asked: it is the achieved
 rate of one matmul, a ceiling, not a datasheet peak), and `cluster.mfu` with
 `cluster.mfu_end_to_end = true` (from `trainplan profile`: a measured training step is
-end-to-end, so scaling efficiency must not be applied on top of it, SPEC §3).
+end-to-end, so scaling efficiency must not be applied on top of it, docs/accounts.md).
 
 `load(path)` returns `{dotted_key: Measured}`; a `Measured` unpacks as `(value, source)`.
 `check_compatible(path, workload)` raises UserError when the recorded format disagrees.
@@ -61,11 +61,11 @@ KNOWN_KEYS: dict[str, str] = {
 }
 
 # Settings of the decode probe that must agree with the workload it is applied to.
-# The 1080p-equivalent rate is normalised by pixels (SPEC §7), but that scaling is an
+# The 1080p-equivalent rate is normalised by pixels (docs/pipeline-and-bill.md), but that scaling is an
 # approximation (small frames cost more per pixel, the bit rate matters too), so a
 # figure is applied only at the resolution and codec it was measured on.
 FORMAT_KEYS = ("width", "height", "codec")
-WORKLOAD_CODEC = "h264"  # SPEC §7: the workload's video is H.264 (there is no data.codec key)
+WORKLOAD_CODEC = "h264"  # docs/pipeline-and-bill.md: the workload's video is H.264 (there is no data.codec key)
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ def check_compatible(path: str | Path, workload: Any) -> None:
 
     `workload` is a `trainplan.workload.schema.Workload` or a plain nested dict of the workload
     file (only `data.width`, `data.height` and `data.kind` are read; missing ones are
-    the defaults of SPEC §7, 1920x1080).
+    the defaults of docs/pipeline-and-bill.md, 1920x1080).
     """
     measured = load(path)
     if "cluster.core_fps_1080p" not in measured:
@@ -323,7 +323,7 @@ def matmul_peak_values(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def mfu_values(mfu: float, note: str) -> list[dict[str, Any]]:
-    """A measured training step's MFU is end-to-end: SPEC §3 says never apply scaling on top."""
+    """A measured training step's MFU is end-to-end: docs/accounts.md says never apply scaling on top."""
     if not (0 < mfu <= 1):
         raise UserError("cluster.mfu", f"expected a measured MFU in (0, 1], got {mfu:.3g}; check the "
                         "workload's model size and accelerator peak")

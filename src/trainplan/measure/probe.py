@@ -1,4 +1,4 @@
-"""Probes: measure on this machine what the accounts otherwise assume (SPEC §7, issue 6).
+"""Probes: measure on this machine what the accounts otherwise assume (docs/measurement.md).
 
 Each probe is a function that runs a short, self-contained measurement and returns a
 frozen dataclass of plain floats in SI units (frames/s, bytes/s, FLOP/s) together with
@@ -9,7 +9,7 @@ prints; `trainplan.interfaces.commands.probe` renders and `trainplan.measure.cal
   carries libx264; no network), decode it single-threaded, and time it in CPU-seconds
   (`time.process_time`) and wall seconds. Sequential access decodes every frame in
   order; random access seeks to the keyframe before a random target and decodes forward
-  to it, so it also measures frames decoded per frame used (SPEC §7: g = (G+1)/2).
+  to it, so it also measures frames decoded per frame used (docs/pipeline-and-bill.md: g = (G+1)/2).
 - `read`: bytes/s reading a file on a given path, cold (the file's pages dropped from
   the page cache with posix_fadvise) and warm (read again at once).
 - `matmul`: achieved FLOP/s of a square matmul with numpy, and with torch on the CPU
@@ -38,10 +38,10 @@ import numpy as np
 
 from trainplan.errors import UserError
 
-PIXELS_1080P = 1920 * 1080  # SPEC §7: decoder cost is proportional to pixels
+PIXELS_1080P = 1920 * 1080  # docs/pipeline-and-bill.md: decoder cost is proportional to pixels
 
 Access = Literal["sequential", "random"]
-# What a decoded frame goes through before the model sees it. SPEC §7's default of
+# What a decoded frame goes through before the model sees it. The plan's default of
 # 120 frames/s per core includes colour conversion and resize, so "rgb_resize" is the
 # default and the figure a calibration records; the others isolate the decoder.
 Postprocess = Literal["none", "rgb", "rgb_resize"]
@@ -125,7 +125,7 @@ def _require_torch(probe: str) -> Any:
 
 @dataclass(frozen=True)
 class ClipFormat:
-    """The stored format of the video a workload reads (SPEC §1 `data.*`)."""
+    """The stored format of the video a workload reads (docs/workload.md `data.*`)."""
 
     width: int = 1920
     height: int = 1080
@@ -289,10 +289,10 @@ class DecodeResult:
     wall_seconds: float
     frames_per_cpu_second: float  # frames decoded per CPU-second at this size
     frames_per_wall_second: float
-    frames_per_cpu_second_1080p: float  # the same decoder rate at 1080p-equivalent (SPEC §7 scaling)
+    frames_per_cpu_second_1080p: float  # the same decoder rate at 1080p-equivalent (pixel scaling)
     frames_used_per_cpu_second: float
     frames_decoded_per_frame_used: float
-    expected_frames_decoded_per_frame_used: float  # SPEC §7: 1 in order, (G+1)/2 random
+    expected_frames_decoded_per_frame_used: float  # docs/pipeline-and-bill.md: 1 in order, (G+1)/2 random
     core_fps_1080p: float  # the figure for cluster.core_fps_1080p that reproduces this rate in the plan
 
     def to_dict(self) -> dict[str, Any]:
@@ -300,7 +300,7 @@ class DecodeResult:
 
 
 def to_1080p(fps_at_size: float, width: int, height: int) -> float:
-    """SPEC §7: decoder cost is proportional to pixels, so fps_1080p = fps × (W·H)/(1920·1080)."""
+    """docs/pipeline-and-bill.md: decoder cost is proportional to pixels, so fps_1080p = fps × (W·H)/(1920·1080)."""
     return fps_at_size * (width * height) / PIXELS_1080P
 
 
@@ -385,7 +385,7 @@ def decode_random(clip: Clip, pts: list[int], *, samples: int = 16, seed: int = 
     `pts` are the presentation timestamps of the clip's frames in order (from a sequential
     pass). Frames decoded per frame used is counted from the frames the decoder delivers
     from the keyframe to the target; for targets uniform over whole GOPs its expectation
-    is (G+1)/2 (SPEC §7).
+    is (G+1)/2 (docs/pipeline-and-bill.md).
     """
     if samples < 1:
         raise UserError("samples", f"expected at least one random-access sample, got {samples}")
@@ -764,7 +764,7 @@ class AllreduceResult:
     repeats: int
     seconds_per_allreduce: float
     algorithm_bytes_per_second: float  # M / t
-    bus_bytes_per_second: float  # 2 (N-1)/N M / t: what each participant sends per second (SPEC §5 ring)
+    bus_bytes_per_second: float  # 2 (N-1)/N M / t: what each participant sends per second (docs/accounts.md ring)
     launched_by: str  # "local processes" | "torchrun"
 
     def to_dict(self) -> dict[str, Any]:

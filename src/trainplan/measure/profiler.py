@@ -32,7 +32,7 @@ Profiler is created find its directory in the environment (TRAINPLAN_PROFILE_DIR
 leave their figures there; rates, not totals, are what is reported, so a worker that
 is stopped before its last flush changes nothing that matters.
 
-Cores needed (Little's law, L = λ τ, SPEC §7): the demand in frames/s times the CPU
+Cores needed (Little's law, L = λ τ, docs/pipeline-and-bill.md): the demand in frames/s times the CPU
 seconds the hops spend per frame; without hop timers, the loader's workers divided by
 the busy fraction (each worker a core, supply proportional to workers).
 """

@@ -25,6 +25,7 @@ from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
 from trainplan.planning import decisions as decisions_mod
 from trainplan.workload.schema import Workload, leaf_value
+from trainplan.workload import model_source
 
 
 @dataclass(frozen=True)
@@ -351,10 +352,11 @@ def assumptions(w: Workload) -> dict[str, dict[str, Any]]:
         "video_decoders": acc.video_decoders, "tdp": acc.tdp, "source": acc.source,
         "overridden": list(acc.overridden),
     }
+    out.update(model_source.planned_model(w, resolve_model(w)))  # the model planned, not the default's
     return out
 
 
-# ---------------------------------------------------------------- serving, training bill, energy (SPEC §10)
+# ---------------------------------------------------------------- serving, training bill, energy (docs/serving-scaling-energy.md)
 
 
 def served_model(model: Any, name: str = "workload model") -> serving_mod.ServedModel:
@@ -408,7 +410,7 @@ def energy_of(w: Any, wall_seconds: float) -> energy_mod.EnergyEstimate:
 
 
 def extra_accounts(w: Workload, model: ModelFacts, report: dict[str, Any]) -> None:
-    """Add `training_cost`, `energy` and `serving` (SPEC §10) to a plan report."""
+    """Add `training_cost`, `energy` and `serving` (docs/serving-scaling-energy.md) to a plan report."""
     if not math.isfinite(report["compute"]["wall_seconds"]):
         # the input pipeline supplies nothing: the run never ends, so it has no bill to state
         why = "the input pipeline supplies nothing (busy 0): no finite wall time to price"

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.planning import sweep
-from trainplan.errors import UserError
+from trainplan.errors import UserError, did_you_mean
 from trainplan.workload.schema import SECTIONS, Workload, load_workload
 
 # Integers evaluated in the first block; each further block doubles.
@@ -294,7 +294,7 @@ def parse_prices(items: list[str]) -> dict[str, float]:
         name, sep, raw = item.partition("=")
         if not sep or not name.strip():
             raise UserError("--price", f"expected KIND=DOLLARS per accelerator-hour, got {item!r}")
-        out[name.strip()] = units.parse(raw.strip(), "dollars", f"--price {name.strip()}")
+        out[name.strip().lower()] = units.parse(raw.strip(), "dollars", f"--price {name.strip()}")  # any case
     return out
 
 
@@ -322,13 +322,14 @@ def cheapest_accelerator(file: Any, sets: list[str], targets: list[str] = (), ca
 
     prices = prices or {}
     catalogue = accelerators()
-    names = among or list(catalogue)
+    names = [n.strip().lower() for n in among] if among else list(catalogue)  # catalogue names in any case
     for n in list(names) + list(prices):
         if n not in catalogue:
-            raise UserError("cluster.accelerator", f"unknown catalogue entry {n!r}; expected one of "
-                            f"{', '.join(catalogue)}")
+            raise UserError("cluster.accelerator", f"unknown catalogue entry {n!r}{did_you_mean(n, catalogue)}; "
+                            f"expected one of {', '.join(catalogue)}")
     parsed = [parse_target(t) for t in targets]
     own_accelerator = load_workload(file, list(sets), calibration).cluster.accelerator
+    own_accelerator = own_accelerator.strip().lower() if isinstance(own_accelerator, str) else own_accelerator
     rows = []
     for name in names:
         row: dict[str, Any] = {"accelerator": name}

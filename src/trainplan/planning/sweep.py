@@ -240,7 +240,7 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     else:  # plan.training_tokens: data.hours of every camera at n tokens a frame, times epochs
         tokens = np.asarray(get("data.hours"), f) * p["tokens_per_hour"] * np.asarray(get("training.epochs"), f)
 
-    # compute (SPEC §3)
+    # compute (docs/accounts.md)
     comp = compute_mod.compute_account(
         active, tokens, count, np.asarray(get("training.micro_batch"), f), np.asarray(get("training.seq_len"), f),
         np.asarray(get("training.grad_accum"), f), peak, mfu, np.asarray(get("cluster.scaling_efficiency"), f),
@@ -249,7 +249,7 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     seconds, seconds_per_step = comp.seconds, comp.seconds_per_step
     wall = pipeline_mod.wall_seconds(seconds, p["busy"])
 
-    # memory (SPEC §4)
+    # memory (docs/accounts.md)
     state = state_bytes_per_param(t.precision, t.optimizer)
     layers = get("model.layers") if "model.layers" in arrays else model.layers
     width = get("model.width") if "model.width" in arrays else model.width
@@ -265,13 +265,13 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     mem = memory_mod.memory_account(params, state, t.zero, count, activations, buffers,
                                     np.asarray(get("cluster.headroom"), f), acc.memory)
 
-    # network (SPEC §5)
+    # network (docs/accounts.md)
     link_rate = np.asarray(get("cluster.interconnect") if get("cluster.interconnect") is not None
                            else acc.interconnect, f)
     net = network_mod.network_account(params, state.grads, count, link_rate, seconds_per_step,
                                       compute_mod.backward_share(t.recompute))
 
-    # storage (SPEC §6)
+    # storage (docs/accounts.md)
     if d.kind == "video":
         per_token = p["decoded_bytes_per_token"] if d.access == "decoded" else p["stored_bytes_per_token"]
         data_bytes = np.asarray(get("data.hours"), f) * p["frames_per_hour"] * per_token * p["tokens_per_frame"]
@@ -284,7 +284,7 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
             np.asarray(get("storage.write_rate"), f), np.asarray(get("storage.save_every"), f), wall,
             np.asarray(get("training.epochs"), f))
 
-    # bill (SPEC §9), per hour of data moved once
+    # bill (docs/pipeline-and-bill.md), per hour of data moved once
     bill = _bill_arrays(w, p, np.asarray(get("cluster.cores"), f), get, "prices.data_hour" in arrays)
 
     out: dict[str, Any] = {

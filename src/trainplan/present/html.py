@@ -2,7 +2,7 @@
 
 No network is needed to view it: the style is inline, the plots are matplotlib SVG
 (Agg backend, text drawn as paths) written into the page, and there is no script.
-Plots: busy fraction against CPU cores with the workload's point marked (SPEC §7),
+Plots: busy fraction against CPU cores with the workload's point marked (docs/pipeline-and-bill.md),
 memory per device stacked by part against the card's size (§4), the bill split (§9),
 and the queue's timeline when the plan was simulated (§8).
 """
@@ -89,7 +89,7 @@ def busy_plot(report: dict[str, Any], workload: Any) -> str | None:
     ax.set_ylim(0, 1.05)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title("Busy against cores (SPEC §7)", fontsize=10)
+    ax.set_title("Busy against cores", fontsize=10)
     return _svg(fig)
 
 
@@ -115,7 +115,7 @@ def memory_plot(report: dict[str, Any]) -> str:
     ax.set_xlim(-0.6, 1.8)
     ax.set_ylabel("GB")
     ax.legend(fontsize=8, loc="upper right")
-    ax.set_title(f"Memory per device: {'fits' if m['fits'] else 'does not fit'} (SPEC §4)", fontsize=10)
+    ax.set_title(f"Memory per device: {'fits' if m['fits'] else 'does not fit'}", fontsize=10)
     return _svg(fig)
 
 
@@ -133,7 +133,7 @@ def bill_plot(report: dict[str, Any]) -> str:
     ax.set_xlabel("dollars per hour of data (one epoch)")
     ax.set_xlim(0, max(values + [1e-9]) * 1.3)
     total = b.get("total")
-    ax.set_title(f"Bill split: ${total:,.3f} per hour of data (SPEC §9)" if total is not None else "Bill split",
+    ax.set_title(f"Bill split: ${total:,.3f} per hour of data" if total is not None else "Bill split",
                  fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     return _svg(fig)
@@ -178,7 +178,7 @@ def timeline_plot(intervals: list[dict[str, Any]]) -> str | None:
     ax.invert_yaxis()
     ax.set_xlabel("seconds")
     ax.legend(fontsize=8, loc="upper right")
-    ax.set_title("Queue timeline (SPEC §8): who was busy when", fontsize=10)
+    ax.set_title("Queue timeline: who was busy when", fontsize=10)
     return _svg(fig)
 
 
@@ -233,5 +233,5 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
         rows = [(k, "" if a.get("value") is None else str(a.get("value")), a.get("provenance", ""),
                  a.get("source", "")) for k, a in assumptions.items()]
         parts.append("<h2 id=assumptions>assumptions</h2>" + _table(rows, ("key", "value", "provenance", "source")))
-    parts.append("<p class=muted>Written by trainplan; formulas in SPEC.md.</p></body></html>")
+    parts.append("<p class=muted>Written by trainplan; formulas in the docs/ folder of trainplan.</p></body></html>")
     return "\n".join(parts)

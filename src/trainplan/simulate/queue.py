@@ -1,4 +1,4 @@
-"""The input pipeline as a queue, simulated frame by frame (SPEC §8).
+"""The input pipeline as a queue, simulated frame by frame (docs/simulation.md).
 
 The formula of §7 says the accelerator is busy `min(1, S / D)` of the time. That is
 a claim about a queue, and this module runs the queue:
@@ -79,7 +79,7 @@ from trainplan.errors import UserError
 
 WARMUP_FRACTION = 0.1  # share of frames discarded while the pipeline fills from empty
 # Encoded frames the reader may hold ahead of the decoders. Assumed: a loader prefetches
-# as many encoded frames as the decoded buffer holds (SPEC §8's 64); None is unbounded.
+# as many encoded frames as the decoded buffer holds (64 by default, docs/simulation.md); None is unbounded.
 READ_AHEAD_FRAMES = 64
 DISTRIBUTIONS = ("deterministic", "exponential", "lognormal", "empirical")
 

@@ -1,9 +1,9 @@
 """Exact parameter counts of decoder-only transformers, from a shape or a Hugging Face config.json.
 
-Two ways in (SPEC §2):
+Two ways in (docs/parameter-counts.md):
 
 * ``count_from_shape(layers, width, vocab, ...)``. With ``family="standard"`` and
-  no FFN width this is the textbook *approximation* of SPEC §2: ``12 d^2`` per
+  no FFN width this is the textbook *approximation* of docs/parameter-counts.md: ``12 d^2`` per
   block (attention ``4 d^2`` = q, k, v, o, each d×d; FFN ``8 d^2`` = two d×4d
   matrices), no biases, no norms, plus the token embedding ``V d`` (and a
   second ``V d`` when the output head is untied). It is within a few per cent
@@ -48,7 +48,7 @@ from trainplan.errors import UserError
 # Named constants (sources in the comments).
 # --------------------------------------------------------------------------- #
 
-#: Families ``count_from_shape`` knows. "standard" is the SPEC §2 textbook block.
+#: Families ``count_from_shape`` knows. "standard" is the docs/parameter-counts.md textbook block.
 FAMILIES: Final[tuple[str, ...]] = (
     "standard",
     "llama",
@@ -72,7 +72,7 @@ SUPPORTED_MODEL_TYPES: Final[tuple[str, ...]] = (
 #: FFN width as a multiple of the model width when none is given: the original
 #: Transformer (Vaswani et al. 2017, d_ff = 4 d_model), GPT-2 (``n_inner=None``
 #: means ``4 * n_embd`` in transformers' modeling_gpt2.py) and GPT-NeoX/Pythia.
-#: With it the standard block is 4 d^2 + 2·d·4d = 12 d^2 (SPEC §2).
+#: With it the standard block is 4 d^2 + 2·d·4d = 12 d^2 (docs/parameter-counts.md).
 CLASSIC_FFN_MULTIPLE: Final[int] = 4
 
 #: Weight matrices of a gated (SwiGLU) MLP: gate, up, down (Shazeer 2020; Llama).
@@ -85,7 +85,7 @@ NORMS_PER_BLOCK: Final[int] = 2
 #: Parameters per channel of an RMSNorm (a weight) and of a LayerNorm (weight and bias).
 RMSNORM_PARAMS_PER_CHANNEL: Final[int] = 1
 LAYERNORM_PARAMS_PER_CHANNEL: Final[int] = 2
-#: The SPEC §2 approximation counts no norm parameters.
+#: The docs/parameter-counts.md approximation counts no norm parameters.
 NO_NORM_PARAMS: Final[int] = 0
 
 #: GPT-2's cross-attention (``add_cross_attention``) projects keys and values of
@@ -323,7 +323,7 @@ class _FamilyTraits:
 
 
 _TRAITS: Final[dict[str, _FamilyTraits]] = {
-    # SPEC §2: four d×d attention matrices, two-matrix FFN, no biases, no norms.
+    # docs/parameter-counts.md: four d×d attention matrices, two-matrix FFN, no biases, no norms.
     "standard": _FamilyTraits(
         mlp_matrices=PLAIN_MLP_MATRICES,
         norm_params_per_channel=NO_NORM_PARAMS,
@@ -596,7 +596,7 @@ def count_from_shape(
 ) -> ParamCount:
     """Parameters of a decoder-only transformer of the given shape.
 
-    ``family="standard"`` without ``ffn_width`` is SPEC §2's approximation,
+    ``family="standard"`` without ``ffn_width`` is the approximation of docs/parameter-counts.md,
     ``12 d^2`` per layer plus ``V d`` (``2 V d`` untied); with ``ffn_width`` or
     ``kv_heads`` it generalises to ``2 d·h k + 2 d·g k + 2 d f`` per layer, still
     without biases or norms. Any other family is counted exactly as its

@@ -1,4 +1,4 @@
-"""The workload file: one TOML document naming every assumption of a job (SPEC §1, §11).
+"""The workload file: one TOML document naming every assumption of a job (docs/workload.md).
 
 Every leaf has a default with a unit and a source; the source of a default is
 the `description` of its field, so `trainplan validate` and the report can say
@@ -17,14 +17,15 @@ import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
                       field_validator)
 
 from trainplan import units
 from trainplan.catalogue.accelerators import Accelerator, resolve_accelerator
-from trainplan.errors import UserError
+from trainplan.errors import UserError, did_you_mean
 
 # ---------------------------------------------------------------- unit-aware field types
 
@@ -61,9 +62,67 @@ def _whole(value: Any) -> Any:
     return int(number)
 
 
+def _natural(reader: Any, *args: Any):  # noqa: ANN202 - a pydantic validator factory
+    """A validator from one of units' natural-form readers (sizes, hours, headroom, counted nouns)."""
+    def convert(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return reader(value, *args)
+        except UserError as err:  # re-raised as ValueError so pydantic attaches the key
+            raise ValueError(err.expected) from None
+
+    return BeforeValidator(convert)
+
+
+def _whole_sequence(value: Any) -> Any:
+    """A sequence length in whole tokens: 2048, "8k" (8,192), "128k tokens" (131,072)."""
+    if value is None or isinstance(value, bool):
+        return value
+    try:
+        number = units.parse(value, "sequence_length")
+    except UserError as err:
+        raise ValueError(err.expected) from None
+    if number != math.floor(number) or abs(number) > LARGEST_WHOLE:
+        raise ValueError(f"expected a whole number of tokens, got {value!r}")
+    return int(number)
+
+
+def _bytes_per_token(value: Any) -> Any:
+    """Bytes per token, "4", "4 B" or "4 bytes/token": small on purpose, so no size floor here."""
+    if isinstance(value, str):
+        text = value.strip()
+        for per in ("/token", " per token"):
+            if text.endswith(per):
+                text = text[: -len(per)]
+        value = text
+    try:
+        return units.parse(value, "bytes")
+    except UserError as err:
+        raise ValueError(err.expected) from None
+
+
 Count = Annotated[float, _unit("count")]
 Whole = Annotated[int, BeforeValidator(_whole)]
-Bytes = Annotated[float, _unit("bytes")]
+# A plain number below a megabyte is refused ("80 bytes? write 80 GB"): see units.parse_size.
+Bytes = Annotated[float, _natural(units.parse_size)]
+BytesPerToken = Annotated[float, BeforeValidator(_bytes_per_token)]
+SequenceLength = Annotated[int, BeforeValidator(_whole_sequence)]
+Hours = Annotated[float, _natural(units.parse_hours)]
+Months = Annotated[float, _natural(units.parse_months)]
+Headroom = Annotated[float, _natural(units.parse_headroom)]
+Cores = Annotated[float, _natural(units.parse_counted, ("cores", "core"))]
+Epochs = Annotated[float, _natural(units.parse_counted, ("epochs", "epoch"))]
+Attempts = Annotated[float, _natural(units.parse_counted, ("attempts", "attempt"))]
+# Prices may name what they are per: "$3/h", "$0.023/GB-month", "$0.01 per GB".
+HOUR_SUFFIXES = ("/h", "/hr", "/hour", " per hour", " an hour", "/accelerator-hour", "/gpu-hour", "/core-hour",
+                 "/device-hour", " per accelerator-hour", " per core-hour")
+PerHourPrice = Annotated[float, _natural(units.parse_price, HOUR_SUFFIXES)]
+PerGBPrice = Annotated[float, _natural(units.parse_price, ("/GB", " per GB"))]
+PerGBMonthPrice = Annotated[float, _natural(units.parse_price, ("/GB-month", "/GB/month", "/GB per month",
+                                                               " per GB-month", " per GB per month"))]
+PerDay = Annotated[float, _natural(units.parse_counted, ("requests a day", "requests per day", "requests/day",
+                                                         "per day", "a day", "/day", "requests"))]
 ByteRate = Annotated[float, _unit("byte_rate")]
 BitRate = Annotated[float, _unit("bit_rate")]
 FlopRate = Annotated[float, _unit("flop_rate")]
@@ -87,6 +146,37 @@ class Section(BaseModel):
             raise ValueError("expected a number or a name, not true or false")
         return value
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _choice_in_any_case(cls, value: Any, info: ValidationInfo) -> Any:
+        """Enumerations read in any case and with - or _ ("AdamW", "GPT-NeoX"); a wrong one gets the
+        nearest name."""
+        choices = _literal_choices(cls.model_fields[info.field_name].annotation)
+        if not choices or not isinstance(value, str):
+            return value
+        return match_choice(value, choices)
+
+
+def _literal_choices(annotation: Any) -> tuple[str, ...]:
+    """The string choices of a Literal annotation (or of Optional[Literal]); empty for anything else."""
+    if get_origin(annotation) is Literal:
+        return tuple(a for a in get_args(annotation) if isinstance(a, str))
+    if get_origin(annotation) in (Union, UnionType):
+        return tuple(c for arg in get_args(annotation) for c in _literal_choices(arg))
+    return ()
+
+
+def match_choice(value: str, choices: tuple[str, ...]) -> str:
+    """`value` as one of `choices`, ignoring case, spaces, - and _; else ValueError naming the nearest."""
+    def norm(text: str) -> str:
+        return text.strip().lower().replace("-", "_").replace(" ", "_")
+
+    by_norm = {norm(c): c for c in choices}
+    if norm(value) in by_norm:
+        return by_norm[norm(value)]
+    listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}" if len(choices) > 1 else repr(choices[0])
+    raise ValueError(f"input should be {listed}{did_you_mean(value, choices)}")
+
 
 def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - reads as a declaration
     """A field with its default and the source of that default."""
@@ -97,18 +187,18 @@ def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - rea
 
 
 class ModelSection(Section):
-    params: Count | None = Q(None, "assumed (no model given): the 93 M-parameter video model of SPEC §7's "
-                             "reference point", ge=1)
+    params: Count | None = Q(None, "assumed (no model given): the 93 M-parameter video model of the "
+                             "reference workload", ge=1)
     layers: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape (Dosovitskiy et al. 2021), "
                              "12 layers", gt=0)
     width: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape, width 768", gt=0)
     vocab: Whole | None = Q(None, "none: a vision model has no vocabulary", gt=0)
-    ffn_width: Whole | None = Q(None, "none: 4 x width, the standard block of SPEC §2", gt=0)
+    ffn_width: Whole | None = Q(None, "none: 4 x width, the standard block of docs/parameter-counts.md", gt=0)
     heads: Whole | None = Q(None, "none: width / 64 when needed (64-wide heads, GPT-2/ViT convention)", gt=0)
     kv_heads: Whole | None = Q(None, "none: equal to heads (no grouped-query attention)", gt=0)
     hf_config: str | None = Q(None, "none: a Hugging Face config.json gives the exact count")
     family: Literal["standard", "llama", "mistral", "qwen2", "gpt2", "gpt_neox", "mixtral"] = Q(
-        "standard", "SPEC §2: the standard 12 d^2 block unless a family is named")
+        "standard", "the standard 12 d^2 block (docs/parameter-counts.md) unless a family is named")
     tied: bool = Q(True, "assumed: input and output embeddings tied")
     experts: Whole = Q(1, "dense model: one expert", gt=0)
     experts_per_token: Whole = Q(1, "dense model: one expert per token", gt=0)
@@ -117,7 +207,7 @@ class ModelSection(Section):
 class TrainingSection(Section):
     tokens: Count | None = Q(None, "derived: data.hours of video x tokens per hour x epochs", ge=1)
     micro_batch: Whole = Q(8, "assumed: 8 sequences per device per micro-step", gt=0)
-    seq_len: Whole = Q(2048, "assumed: 2,048 tokens per sequence", gt=0)
+    seq_len: SequenceLength = Q(2048, "assumed: 2,048 tokens per sequence", gt=0)
     grad_accum: Whole = Q(1, "assumed: no gradient accumulation", gt=0)
     optimizer: Literal["adamw", "adam", "sgd"] = Q("adamw", "assumed: AdamW, the field's default")
     precision: Literal["bf16", "fp16", "fp32"] = Q("bf16", "assumed: bf16 mixed precision with fp32 master weights")
@@ -136,53 +226,54 @@ class TrainingSection(Section):
         gt=0,
         le=1,
     )
-    epochs: float = Q(1.0, "assumed: one pass over the data", gt=0)
+    epochs: Epochs = Q(1.0, "assumed: one pass over the data", gt=0)
     retrain_every: Seconds | None = Q(
         None, "assumed: trained once; a duration such as 30 days makes training a recurring cost a year", gt=0)
 
 
 class ClusterSection(Section):
-    accelerator: str | dict[str, Any] = Q("h100-sxm", "SPEC §7 reference point: one H100-SXM")
-    count: Whole = Q(1, "SPEC §7 reference point: one accelerator", gt=0)
-    mfu: Fraction = Q(0.4, "SPEC §7 reference point: MFU 0.4, typical of dense transformer training", gt=0, le=1)
+    accelerator: str | dict[str, Any] = Q("h100-sxm", "reference workload: one H100-SXM")
+    count: Whole = Q(1, "reference workload: one accelerator", gt=0)
+    mfu: Fraction = Q(0.4, "reference workload: MFU 0.4, typical of dense transformer training", gt=0, le=1)
     mfu_end_to_end: bool = Q(False, "assumed: MFU is a single-device figure, so scaling efficiency applies")
     scaling_efficiency: Fraction = Q(
         0.9, "assumed: 90 % data-parallel efficiency at modest scale; 1 by definition on one device", gt=0, le=1)
-    cores: float = Q(8.0, "SPEC §7 reference point: 8 CPU cores per accelerator", ge=0)
+    cores: Cores = Q(8.0, "reference workload: 8 CPU cores per accelerator", ge=0)
     core_fps_1080p: PerSecond = Q(
-        120.0, "SPEC §7: a CPU core decodes 120 frames/s of 1080p H.264, colour conversion and resize included",
+        120.0, "reference workload: a CPU core decodes 120 frames/s of 1080p H.264, colour conversion and resize included",
         gt=0)
     nvdec: bool = Q(False, "assumed: decode on CPU cores only")
     nvdec_fps_1080p: PerSecond = Q(
-        771.0, "SPEC §7: one NVDEC engine decodes 771 frames/s of 1080p H.264 (NVIDIA application note, indicative)",
+        771.0, "assumed: one NVDEC engine decodes 771 frames/s of 1080p H.264 (NVIDIA application note, indicative)",
         gt=0)
-    link: ByteRate = Q(1.5e9, "SPEC §7 reference point: 1.5 GB/s from storage to the host", gt=0)
+    link: ByteRate = Q(1.5e9, "reference workload: 1.5 GB/s from storage to the host", gt=0)
     interconnect: ByteRate | None = Q(None, "catalogue: the accelerator's interconnect per direction", gt=0)
     host_to_device: ByteRate = Q(
         25e9, "assumed: 25 GB/s usable host-to-device, PCIe Gen4 x16 (32 GB/s raw) at ~80 %", gt=0)
     runtime_buffers: Bytes = Q(
         2e9, "assumed: 2 GB per device for the CUDA context, NCCL buffers and allocator fragmentation", ge=0)
-    headroom: Fraction = Q(0.1, "assumed: keep 10 % of the card free", ge=0, le=10)
+    headroom: Headroom = Q(0.1, "assumed: keep 10 % of the card free (1.25 or 1.25x is a multiplier: 25 %)",
+                           ge=0, le=10)
     prefetch: bool = Q(True, "assumed: the loader prefetches, so a step costs max(load, compute)")
 
 
 class DataSection(Section):
-    kind: Literal["video", "tokens"] = Q("video", "SPEC §7 reference point: video")
-    cameras: Whole = Q(3, "SPEC §7 reference point: three cameras", gt=0)
-    width: Whole = Q(1920, "SPEC §7 reference point: 1080p", gt=0)
-    height: Whole = Q(1080, "SPEC §7 reference point: 1080p", gt=0)
-    fps: PerSecond = Q(30.0, "SPEC §7 reference point: 30 frames/s", gt=0)
-    bitrate: BitRate = Q(8e6, "SPEC §7 reference point: H.264 at 8 Mbit/s", gt=0)
+    kind: Literal["video", "tokens"] = Q("video", "reference workload: video")
+    cameras: Whole = Q(3, "reference workload: three cameras", gt=0)
+    width: Whole = Q(1920, "reference workload: 1080p", gt=0)
+    height: Whole = Q(1080, "reference workload: 1080p", gt=0)
+    fps: PerSecond = Q(30.0, "reference workload: 30 frames/s", gt=0)
+    bitrate: BitRate = Q(8e6, "reference workload: H.264 at 8 Mbit/s", gt=0)
     gop: Whole = Q(30, "assumed: a keyframe every 30 frames (one a second at 30 fps)", gt=0)
-    access: Literal["sequential", "random", "decoded"] = Q("sequential", "SPEC §7 reference point: frames in order")
-    side: Whole = Q(224, "SPEC §7 reference point: 224 px images", gt=0)
-    patch: Whole = Q(14, "SPEC §7 reference point: 14 px patches", gt=0)
-    buffer: Whole = Q(64, "SPEC §8: a 64-frame buffer between decoders and accelerator", gt=0)
-    bytes_per_token: float = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0)
+    access: Literal["sequential", "random", "decoded"] = Q("sequential", "reference workload: frames in order")
+    side: Whole = Q(224, "reference workload: 224 px images", gt=0)
+    patch: Whole = Q(14, "reference workload: 14 px patches", gt=0)
+    buffer: Whole = Q(64, "docs/simulation.md: a 64-frame buffer between decoders and accelerator", gt=0)
+    bytes_per_token: BytesPerToken = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0)
     tokenizer_rate: PerSecond = Q(
         1e6, "assumed: 1 M tokens/s per core for a fast BPE tokenizer (Hugging Face tokenizers, indicative)", gt=0)
     tokenize_online: bool = Q(False, "assumed: token ids are packed ahead of time, no tokenizer in the loop")
-    hours: float = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0)
+    hours: Hours = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0)
 
 
 class StorageSection(Section):
@@ -194,13 +285,13 @@ class StorageSection(Section):
 
 
 class PricesSection(Section):
-    accelerator_hour: Dollars = Q(3.0, "assumed: $3.00 per accelerator-hour, an on-demand H100 price (2025)", ge=0)
-    core_hour: Dollars = Q(0.05, "assumed: $0.05 per CPU core-hour (two vCPUs of a compute-optimised VM)", ge=0)
-    storage_gb_month: Dollars = Q(0.023, "AWS S3 Standard price per GB-month, first 50 TB (us-east-1)", ge=0)
-    transfer_gb: Dollars = Q(0.01, "assumed: $0.01 per GB read across zones (AWS inter-AZ rate)", ge=0)
-    attempts: float = Q(3.0, "assumed: budget for 3 attempts, failed runs and restarts included", ge=1)
-    storage_months: float = Q(1.0, "assumed: an hour of data is kept one month", ge=0)
-    data_hour: Dollars = Q(10.0, "assumed: $10 to buy or collect one hour of multi-camera recording", ge=0)
+    accelerator_hour: PerHourPrice = Q(3.0, "assumed: $3.00 per accelerator-hour, an on-demand H100 price (2025)", ge=0)
+    core_hour: PerHourPrice = Q(0.05, "assumed: $0.05 per CPU core-hour (two vCPUs of a compute-optimised VM)", ge=0)
+    storage_gb_month: PerGBMonthPrice = Q(0.023, "AWS S3 Standard price per GB-month, first 50 TB (us-east-1)", ge=0)
+    transfer_gb: PerGBPrice = Q(0.01, "assumed: $0.01 per GB read across zones (AWS inter-AZ rate)", ge=0)
+    attempts: Attempts = Q(3.0, "assumed: budget for 3 attempts, failed runs and restarts included", ge=1)
+    storage_months: Months = Q(1.0, "assumed: an hour of data is kept one month", ge=0)
+    data_hour: PerHourPrice = Q(10.0, "assumed: $10 to buy or collect one hour of multi-camera recording", ge=0)
 
 
 class EnergySection(Section):
@@ -214,9 +305,9 @@ class EnergySection(Section):
 class ServingSection(Section):
     mfu: Fraction = Q(0.3, "assumed: inference MFU 0.3 at large batch", gt=0, le=1)
     tokens_per_request: Whole = Q(500, "assumed: 500 generated tokens per request", gt=0)
-    requests_per_day: float = Q(1e6, "assumed: one million requests a day", gt=0)
+    requests_per_day: PerDay = Q(1e6, "assumed: one million requests a day", gt=0)
     dtype: Literal["fp32", "bf16", "fp16", "int8", "int4"] = Q("bf16", "assumed: bf16 weights")
-    context: Whole = Q(4096, "assumed: 4,096 tokens of context per sequence", gt=0)
+    context: SequenceLength = Q(4096, "assumed: 4,096 tokens of context per sequence", gt=0)
     batch: Whole = Q(32, "assumed: 32 concurrent sequences per serving replica", gt=0)
     training_cost: Dollars | None = Q(None, "derived: the training bill of this workload", ge=0)
     revenue_per_request: Dollars | None = Q(
@@ -225,17 +316,17 @@ class ServingSection(Section):
 
 class SourceSpec(Section):
     """One data source of a mixture: its format, its price per hour bought, and how many
-    useful hours one hour of it yields (SPEC §9)."""
+    useful hours one hour of it yields (docs/pipeline-and-bill.md)."""
 
     name: str
     format: Literal["video", "decoded", "tokens"] = "video"
-    price_hour: Dollars = Field(0.0, ge=0, description="dollars per hour of data bought")
+    price_hour: PerHourPrice = Field(0.0, ge=0, description="dollars per hour of data bought")
     exchange_rate: Fraction = Field(1.0, gt=0, description="useful hours per hour of data")
     bitrate: BitRate | None = Field(None, gt=0, description="stored bit rate; default data.bitrate")
     width: Whole | None = Field(None, gt=0)
     height: Whole | None = Field(None, gt=0)
     fps: PerSecond | None = Field(None, gt=0)
-    hours: float | None = Field(None, gt=0, description="hours available")
+    hours: Hours | None = Field(None, gt=0, description="hours available")
 
 
 class Workload(BaseModel):
@@ -410,6 +501,9 @@ def load_workload(
     workload = build_workload(doc)
     workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
+    from trainplan.workload.model_source import reconcile_params_with_config  # imports this module
+
+    workload = reconcile_params_with_config(workload)  # model.params beside model.hf_config must agree
     if calibration is not None:
         from trainplan.measure import calibration as calibration_module
 
@@ -419,7 +513,7 @@ def load_workload(
     return workload
 
 
-# The model of the built-in default workload (SPEC §7's reference point), used only when the
+# The model of the built-in default workload (the reference workload (docs/pipeline-and-bill.md)), used only when the
 # workload names no model at all: a user's model.params or config.json must not inherit its shape.
 DEFAULT_MODEL = {"params": 93e6, "layers": 12, "width": 768}
 MODEL_IDENTITY_KEYS = ("params", "layers", "width", "hf_config")

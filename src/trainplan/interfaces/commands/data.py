@@ -1,5 +1,5 @@
 """`trainplan data mix` (epochs of each source of a mixture) and `trainplan data demos`
-(person-hours for N demonstrations), SPEC §10. Thin: the formulas are in trainplan.accounts.datamix."""
+(person-hours for N demonstrations), docs/serving-scaling-energy.md. Thin: the formulas are in trainplan.accounts.datamix."""
 
 from __future__ import annotations
 

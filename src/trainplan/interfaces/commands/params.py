@@ -1,4 +1,4 @@
-"""`trainplan params CONFIG.json [--format table|json]`: exact parameter count of a Hugging Face config (SPEC §11)."""
+"""`trainplan params CONFIG.json [--format table|json]`: exact parameter count of a Hugging Face config (docs/index.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from trainplan.workload.params import ParamCount, count_from_hf_config, load_hf_
 #: Output formats of the command.
 FORMATS: tuple[str, ...] = ("table", "json")
 
-#: The figures every output shows, in this order (the JSON keys of SPEC §11).
+#: The figures every output shows, in this order (the JSON keys of docs/parameter-counts.md).
 FIGURES: tuple[str, ...] = ("total", "active", "embedding", "lm_head", "per_layer", "family")
 
 #: Shape fields the JSON output adds after the figures.

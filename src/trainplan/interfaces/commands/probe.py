@@ -1,9 +1,9 @@
-"""`trainplan probe [decode|read|matmul|transfer|allreduce|all]`: measure what the plan assumes (SPEC §11).
+"""`trainplan probe [decode|read|matmul|transfer|allreduce|all]`: measure what the plan assumes (docs/index.md).
 
 Each subcommand prints its figures (`--format table|json`) and, with `--output FILE`,
 records them in a calibration file that `trainplan plan --calibration FILE` reads.
-The decode probe takes the clip format from a workload (the built-in default is SPEC
-§7's reference point, 1080p30 H.264 at 8 Mbit/s) so it measures the video the plan is
+The decode probe takes the clip format from a workload (the built-in default is the
+reference workload, 1080p30 H.264 at 8 Mbit/s) so it measures the video the plan is
 about; the options override single figures.
 """
 
@@ -106,7 +106,7 @@ def decode_table(d: dict[str, Any]) -> str:
                      f"{r['frames_per_wall_second']:>14.1f} {r['frames_decoded_per_frame_used']:>13.2f} "
                      f"{r['expected_frames_decoded_per_frame_used']:>9.2f} {r['frames_used_per_cpu_second']:>11.1f}")
     lines.append(f"  cluster.core_fps_1080p for the plan ({d['access']}): {d['core_fps_1080p']:.1f} frames/s "
-                 f"(SPEC §7 assumes 120)")
+                 f"(the plan assumes 120)")
     return "\n".join(lines)
 
 
@@ -200,7 +200,7 @@ def register(app: typer.Typer) -> None:
                                                       "and go to the calibration (default data.access)")] = None,
         frames: Annotated[Optional[int], typer.Option(help="frames in the synthetic clip (default two GOPs, >= 60)")] = None,
         samples: Annotated[int, typer.Option(help="random-access targets")] = 16,
-        postprocess: Annotated[str, typer.Option(help="rgb_resize (SPEC §7's assumption includes it), rgb or none")] = "rgb_resize",
+        postprocess: Annotated[str, typer.Option(help="rgb_resize (the plan's assumed decode rate includes it), rgb or none")] = "rgb_resize",
         preset: Annotated[str, typer.Option(help="x264 preset of the synthetic clip")] = "veryfast",
         handoff: Annotated[str, typer.Option(help="none, or shared_memory: hand each batch over as a DataLoader "
                                              "worker does (needs torch)")] = "none",

@@ -1,4 +1,4 @@
-"""`trainplan scaling optimal|fit|loss` (SPEC §10, §11): Chinchilla-style scaling laws.
+"""`trainplan scaling optimal|fit|loss` (docs/serving-scaling-energy.md): Chinchilla-style scaling laws.
 
 - `optimal --budget C [--law E,A,B,ALPHA,BETA]` -> JSON `params`, `tokens`, `loss`, `tokens_per_param`.
   The default law is the Chinchilla paper's fit (Hoffmann et al. 2022, Approach 3: E = 1.69,

@@ -1,4 +1,4 @@
-"""`trainplan serve [FILE.toml] [--set ...] [--ladder]` and `trainplan roofline` (SPEC §10, §11).
+"""`trainplan serve [FILE.toml] [--set ...] [--ladder]` and `trainplan roofline` (docs/serving-scaling-energy.md).
 
 The workload is read for the serving, training-bill and energy accounts in trainplan.planning.evaluate
 (served_model, serving_estimate, training_bill_of), which `trainplan plan` uses too.
@@ -24,7 +24,7 @@ from trainplan.planning.evaluate import resolve_model as _facts
 
 FORMATS = ("json", "table")
 
-#: The figures of SPEC §11 that `trainplan serve` prints first, in this order.
+#: The figures (docs/serving-scaling-energy.md) that `trainplan serve` prints first, in this order.
 SERVE_KEYS = ("tokens_per_second", "requests_per_second", "cost_per_million_requests",
               "kv_bytes_per_token", "weights_bytes", "crossover_days")
 

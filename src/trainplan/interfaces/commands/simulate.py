@@ -1,4 +1,4 @@
-"""`trainplan simulate`: the input pipeline as a discrete-event queue (SPEC §8).
+"""`trainplan simulate`: the input pipeline as a discrete-event queue (docs/simulation.md).
 
     trainplan simulate [FILE.toml] [--set KEY=VALUE]... [--frames N] [--seed S]
                        [--format table|json] [--plot PATH] [--output PATH]
@@ -269,7 +269,7 @@ def simulate_command(
     read_ahead: Annotated[int, typer.Option(
         "--read-ahead", help="encoded frames read ahead of the decoders (0: unbounded)")] = READ_AHEAD_DEFAULT,
 ) -> None:
-    """Simulate the input pipeline as a queue: busy fraction, waits and a timeline (SPEC §8)."""
+    """Simulate the input pipeline as a queue: busy fraction, waits and a timeline (docs/simulation.md)."""
     from trainplan.present.outputs import write_output
     from trainplan.workload.schema import load_workload
 

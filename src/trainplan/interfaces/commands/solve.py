@@ -1,4 +1,4 @@
-"""`trainplan solve KEY [FILE.toml] --for "FIGURE>=VALUE" [--largest]` (SPEC §11) -> JSON {"key": ..., "value": ...}."""
+"""`trainplan solve KEY [FILE.toml] --for "FIGURE>=VALUE" [--largest]` (docs/index.md) -> JSON {"key": ..., "value": ...}."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`trainplan sweep [FILE.toml] --vary KEY=START:STOP[:STEP|xFACTOR] ... [--format csv|parquet|json]` (SPEC §11)."""
+"""`trainplan sweep [FILE.toml] --vary KEY=START:STOP[:STEP|xFACTOR] ... [--format csv|parquet|json]` (docs/index.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`trainplan ui [--port P] [--no-browser]`: the interactive page on 127.0.0.1 (SPEC §11)."""
+"""`trainplan ui [--port P] [--no-browser]`: the interactive page on 127.0.0.1 (docs/index.md)."""
 
 from __future__ import annotations
 

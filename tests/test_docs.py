@@ -1,0 +1,43 @@
+"""The project stands alone: README, docs and tests point at nothing outside the repository,
+the README stays a short overview, and its fresh-machine test command is the one CI runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "tests").glob("*.py"))]
+# Local addresses a test may open (the ui's own server) and the SVG namespace are not outside pointers.
+LOCAL = re.compile(r"https?://(127\.0\.0\.1|localhost|www\.w3\.org/2000/svg)")
+
+
+@pytest.mark.parametrize("path", TEXT_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_pointer_outside_the_repository(path: Path) -> None:
+    if path == Path(__file__):
+        return
+    text = path.read_text(encoding="utf-8")
+    assert "../shared" not in text and "/work/" not in text, path
+    assert not re.search(r"SPEC\s*§", text), path
+    outside = [m.group(0) for m in re.finditer(r"https?://[\w-]+\.[\w.-]+\S*", text) if not LOCAL.match(m.group(0))]
+    assert outside == [], (path, outside)
+
+
+def test_readme_is_short() -> None:
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
+
+
+def test_readme_test_command_is_the_one_ci_runs() -> None:
+    command = ("python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' torch==2.13.0 "
+               "&& .venv/bin/python -m pytest")
+    assert command in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_readme_links_to_docs_pages_by_name() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for page in ("workload", "accounts", "pipeline-and-bill", "serving-scaling-energy", "simulation",
+                 "measurement", "sweep-and-solve", "parameter-counts", "trust", "architecture"):
+        assert f"docs/{page}.md" in readme, page
