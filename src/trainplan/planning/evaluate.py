@@ -183,7 +183,8 @@ def build_report(w: Workload) -> dict[str, Any]:
 
     link_rate = c.interconnect if c.interconnect is not None else acc.interconnect
     net = network_mod.network_account(model.params, state.grads, c.count, link_rate, comp.seconds_per_step,
-                                      compute_mod.backward_share(t.recompute))
+                                      compute_mod.backward_share(t.recompute), zero=t.zero,
+                                      weight_bytes_per_param=state.weights, micro_steps=t.grad_accum)
 
     pipe = pipeline_mod.pipeline_account(**pipeline_inputs(w, model))
     wall_seconds = float(pipeline_mod.wall_seconds(comp.seconds, pipe.busy))
@@ -232,9 +233,17 @@ def build_report(w: Workload) -> dict[str, Any]:
         "bill": bill_report(w, model, pipe, bill),
     }
     extra_accounts(w, model, report)
+    report["parallel"] = parallel_report(w, model)
     report["verdict"] = verdict(report)
     report["assumptions"] = assumptions(w)
     return clean(report)
+
+
+def parallel_report(w: Workload, model: ModelFacts) -> dict[str, Any]:
+    """The layout's memory per device and time per step (issue 13, planning/layout.py)."""
+    from trainplan.planning.layout import parallel_section
+
+    return parallel_section(w, model)
 
 
 def pipeline_report(p: pipeline_mod.PipelineAccount) -> dict[str, Any]:
