@@ -171,8 +171,8 @@ class ModelShape:
     @property
     def expert_params(self) -> float:
         """Parameters in experts, from the two counts: total - active = (E - k)/E x experts."""
-        if self.experts <= 1:
-            return 0.0
+        if self.experts <= 1 or self.experts_per_token >= self.experts:
+            return 0.0  # dense, or every expert active: the counts cannot tell experts apart
         return (self.params - self.active_params) * self.experts / (self.experts - self.experts_per_token)
 
     @property
