@@ -105,3 +105,27 @@ def test_probe_cli_bad_ops_exit_2(cli):
     res = cli("probe", "collectives", "--ops", "allreduse")
     assert res.returncode == 2
     assert res.stderr.strip().startswith("trainplan: --ops:") and "\n" not in res.stderr.strip()
+
+
+def test_probe_under_torchrun_joins_the_job(tmp_path):
+    # the same command a GPU cluster runs (NCCL there); here torchrun starts 2 gloo ranks on the CPU
+    import socket
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cal = tmp_path / "cal.toml"
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                          f"--master_port={port}", "-m", "trainplan", "probe", "alltoall", "--size", "1 MiB",
+                          "--repeats", "2", "-f", "json", "-o", str(cal)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=240)
+    assert res.returncode == 0, res.stderr[-2000:]
+    start = res.stdout.index("{")
+    r = json.loads(res.stdout[start:])["results"][0]  # only rank 0 reports
+    assert r["launched_by"] == "torchrun" and r["world_size"] == 2 and r["op"] == "all_to_all"
+    assert r["bus_bytes_per_second"] == pytest.approx(r["bytes"] / r["seconds"] * 0.5)
+    assert 'key = "cluster.interconnect"' in cal.read_text()
