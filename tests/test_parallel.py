@@ -179,3 +179,15 @@ def test_plan_report_keeps_its_keys_and_adds_parallel(plan_json):
     assert p["layout"]["data"] == 4 and p["layout"]["tensor"] == 2
     assert p["time"]["step_seconds"] > 0 and p["memory"]["per_device_bytes"] > 0
     assert r["assumptions"]["parallel.tensor"]["provenance"] == "assumed"
+
+
+def test_network_bytes_per_step_of_plain_data_parallelism(plan_json):
+    # SPEC §7's default model (93 M parameters, bf16 gradients, 2 bytes) on 8 devices, no layout:
+    # the ring all-reduce, 2 x 7/8 x 186 MB = 325.5 MB, in both accounts; ZeRO-3 with 4 micro-steps:
+    # 4 x 7/8 x (2 x 186 + 186) MB = 1953 MB
+    r = plan_json("--set", "cluster.count=8")
+    assert r["network"]["bytes_per_step"] == pytest.approx(325.5e6)
+    assert r["network"]["ring_bytes_per_step"] == pytest.approx(325.5e6)
+    r = plan_json("--set", "cluster.count=8", "--set", "training.zero=3", "--set", "training.grad_accum=4")
+    assert r["network"]["bytes_per_step"] == pytest.approx(1953e6)
+    assert r["network"]["ring_bytes_per_step"] == pytest.approx(1953e6)

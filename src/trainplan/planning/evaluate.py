@@ -233,17 +233,20 @@ def build_report(w: Workload) -> dict[str, Any]:
         "bill": bill_report(w, model, pipe, bill),
     }
     extra_accounts(w, model, report)
-    report["parallel"] = parallel_report(w, model)
+    attach_parallel(w, model, report)
     report["verdict"] = verdict(report)
     report["assumptions"] = assumptions(w)
     return clean(report)
 
 
-def parallel_report(w: Workload, model: ModelFacts) -> dict[str, Any]:
-    """The layout's memory per device and time per step (issue 13, planning/layout.py)."""
+def attach_parallel(w: Workload, model: ModelFacts, report: dict[str, Any]) -> None:
+    """`parallel`: the layout's memory per device and time per step (issue 13, planning/layout.py);
+    `network.bytes_per_step`: every collective of its step, per device (SPEC §12)."""
     from trainplan.planning.layout import parallel_section
 
-    return parallel_section(w, model)
+    report["parallel"] = section = parallel_section(w, model)
+    if "network" in section:
+        report["network"]["bytes_per_step"] = section["network"]["bytes_per_step"]
 
 
 def pipeline_report(p: pipeline_mod.PipelineAccount) -> dict[str, Any]:
