@@ -191,3 +191,22 @@ def test_network_bytes_per_step_of_plain_data_parallelism(plan_json):
     r = plan_json("--set", "cluster.count=8", "--set", "training.zero=3", "--set", "training.grad_accum=4")
     assert r["network"]["bytes_per_step"] == pytest.approx(1953e6)
     assert r["network"]["ring_bytes_per_step"] == pytest.approx(1953e6)
+
+
+def test_output_layer_and_last_stage_by_hand():
+    # one stage: the output layer's 4 s b h / t (1 + V / h) joins the first stage's activations
+    m = gpt_shape(1024, 16, 8, 32000, 512)
+    one = parallel.parallel_account(m, A100, micro_batch=2, micro_batches=4)
+    layers = 8 * 512 * 2 * 1024 * (34 + 5 * 16 * 512 / 1024)  # l x sbh(34 + 5as/h), one micro-batch in flight
+    mask = 512 * 2 * 1024 * 1  # embedding dropout mask, 1 byte a value
+    output = 4 * 512 * 2 * (1024 + 32000)
+    assert float(one.activation_bytes) == pytest.approx(layers + mask + output)
+    # four stages, 1F1B, 16 micro-batches: the last stage holds 1 micro-batch of its 2 layers plus the output layer
+    four = parallel.parallel_account(m, A100, pipeline=4, micro_batch=2, micro_batches=16)
+    state = float(four.weights_bytes) + float(four.grads_bytes) + float(four.optimizer_bytes) + 2e9
+    last = 2 * 512 * 2 * 1024 * (34 + 40) + output
+    assert float(four.last_stage_bytes) == pytest.approx((state + last) * 1.1)
+    first = 8 * 512 * 2 * 1024 * (34 + 40) + 4 * mask  # 4 micro-batches in flight x 2 layers, 4 masks
+    assert float(four.first_stage_bytes) == pytest.approx((state + first) * 1.1)
+    assert float(four.per_device_bytes) == pytest.approx(max(float(four.first_stage_bytes),
+                                                             float(four.last_stage_bytes)))

@@ -59,6 +59,9 @@ KORTHIKANTI_FULL_RECOMPUTE = 2.0  # one 16-bit input tensor per layer
 KORTHIKANTI_BYTES_PER_VALUE = 2.0  # the formulas count 16-bit activations
 # Korthikanti §4.3: the input embedding's dropout mask, one byte per value, on the first stage
 EMBEDDING_DROPOUT_BYTES = 1.0
+# Korthikanti §4.3: the output layer keeps 4 s b h / t (1 + V / h) bytes: its 16-bit input and
+# layer norm, and the fp32 logits of the cross-entropy
+OUTPUT_LAYER_BYTES = 4.0
 
 # Narayanan et al. 2021, §5.1: FLOPs of one layer's forward pass.
 MATMUL_FLOPS_PER_PARAM_TOKEN = 2.0  # one multiply-add per weight per token
@@ -213,8 +216,10 @@ class ParallelAccount:
     weights_bytes: Any
     grads_bytes: Any
     optimizer_bytes: Any
-    activation_bytes: Any
-    per_device_bytes: Any
+    activation_bytes: Any  # the first stage's (with the output layer when there is one stage)
+    first_stage_bytes: Any
+    last_stage_bytes: Any
+    per_device_bytes: Any  # the fuller of the first and last stages
     fits: Any
     # time per step
     compute_seconds: Any  # matmul FLOPs at the matmul efficiency, all micro-batches
@@ -283,9 +288,19 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     embedding_mask = s * b * h * in_flight * EMBEDDING_DROPOUT_BYTES / sp_div
     # full recomputation rebuilds one layer's whole activations during its backward pass
     working = np.where(code == 2, korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none") * scale, 0.0)
-    activations = stored + embedding_mask + working
-    before_headroom = weights + grads + optimizer + gathered + activations + hw.runtime_buffers
-    per_device = before_headroom * (1.0 + hw.headroom)
+    # the output layer (Korthikanti §4.3): layer norm and projection input 4 s b h / t, fp32 logits of
+    # the loss 4 s b V / t, for the micro-batch being run; on the last stage
+    output_layer = OUTPUT_LAYER_BYTES * s * b * (h + V) / t
+    activations = stored + embedding_mask + working + np.where(p == 1, output_layer, 0.0)
+    # the last stage (p > 1) holds the same state (Megatron keeps a copy of tied embeddings there, or
+    # the untied head) but only one micro-batch in flight under 1F1B (GPipe: all m)
+    last_in_flight = np.where(_schedule_code(schedule) == 1, m, 1.0)
+    last_activations = layers_per_stage * per_layer * last_in_flight + output_layer + working
+    fuller = np.where(p > 1, np.maximum(activations, last_activations), activations)
+    state_bytes = weights + grads + optimizer + gathered + hw.runtime_buffers
+    first_stage = (state_bytes + activations) * (1.0 + hw.headroom)
+    last_stage = np.where(p > 1, (state_bytes + last_activations) * (1.0 + hw.headroom), first_stage)
+    per_device = (state_bytes + fuller) * (1.0 + hw.headroom)
 
     # ---- compute per micro-batch per layer on one device
     matmul_fwd = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * model.active_layer_params / t
@@ -397,7 +412,7 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     return ParallelAccount(
         data=d, micro_batches=m,
         weights_bytes=weights + gathered, grads_bytes=grads, optimizer_bytes=optimizer, activation_bytes=activations,
-        per_device_bytes=per_device, fits=per_device <= hw.device_memory,
+        first_stage_bytes=first_stage, last_stage_bytes=last_stage, per_device_bytes=per_device, fits=per_device <= hw.device_memory,
         compute_seconds=m * (stage_layers * layer_compute + logit_seconds),
         memory_bound_seconds=m * stage_layers * layer_memory,
         tensor_seconds=m * stage_layers * layer_tp, context_seconds=m * stage_layers * layer_cp,

@@ -99,6 +99,7 @@ def parallel_section(w: Workload, model: Any) -> dict[str, Any]:
                    "zero": w.training.zero, "recompute": w.training.recompute},
         "memory": {"weights_bytes": f(a.weights_bytes), "grads_bytes": f(a.grads_bytes),
                    "optimizer_bytes": f(a.optimizer_bytes), "activation_bytes": f(a.activation_bytes),
+                   "first_stage_bytes": f(a.first_stage_bytes), "last_stage_bytes": f(a.last_stage_bytes),
                    "per_device_bytes": f(a.per_device_bytes), "device_memory": hw.device_memory,
                    "fits": bool(a.fits)},
         "time": {"step_seconds": f(a.step_seconds), "compute_seconds": f(a.compute_seconds),
