@@ -5,8 +5,6 @@ in-flight micro-batches), Narayanan et al. 2021 (FLOPs per step, pipeline bubble
 Rajbhandari et al. 2020 (ZeRO memory: (2+2+12) psi bytes, sharded by stage), NCCL's bus factors.
 """
 
-import json
-
 import pytest
 
 from trainplan.accounts import network, parallel

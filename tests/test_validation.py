@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from trainplan.accounts import parallel
 from trainplan.catalogue.interconnect import platform
 from trainplan.planning.validation import gpt_shape, megatron_runs, validate
 

@@ -306,7 +306,8 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     matmul_fwd = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * model.active_layer_params / t
     attention_fwd = ATTENTION_FLOPS * b * s * s_full * h / t
     forward = matmul_fwd + attention_fwd
-    layer_flops = forward * (1 + BACKWARD_PER_FORWARD) + np.select([code == 2, code == 1], [forward, attention_fwd], 0.0)
+    recomputed_flops = np.select([code == 2, code == 1], [forward, attention_fwd], 0.0)
+    layer_flops = forward * (1 + BACKWARD_PER_FORWARD) + recomputed_flops
     logit_flops = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * h * V / t * (1 + BACKWARD_PER_FORWARD)
     rate = hw.peak_flops * hw.matmul_efficiency
     layer_compute = layer_flops / rate
@@ -412,7 +413,8 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     return ParallelAccount(
         data=d, micro_batches=m,
         weights_bytes=weights + gathered, grads_bytes=grads, optimizer_bytes=optimizer, activation_bytes=activations,
-        first_stage_bytes=first_stage, last_stage_bytes=last_stage, per_device_bytes=per_device, fits=per_device <= hw.device_memory,
+        first_stage_bytes=first_stage, last_stage_bytes=last_stage, per_device_bytes=per_device,
+        fits=per_device <= hw.device_memory,
         compute_seconds=m * (stage_layers * layer_compute + logit_seconds),
         memory_bound_seconds=m * stage_layers * layer_memory,
         tensor_seconds=m * stage_layers * layer_tp, context_seconds=m * stage_layers * layer_cp,

@@ -57,7 +57,8 @@ def validation_table(result: dict[str, Any]) -> str:
 def layout_command(
     file: Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")] = None,
-    calibration: Annotated[Optional[Path], typer.Option("--calibration", help="calibration TOML (measured links)")] = None,
+    calibration: Annotated[Optional[Path], typer.Option("--calibration",
+                                                        help="calibration TOML (measured links)")] = None,
     devices: Annotated[Optional[int], typer.Option(help="devices to lay out (default cluster.count)", min=1)] = None,
     top: Annotated[int, typer.Option(help="layouts listed", min=1)] = 10,
     all_: Annotated[bool, typer.Option("--all", help="list layouts that do not fit too")] = False,
