@@ -208,3 +208,65 @@ def test_output_layer_and_last_stage_by_hand():
     assert float(four.first_stage_bytes) == pytest.approx((state + first) * 1.1)
     assert float(four.per_device_bytes) == pytest.approx(max(float(four.first_stage_bytes),
                                                              float(four.last_stage_bytes)))
+
+
+def test_layer_flops_against_torch_flop_counter():
+    # an outside count: torch's FlopCounterMode on a plain GPT block (no biases, so P_layer = 12 h^2),
+    # forward and backward, against the account's executed FLOPs of one layer with no logits
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    b, s, h, heads = 2, 64, 128, 4
+    lin = torch.nn.Linear
+    qkv, proj, up, down = lin(h, 3 * h, bias=False), lin(h, h, bias=False), lin(h, 4 * h, bias=False), \
+        lin(4 * h, h, bias=False)
+    x = torch.randn(b, s, h, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:
+        q, k, v = qkv(x).view(b, s, 3, heads, h // heads).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-1, -2) / (h // heads) ** 0.5, dim=-1) @ v
+        y = proj(att.transpose(1, 2).reshape(b, s, h))
+        out = down(torch.nn.functional.gelu(up(x + y)))
+        out.sum().backward()
+    shape = parallel.ModelShape(layers=1, width=h, heads=heads, kv_heads=heads, vocab=0, seq_len=s,
+                                params=12 * h * h, active_params=12 * h * h, embedding_params=0, tied=True)
+    a = parallel.parallel_account(shape, A100, micro_batch=b, micro_batches=1)
+    assert float(a.flops_per_device) == pytest.approx(counter.get_total_flops())
+    # and by hand: 3 x (24 b s h^2 + 4 b s^2 h)
+    assert counter.get_total_flops() == 3 * (24 * b * s * h * h + 4 * b * s * s * h)
+
+
+def test_korthikanti_against_saved_tensors_of_a_torch_layer():
+    # an outside measurement: the tensors autograd saves for backward in a bf16 GPT layer written as
+    # Megatron writes it (pre-LN, fused QKV, dropout after softmax, after the projection and after the
+    # MLP), counted with saved_tensors_hooks and deduplicated by storage, parameters excluded.
+    # Korthikanti's s b h (34 + 5 a s / h) counts 1-byte dropout masks (Megatron's CUDA kernels) and
+    # no layer-norm statistics; torch on the CPU may keep 2-byte masks, and keeps the mean and rstd
+    # of each layer norm (4 tensors of s b values).
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    b, s, h, a = 2, 128, 256, 4
+    dt = torch.bfloat16
+    ln1, ln2 = torch.nn.LayerNorm(h, dtype=dt), torch.nn.LayerNorm(h, dtype=dt)
+    qkv, proj = torch.nn.Linear(h, 3 * h, dtype=dt), torch.nn.Linear(h, h, dtype=dt)
+    up, down = torch.nn.Linear(h, 4 * h, dtype=dt), torch.nn.Linear(4 * h, h, dtype=dt)
+    params = {p.untyped_storage().data_ptr() for m in (ln1, ln2, qkv, proj, up, down) for p in m.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t):  # noqa: ANN001, ANN202
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    x = torch.randn(s, b, h, dtype=dt, requires_grad=True)
+    drop = torch.nn.functional.dropout
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        q, k, v = qkv(ln1(x)).view(s, b, 3, a, h // a).permute(2, 1, 3, 0, 4)
+        probs = drop(torch.softmax((q @ k.transpose(-1, -2)) * (h // a) ** -0.5, dim=-1), 0.1, True)
+        x2 = x + drop(proj((probs @ v).permute(2, 0, 1, 3).reshape(s, b, h)), 0.1, True)
+        _ = x2 + drop(down(torch.nn.functional.gelu(up(ln2(x2)))), 0.1, True)
+    formula = float(parallel.korthikanti_activation_bytes_per_layer(s, b, h, a))
+    assert formula == s * b * h * (34 + 5 * a * s / h)
+    norm_stats = 4 * s * b * 2
+    wide_masks = 2 * s * b * h + a * s * s * b  # the three masks at 2 bytes instead of 1
+    assert sum(saved.values()) - norm_stats - formula in (0, wide_masks)
