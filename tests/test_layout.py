@@ -52,8 +52,19 @@ def test_grid_result_equals_the_single_layout():
         interleave=best["interleave"], context=best["context"], expert=best["expert"], data=best["data"],
         sequence_parallel=best["sequence"], micro_batch=best["micro_batch"], micro_batches=best["micro_batches"],
         recompute=best["recompute"], zero=best["zero"],
-        schedule="interleaved" if best["interleave"] > 1 else "1f1b", activation_bytes_per_value=2.0)
+        schedule="interleaved" if best["interleave"] > 1 else "1f1b", flash_attention=w.parallel.flash_attention,
+        activation_bytes_per_value=2.0)
     assert float(one.step_seconds) == pytest.approx(best["step_seconds"])
+
+
+def test_flash_attention_drops_selective_duplicates():
+    # with flash attention no scores are kept, so selective recomputation is the same layout as none
+    w = load_workload(None, SETS)
+    flash = search(w, resolve_model(w), top=50)
+    assert w.parallel.flash_attention and all(r["recompute"] != "selective" for r in flash["layouts"])
+    w = load_workload(None, SETS + ["parallel.flash_attention=false"])
+    stored = search(w, resolve_model(w), top=1)
+    assert flash["candidates"] * 3 == stored["candidates"] * 2  # one of the three recompute choices dropped
 
 
 def test_layout_cli_json(cli):

@@ -29,6 +29,15 @@ def test_korthikanti_per_layer(t, sp, recompute, per_sbh):
     assert float(got) == pytest.approx(SBH * per_sbh)
 
 
+def test_flash_attention_keeps_no_scores():
+    # without the 5 a s / h term: s b h (10 + 24/t) without SP, 34 s b h / t with SP, whatever the recompute
+    for recompute in ("none", "selective"):
+        assert float(parallel.korthikanti_activation_bytes_per_layer(S, 1, H, A, 8, False, recompute, False)) \
+            == pytest.approx(SBH * 13)
+        assert float(parallel.korthikanti_activation_bytes_per_layer(S, 1, H, A, 8, True, recompute, False)) \
+            == pytest.approx(SBH * 34 / 8)
+
+
 def test_narayanan_flops_by_hand():
     # 1T model, batch 512: 72 B s l h^2 (1 + s/6h + V/12hl)
     B, s, l, h, V = 512, 2048, 128, 25600, 51200

@@ -89,13 +89,16 @@ SCHEDULE_CODES = {"1f1b": 0, "interleaved": 0, "gpipe": 1}
 
 
 def korthikanti_activation_bytes_per_layer(s: Any, b: Any, h: Any, a: Any, t: Any = 1, sequence_parallel: Any = False,
-                                           recompute: Any = "none") -> Any:
-    """Korthikanti et al. 2022's activation bytes of one layer on one device (16-bit activations)."""
+                                           recompute: Any = "none", attention_scores: bool = True) -> Any:
+    """Korthikanti et al. 2022's activation bytes of one layer on one device (16-bit activations).
+
+    `attention_scores=False`: a fused (flash) attention kernel never stores the a s x s scores,
+    softmax and dropout mask, so the 5 a s / h term is gone whatever the recomputation."""
     sp = np.asarray(sequence_parallel, dtype=bool)
     code = _recompute_code(recompute)
     sbh = np.asarray(s, dtype=np.float64) * b * h
     replicated = np.where(sp, KORTHIKANTI_REPLICATED / t, KORTHIKANTI_REPLICATED)
-    scores = KORTHIKANTI_ATTENTION_SCORES * a * s / (np.asarray(h, dtype=np.float64) * t)
+    scores = KORTHIKANTI_ATTENTION_SCORES * a * s / (np.asarray(h, dtype=np.float64) * t) * float(attention_scores)
     kept = np.where(code == 0, replicated + KORTHIKANTI_TENSOR_PARALLEL / t + scores,
                     replicated + KORTHIKANTI_TENSOR_PARALLEL / t)
     full = np.where(sp, KORTHIKANTI_FULL_RECOMPUTE / t, KORTHIKANTI_FULL_RECOMPUTE)
@@ -251,7 +254,7 @@ def _tier(group_span: Any, devices_per_node: int) -> Any:
 def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeline: Any = 1, interleave: Any = 1,
                      context: Any = 1, expert: Any = 1, data: Any = 1, sequence_parallel: Any = False,
                      micro_batch: Any = 1, micro_batches: Any = 1, recompute: Any = "none", zero: Any = 0,
-                     schedule: Any = "1f1b", activation_bytes_per_value: float = 2.0,
+                     schedule: Any = "1f1b", flash_attention: bool = False, activation_bytes_per_value: float = 2.0,
                      weight_bytes: float = 2.0, grad_bytes: float = 2.0, master_bytes: float = 4.0,
                      optimizer_bytes: float = 8.0) -> ParallelAccount:
     f = np.float64
@@ -282,12 +285,14 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     gathered = np.where(zero >= 3, 2.0 * (model.dense_layer_params + model.expert_params / l / e) / t
                         * weight_bytes, 0.0)
 
-    per_layer = korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, code) * scale
+    scores_kept = not flash_attention
+    per_layer = korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, code, scores_kept) * scale
     stored = layers_per_stage * per_layer * p * in_flight_factor(p, m, v, schedule)
     in_flight = np.where(_schedule_code(schedule) == 1, m, np.minimum(p, m))
     embedding_mask = s * b * h * in_flight * EMBEDDING_DROPOUT_BYTES / sp_div
     # full recomputation rebuilds one layer's whole activations during its backward pass
-    working = np.where(code == 2, korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none") * scale, 0.0)
+    working = np.where(code == 2, korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none", scores_kept)
+                       * scale, 0.0)
     # the output layer (Korthikanti §4.3): layer norm and projection input 4 s b h / t, fp32 logits of
     # the loss 4 s b V / t, for the micro-batch being run; on the last stage
     output_layer = OUTPUT_LAYER_BYTES * s * b * (h + V) / t
@@ -306,7 +311,8 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     matmul_fwd = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * model.active_layer_params / t
     attention_fwd = ATTENTION_FLOPS * b * s * s_full * h / t
     forward = matmul_fwd + attention_fwd
-    recomputed_flops = np.select([code == 2, code == 1], [forward, attention_fwd], 0.0)
+    # selective recomputation re-runs the attention core; with flash attention there is none to keep
+    recomputed_flops = np.select([code == 2, code == 1], [forward, attention_fwd * float(scores_kept)], 0.0)
     layer_flops = forward * (1 + BACKWARD_PER_FORWARD) + recomputed_flops
     logit_flops = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * h * V / t * (1 + BACKWARD_PER_FORWARD)
     rate = hw.peak_flops * hw.matmul_efficiency
@@ -314,8 +320,8 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
 
     # element-wise traffic: four passes over the bytes stored without recomputation, plus one
     # more over what a recomputation rebuilds
-    stored_plain = korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none") * scale
-    attention_core = KORTHIKANTI_ATTENTION_SCORES * a * s * s * b / t * scale
+    stored_plain = korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none", scores_kept) * scale
+    attention_core = KORTHIKANTI_ATTENTION_SCORES * a * s * s * b / t * scale * float(scores_kept)
     recomputed = np.select([code == 2, code == 1], [stored_plain, attention_core], 0.0)
     layer_memory = (ELEMENTWISE_PASSES * stored_plain + recomputed) / hw.memory_bandwidth
 

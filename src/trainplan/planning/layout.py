@@ -80,7 +80,8 @@ def account_of(w: Workload, model: Any) -> tuple[parallel.ParallelAccount, paral
     acct = parallel.parallel_account(
         shape, hw, tensor=p.tensor, pipeline=p.pipeline, interleave=p.interleave, context=p.context,
         expert=p.expert, data=d, sequence_parallel=p.sequence, micro_batch=t.micro_batch,
-        micro_batches=t.grad_accum, recompute=t.recompute, zero=t.zero, schedule=p.schedule, **_state_kwargs(w))
+        micro_batches=t.grad_accum, recompute=t.recompute, zero=t.zero, schedule=p.schedule,
+        flash_attention=p.flash_attention, **_state_kwargs(w))
     return acct, hw
 
 
@@ -96,7 +97,8 @@ def parallel_section(w: Workload, model: Any) -> dict[str, Any]:
         "layout": {"tensor": p.tensor, "pipeline": p.pipeline, "interleave": p.interleave, "schedule": p.schedule,
                    "sequence": p.sequence, "context": p.context, "expert": p.expert, "data": int(a.data),
                    "micro_batch": w.training.micro_batch, "micro_batches": int(a.micro_batches),
-                   "zero": w.training.zero, "recompute": w.training.recompute},
+                   "zero": w.training.zero, "recompute": w.training.recompute,
+                   "flash_attention": p.flash_attention},
         "memory": {"weights_bytes": f(a.weights_bytes), "grads_bytes": f(a.grads_bytes),
                    "optimizer_bytes": f(a.optimizer_bytes), "activation_bytes": f(a.activation_bytes),
                    "first_stage_bytes": f(a.first_stage_bytes), "last_stage_bytes": f(a.last_stage_bytes),
@@ -188,6 +190,8 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
                                   w.parallel.sequence, shape.heads, shape.layers, shape.experts)
     global_batch = int(w.training.micro_batch * w.training.grad_accum * d_now)
     grid = candidate_grid(shape, n, global_batch)
+    if w.parallel.flash_attention:  # no scores are kept: selective recomputation is the same as none
+        grid = grid.take(grid.recompute != RECOMPUTE_CHOICES.index("selective"))
     if len(grid) == 0:
         raise UserError("cluster.count", f"no layout of {n} devices divides the model and a global batch of "
                         f"{global_batch} sequences")
@@ -197,7 +201,8 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
         shape, hw, tensor=grid.tensor, pipeline=grid.pipeline, interleave=grid.interleave, context=grid.context,
         expert=grid.expert, data=grid.data, sequence_parallel=grid.sequence, micro_batch=grid.micro_batch,
         micro_batches=grid.micro_batches, recompute=recompute_codes, zero=grid.zero,
-        schedule=np.zeros(len(grid), dtype=np.int64), **_state_kwargs(w))
+        schedule=np.zeros(len(grid), dtype=np.int64), flash_attention=w.parallel.flash_attention,
+        **_state_kwargs(w))
     fits = np.asarray(a.fits, dtype=bool)
     order = np.lexsort((a.per_device_bytes, a.step_seconds))
     if not include_unfit:

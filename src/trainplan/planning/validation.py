@@ -119,6 +119,7 @@ def validate(suite: str = "megatron", matmul_efficiency: float | None = None) ->
             sequence_parallel=bool(run["sequence_parallel"]), micro_batch=int(run["micro_batch"]), micro_batches=m,
             recompute=str(run["recompute"]), zero=0,
             schedule="interleaved" if int(run["interleave"]) > 1 else "1f1b",
+            flash_attention=bool(common["flash_attention"]),
             activation_bytes_per_value=bytes_per_element(precision), weight_bytes=state.weights,
             grad_bytes=state.grads, master_bytes=state.master, optimizer_bytes=state.optimizer)
         predicted = float(acct.step_seconds)

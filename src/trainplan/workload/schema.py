@@ -181,6 +181,8 @@ class ParallelSection(Section):
     context: Whole = Q(1, "assumed: no context parallelism", gt=0)
     expert: Whole = Q(1, "assumed: no expert parallelism", gt=0)
     data: Whole | None = Q(None, "derived: cluster.count / (tensor x pipeline x context)", gt=0)
+    flash_attention: bool = Q(True, "assumed: a fused (flash) attention kernel that never stores the s x s "
+                              "scores (Dao et al. 2022), as training.saved_tensors_per_layer assumes")
     efficiency: Fraction | None = Q(None, "catalogue: the node platform's matmul efficiency (interconnect.toml; "
                                     "A100 0.7, one value for the eight Megatron runs it predicts)", gt=0, le=1)
 
