@@ -66,6 +66,7 @@ def test_unknown_op_is_refused():
 torch = pytest.importorskip("torch")
 
 
+@pytest.mark.slow  # spawns local processes that import torch: 10-20 s on a loaded machine
 def test_probe_measures_all_four_with_gloo():
     from trainplan.measure.collectives import measure
 
@@ -83,6 +84,7 @@ def test_probe_measures_all_four_with_gloo():
         assert r.bus_bytes_per_second == pytest.approx(r.bytes / r.seconds * want)
 
 
+@pytest.mark.slow  # spawns local processes that import torch: 10-20 s on a loaded machine
 def test_probe_cli_writes_the_calibration_and_plan_uses_it(cli, tmp_path):
     cal = tmp_path / "cal.toml"
     res = cli("probe", "allgather", "--tier", "inter", "--processes", "2", "--size", "1 MiB", "--repeats", "2",
@@ -107,6 +109,7 @@ def test_probe_cli_bad_ops_exit_2(cli):
     assert res.stderr.strip().startswith("trainplan: --ops:") and "\n" not in res.stderr.strip()
 
 
+@pytest.mark.slow  # spawns local processes that import torch: 10-20 s on a loaded machine
 def test_probe_under_torchrun_joins_the_job(tmp_path):
     # the same command a GPU cluster runs (NCCL there); here torchrun starts 2 gloo ranks on the CPU
     import socket
