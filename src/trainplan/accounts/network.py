@@ -30,10 +30,22 @@ class NetworkAccount:
     verdict: Any  # "none" | "negligible" | "overlap" | "bound"
 
 
+def zero3_bytes(grad_message: Any, weight_message: Any, participants: Any, micro_steps: Any = 1) -> Any:
+    """Bytes each participant sends per step under ZeRO-3/FSDP: every micro-step all-gathers the
+    weights for forward and again for backward, and reduce-scatters the gradients, each
+    (N-1)/N of its buffer (Rajbhandari et al. 2020: 1.5x the all-reduce of plain data parallelism)."""
+    share = (participants - 1) / participants
+    return micro_steps * share * (2.0 * weight_message + grad_message)
+
+
 def network_account(params: Any, grad_bytes_per_param: float, participants: Any, link_rate: Any,
-                    step_seconds: Any, backward_share: float) -> NetworkAccount:
+                    step_seconds: Any, backward_share: float, zero: int = 0, weight_bytes_per_param: float = 0.0,
+                    micro_steps: Any = 1) -> NetworkAccount:
     message = params * grad_bytes_per_param
     ring = ring_allreduce_bytes(message, participants)
+    if zero >= 3:
+        # ZeRO-3's parameter all-gathers were not counted before (the ring of zero 0 and 3 was the same)
+        ring = zero3_bytes(message, params * weight_bytes_per_param, participants, micro_steps)
     floor = ring / link_rate
     backward = step_seconds * backward_share
     share = floor / step_seconds

@@ -54,6 +54,7 @@ KNOWN_KEYS: dict[str, str] = {
     "cluster.core_fps_1080p": "frames/s",
     "cluster.link": "B/s",
     "cluster.interconnect": "B/s",
+    "cluster.node_link": "B/s",
     "cluster.host_to_device": "B/s",
     "cluster.accelerator.peak_flops": "FLOP/s",
     "cluster.mfu": "fraction",

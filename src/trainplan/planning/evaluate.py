@@ -185,7 +185,8 @@ def build_report(w: Workload) -> dict[str, Any]:
 
     link_rate = c.interconnect if c.interconnect is not None else acc.interconnect
     net = network_mod.network_account(model.params, state.grads, c.count, link_rate, comp.seconds_per_step,
-                                      compute_mod.backward_share(t.recompute))
+                                      compute_mod.backward_share(t.recompute), zero=t.zero,
+                                      weight_bytes_per_param=state.weights, micro_steps=t.grad_accum)
 
     pipe = pipeline_mod.pipeline_account(**pipeline_inputs(w, model))
     wall_seconds = float(pipeline_mod.wall_seconds(comp.seconds, pipe.busy))
@@ -234,10 +235,21 @@ def build_report(w: Workload) -> dict[str, Any]:
         "bill": bill_report(w, model, pipe, bill),
     }
     extra_accounts(w, model, report)
+    attach_parallel(w, model, report)
     report["decisions"] = decisions_mod.decide(w, clean(report))
     report["verdict"] = verdict(report)
     report["assumptions"] = assumptions(w)
     return clean(report)
+
+
+def attach_parallel(w: Workload, model: ModelFacts, report: dict[str, Any]) -> None:
+    """`parallel`: the layout's memory per device and time per step (issue 13, planning/layout.py);
+    `network.bytes_per_step`: every collective of its step, per device (SPEC §12)."""
+    from trainplan.planning.layout import parallel_section
+
+    report["parallel"] = section = parallel_section(w, model)
+    if "network" in section:
+        report["network"]["bytes_per_step"] = section["network"]["bytes_per_step"]
 
 
 def pipeline_report(p: pipeline_mod.PipelineAccount) -> dict[str, Any]:

@@ -269,7 +269,9 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     link_rate = np.asarray(get("cluster.interconnect") if get("cluster.interconnect") is not None
                            else acc.interconnect, f)
     net = network_mod.network_account(params, state.grads, count, link_rate, seconds_per_step,
-                                      compute_mod.backward_share(t.recompute))
+                                      compute_mod.backward_share(t.recompute), zero=t.zero,
+                                      weight_bytes_per_param=state.weights,
+                                      micro_steps=np.asarray(get("training.grad_accum"), f))
 
     # storage (docs/accounts.md)
     if d.kind == "video":

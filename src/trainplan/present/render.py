@@ -42,6 +42,18 @@ DIMENSIONS: dict[str, str] = {
 
 ACCOUNTS = ("compute", "memory", "network", "storage", "pipeline", "bill", "energy", "training_cost", "serving",
             "simulation")
+ACCOUNTS += ("parallel",)  # issue 13: the layout's memory per device and time per step
+DIMENSIONS.update({f"parallel.{k}": "bytes" for k in (
+    "memory.weights_bytes", "memory.grads_bytes", "memory.optimizer_bytes", "memory.activation_bytes",
+    "memory.first_stage_bytes", "memory.last_stage_bytes", "memory.per_device_bytes", "memory.device_memory",
+    "network.bytes_per_step")})
+DIMENSIONS.update({f"parallel.time.{k}": "time" for k in (
+    "step_seconds", "compute_seconds", "memory_bound_seconds", "tensor_seconds", "context_seconds",
+    "expert_seconds", "pipeline_send_seconds", "bubble_seconds", "data_parallel_seconds", "optimizer_seconds")})
+DIMENSIONS.update({"parallel.time.bubble_share": "fraction", "parallel.mfu": "fraction",
+                   "parallel.model_flops_per_step": "flops", "parallel.executed_flops_per_device": "flops",
+                   "parallel.network.intra_bus_bandwidth": "byte_rate",
+                   "parallel.network.inter_bus_bandwidth": "byte_rate", "network.bytes_per_step": "bytes"})
 
 
 def flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -255,6 +255,29 @@ class ClusterSection(Section):
     headroom: Headroom = Q(0.1, "assumed: keep 10 % of the card free (1.25 or 1.25x is a multiplier: 25 %)",
                            ge=0, le=10)
     prefetch: bool = Q(True, "assumed: the loader prefetches, so a step costs max(load, compute)")
+    devices_per_node: Whole | None = Q(None, "catalogue: the accelerator's node platform (interconnect.toml; "
+                                       "8 for DGX/HGX nodes)", gt=0)
+    node_link: ByteRate | None = Q(None, "catalogue: the platform's inter-node NIC rate per device "
+                                   "(interconnect.toml; A100: one HDR 200 Gb/s port per GPU)", gt=0)
+
+
+class ParallelSection(Section):
+    """The layout over cluster.count devices (issue 13); training.micro_batch is the micro-batch
+    and training.grad_accum the micro-batches per step of each pipeline."""
+
+    tensor: Whole = Q(1, "assumed: no tensor parallelism", gt=0)
+    pipeline: Whole = Q(1, "assumed: no pipeline parallelism", gt=0)
+    interleave: Whole = Q(1, "assumed: one model chunk per pipeline stage (no interleaving)", gt=0)
+    schedule: Literal["1f1b", "interleaved", "gpipe"] = Q(
+        "1f1b", "Narayanan et al. 2021: 1F1B, Megatron-LM's default pipeline schedule")
+    sequence: bool = Q(False, "assumed: no sequence parallelism (Korthikanti et al. 2022)")
+    context: Whole = Q(1, "assumed: no context parallelism", gt=0)
+    expert: Whole = Q(1, "assumed: no expert parallelism", gt=0)
+    data: Whole | None = Q(None, "derived: cluster.count / (tensor x pipeline x context)", gt=0)
+    flash_attention: bool = Q(True, "assumed: a fused (flash) attention kernel that never stores the s x s "
+                              "scores (Dao et al. 2022), as training.saved_tensors_per_layer assumes")
+    efficiency: Fraction | None = Q(None, "catalogue: the node platform's matmul efficiency (interconnect.toml; "
+                                    "A100 0.7, one value for the eight Megatron runs it predicts)", gt=0, le=1)
 
 
 class DataSection(Section):
@@ -340,6 +363,7 @@ class Workload(BaseModel):
     prices: PricesSection = PricesSection()
     energy: EnergySection = EnergySection()
     serving: ServingSection = ServingSection()
+    parallel: ParallelSection = ParallelSection()
     sources: list[SourceSpec] = []
 
     _accelerator: Accelerator | None = PrivateAttr(default=None)
@@ -529,6 +553,7 @@ def build_workload(doc: dict[str, Any]) -> Workload:
         raise _first_error(err, doc) from None
     _ = workload.accelerator  # resolve now so an unknown accelerator is refused at the boundary
     _check_consistency(workload)
+    _check_parallel(workload)
     # every leaf assumed until load_workload says where it came from (file, --set, calibration)
     workload._provenance = _provenance(workload, set(), set(), {}, None)
     return workload
@@ -578,6 +603,16 @@ def _check_consistency(w: Workload) -> None:
     if w.model.heads is not None and w.model.width is not None and w.model.hf_config is None \
             and w.model.family != "standard" and w.model.width % w.model.heads:
         raise UserError("model.heads", f"expected a divisor of model.width ({w.model.width}), got {w.model.heads}")
+
+
+def _check_parallel(w: Workload) -> None:
+    """Degrees that multiply to the device count and divide what they split (issue 13)."""
+    from trainplan.accounts.parallel import check_layout
+
+    p = w.parallel
+    check_layout(w.cluster.count, p.tensor, p.pipeline, p.interleave, p.context, p.expert, p.data, p.schedule,
+                 p.sequence, w.model.heads, w.model.layers, w.model.experts, w.training.seq_len,
+                 w.training.grad_accum)
 
 
 def leaf_value(workload: Workload, key: str) -> Any:

@@ -305,6 +305,9 @@ def register(app: typer.Typer) -> None:
                               results=d, values=calibration.allreduce_values(d), machine=probe.machine())
         _emit(d, format, allreduce_table)
 
+    from trainplan.measure.collectives import register_probe  # allgather, reducescatter, alltoall (issue 13)
+    register_probe(probe_app)
+
     @probe_app.command("all")
     def all_cmd(
         file: WorkloadArg = None,

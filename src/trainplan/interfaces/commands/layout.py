@@ -1,0 +1,99 @@
+"""`trainplan layout [FILE]`: the fastest parallel layouts that fit; `trainplan validate-against megatron`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from trainplan.errors import UserError
+
+FORMATS = ("table", "json")
+
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table or json")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file instead of stdout")]
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UserError("--format", f"expected one of {', '.join(FORMATS)}, got {fmt!r}")
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:.1f} GiB"
+
+
+def layout_table(result: dict[str, Any]) -> str:
+    lines = [f"layouts of {result['devices']} devices, global batch {result['global_batch']} x "
+             f"{result['seq_len']} tokens: {result['candidates']} candidates, {result['fitting']} fit "
+             f"in {_gib(result['device_memory'])}"]
+    if not result["layouts"]:
+        lines.append("  none fits: more devices, a smaller micro-batch or recomputation")
+        return "\n".join(lines)
+    lines.append(f"  {'TP':>3} {'PP':>3} {'v':>2} {'CP':>3} {'EP':>3} {'DP':>4} {'SP':>3} {'b':>2} {'m':>5} "
+                 f"{'recompute':>9} {'ZeRO':>4} {'step':>9} {'memory':>10} {'MFU':>6} {'bubble':>7}")
+    for r in result["layouts"]:
+        lines.append(f"  {r['tensor']:>3} {r['pipeline']:>3} {r['interleave']:>2} {r['context']:>3} "
+                     f"{r['expert']:>3} {r['data']:>4} {'yes' if r['sequence'] else 'no':>3} {r['micro_batch']:>2} "
+                     f"{r['micro_batches']:>5} {r['recompute']:>9} {r['zero']:>4} {r['step_seconds']:>8.3f}s "
+                     f"{_gib(r['per_device_bytes']):>10} {r['mfu']:>6.1%} {r['bubble_share']:>7.1%}"
+                     + ("" if r["fits"] else "  (does not fit)"))
+    return "\n".join(lines)
+
+
+def validation_table(result: dict[str, Any]) -> str:
+    lines = [f"Megatron-LM runs of {result['source']}: one matmul efficiency "
+             f"{result['matmul_efficiency']:g} for the A100, nothing set per run",
+             f"  {'run':<22} {'GPUs':>5} {'TP':>3} {'PP':>3} {'v':>2} {'predicted':>10} {'measured':>9} {'error':>7}"]
+    for r in result["rows"]:
+        lines.append(f"  {r['name']:<22} {r['devices']:>5} {r['tensor']:>3} {r['pipeline']:>3} {r['interleave']:>2} "
+                     f"{r['predicted_seconds']:>9.2f}s {r['measured_seconds']:>8.2f}s {r['error']:>+7.1%}")
+    lines.append(f"  mean absolute error {result['mean_abs_error']:.1%}, max {result['max_abs_error']:.1%}")
+    return "\n".join(lines)
+
+
+def layout_command(
+    file: Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")] = None,
+    calibration: Annotated[Optional[Path], typer.Option("--calibration",
+                                                        help="calibration TOML (measured links)")] = None,
+    devices: Annotated[Optional[int], typer.Option(help="devices to lay out (default cluster.count)", min=1)] = None,
+    top: Annotated[int, typer.Option(help="layouts listed", min=1)] = 10,
+    all_: Annotated[bool, typer.Option("--all", help="list layouts that do not fit too")] = False,
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """The fastest parallel layouts (TP, PP, SP, CP, EP, DP, ZeRO, recompute) that fit, with memory and step time."""
+    from trainplan.planning.evaluate import clean, resolve_model
+    from trainplan.planning.layout import search
+    from trainplan.present.outputs import write_output
+    from trainplan.workload.schema import load_workload
+
+    _check_format(format)
+    w = load_workload(file, set_ or [], calibration)
+    result = clean(search(w, resolve_model(w), devices, top, all_))
+    write_output(json.dumps(result, indent=2, allow_nan=False) if format == "json" else layout_table(result), output)
+
+
+def validate_against_command(
+    suite: Annotated[str, typer.Argument(help="the published runs to plan: megatron")],
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """Plan the eight Megatron-LM runs of Korthikanti et al. 2022 and compare with the measured step times."""
+    from trainplan.planning.evaluate import clean
+    from trainplan.planning.validation import validate
+    from trainplan.present.outputs import write_output
+
+    _check_format(format)
+    result = clean(validate(suite).as_dict())
+    write_output(json.dumps(result, indent=2, allow_nan=False) if format == "json" else validation_table(result),
+                 output)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `layout` and `validate-against` (called by cli.py's command discovery)."""
+    app.command("layout")(layout_command)
+    app.command("validate-against")(validate_against_command)

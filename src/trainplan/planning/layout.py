@@ -1,0 +1,224 @@
+"""A workload's parallel layout as a report section, and the search over layouts (issue 13).
+
+`parallel_section(w, model)` plans the workload's own `[parallel]` layout; `search(w)` plans
+every layout of the same model on the same devices at the same global batch, as one grid
+of numpy arrays, and lists the fastest that fit (Calculon's search, vectorised).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainplan.accounts import parallel
+from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
+from trainplan.catalogue.interconnect import platform
+from trainplan.errors import UserError
+from trainplan.workload.schema import Workload
+
+# The candidate grid of the search (each filtered by what it must divide).
+INTERLEAVE_CHOICES = (1, 2, 3, 4)
+CONTEXT_CHOICES = (1, 2, 4, 8)
+MICRO_BATCH_CHOICES = (1, 2, 4, 8)
+RECOMPUTE_CHOICES = ("none", "selective", "full")
+ZERO_CHOICES = (0, 1, 2, 3)
+
+
+def model_shape(w: Workload, model: Any) -> parallel.ModelShape | None:
+    """The layout's view of the model, or None when the workload gives no shape."""
+    if model.layers is None or model.width is None:
+        return None
+    heads = int(model.heads or max(1, model.width // 64))
+    vocab = int(model.vocab or 0)
+    return parallel.ModelShape(
+        layers=int(model.layers), width=int(model.width), heads=heads, kv_heads=int(model.kv_heads or heads),
+        vocab=vocab, seq_len=int(w.training.seq_len), params=float(model.params),
+        active_params=float(model.active_params), embedding_params=float(vocab * model.width),
+        tied=bool(w.model.tied), experts=int(w.model.experts), experts_per_token=int(w.model.experts_per_token))
+
+
+def hardware(w: Workload) -> parallel.Hardware:
+    """Device and network tiers: the workload's figures, else the catalogue's node platform.
+    A measured link (calibration file) is already a bus bandwidth; a nominal one is scaled by
+    its tier's efficiency."""
+    acc, c = w.accelerator, w.cluster
+    plat = platform(acc.key)
+    measured = {k for k, v in w.provenance.items() if v.kind == "measured"}
+    intra = c.interconnect if c.interconnect is not None else acc.interconnect
+    if "cluster.interconnect" not in measured:
+        intra *= plat.intra.efficiency
+    inter = c.node_link if c.node_link is not None else plat.inter.bandwidth * plat.nics_per_device
+    if "cluster.node_link" not in measured:
+        inter *= plat.inter.efficiency
+    efficiency = w.parallel.efficiency if w.parallel.efficiency is not None else plat.matmul_efficiency
+    return parallel.Hardware(
+        peak_flops=acc.peak(w.training.precision), matmul_efficiency=efficiency,
+        memory_bandwidth=acc.memory_bandwidth, device_memory=acc.memory, runtime_buffers=c.runtime_buffers,
+        headroom=c.headroom, devices_per_node=int(c.devices_per_node or plat.devices_per_node),
+        intra_bus_bandwidth=intra, intra_latency=plat.intra.latency, inter_bus_bandwidth=inter,
+        inter_latency=plat.inter.latency)
+
+
+def _state_kwargs(w: Workload) -> dict[str, float]:
+    state = state_bytes_per_param(w.training.precision, w.training.optimizer)
+    return dict(activation_bytes_per_value=bytes_per_element(w.training.precision), weight_bytes=state.weights,
+                grad_bytes=state.grads, master_bytes=state.master, optimizer_bytes=state.optimizer)
+
+
+def account_of(w: Workload, model: Any) -> tuple[parallel.ParallelAccount, parallel.Hardware] | None:
+    shape = model_shape(w, model)
+    if shape is None:
+        return None
+    p, t = w.parallel, w.training
+    d = parallel.check_layout(w.cluster.count, p.tensor, p.pipeline, p.interleave, p.context, p.expert, p.data,
+                              p.schedule, p.sequence, shape.heads, shape.layers, shape.experts, t.seq_len,
+                              t.grad_accum)
+    hw = hardware(w)
+    acct = parallel.parallel_account(
+        shape, hw, tensor=p.tensor, pipeline=p.pipeline, interleave=p.interleave, context=p.context,
+        expert=p.expert, data=d, sequence_parallel=p.sequence, micro_batch=t.micro_batch,
+        micro_batches=t.grad_accum, recompute=t.recompute, zero=t.zero, schedule=p.schedule,
+        flash_attention=p.flash_attention, **_state_kwargs(w))
+    return acct, hw
+
+
+def parallel_section(w: Workload, model: Any) -> dict[str, Any]:
+    """The `parallel` section of the plan report: memory per device and time per step of the layout."""
+    result = account_of(w, model)
+    if result is None:
+        return {"skipped": "model.layers and model.width: a shape is needed to plan a parallel layout"}
+    a, hw = result
+    p = w.parallel
+    f = float
+    return {
+        "layout": {"tensor": p.tensor, "pipeline": p.pipeline, "interleave": p.interleave, "schedule": p.schedule,
+                   "sequence": p.sequence, "context": p.context, "expert": p.expert, "data": int(a.data),
+                   "micro_batch": w.training.micro_batch, "micro_batches": int(a.micro_batches),
+                   "zero": w.training.zero, "recompute": w.training.recompute,
+                   "flash_attention": p.flash_attention},
+        "memory": {"weights_bytes": f(a.weights_bytes), "grads_bytes": f(a.grads_bytes),
+                   "optimizer_bytes": f(a.optimizer_bytes), "activation_bytes": f(a.activation_bytes),
+                   "first_stage_bytes": f(a.first_stage_bytes), "last_stage_bytes": f(a.last_stage_bytes),
+                   "per_device_bytes": f(a.per_device_bytes), "device_memory": hw.device_memory,
+                   "fits": bool(a.fits)},
+        "time": {"step_seconds": f(a.step_seconds), "compute_seconds": f(a.compute_seconds),
+                 "memory_bound_seconds": f(a.memory_bound_seconds), "tensor_seconds": f(a.tensor_seconds),
+                 "context_seconds": f(a.context_seconds), "expert_seconds": f(a.expert_seconds),
+                 "pipeline_send_seconds": f(a.pipeline_send_seconds), "bubble_seconds": f(a.bubble_seconds),
+                 "bubble_share": f(a.bubble_share), "data_parallel_seconds": f(a.data_parallel_seconds),
+                 "optimizer_seconds": f(a.optimizer_seconds)},
+        "mfu": f(a.mfu), "model_flops_per_step": f(a.model_flops), "executed_flops_per_device": f(a.flops_per_device),
+        "network": {"bytes_per_step": f(a.bytes_per_step), "tensor_tier": str(a.tensor_tier),
+                    "pipeline_tier": str(a.pipeline_tier), "data_tier": str(a.data_tier),
+                    "intra_bus_bandwidth": hw.intra_bus_bandwidth, "inter_bus_bandwidth": hw.inter_bus_bandwidth,
+                    "devices_per_node": hw.devices_per_node},
+        "matmul_efficiency": hw.matmul_efficiency,
+    }
+
+
+# ---------------------------------------------------------------- search
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Candidate layouts as parallel arrays (one entry per candidate)."""
+
+    tensor: np.ndarray
+    pipeline: np.ndarray
+    interleave: np.ndarray
+    context: np.ndarray
+    expert: np.ndarray
+    data: np.ndarray
+    sequence: np.ndarray
+    micro_batch: np.ndarray
+    micro_batches: np.ndarray
+    recompute: np.ndarray
+    zero: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.tensor.size)
+
+    def take(self, keep: np.ndarray) -> "Grid":
+        return Grid(**{k: v[keep] for k, v in vars(self).items()})
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [k for k in range(1, min(n, limit) + 1) if n % k == 0]
+
+
+def candidate_grid(shape: parallel.ModelShape, devices: int, global_batch: int) -> Grid:
+    """Every layout of `devices` that divides what it must and keeps `global_batch` sequences per step."""
+    tensors = [t for t in (2**k for k in range(12)) if t <= devices and shape.heads % t == 0]
+    pipelines = _divisors(shape.layers, devices)
+    experts = _divisors(shape.experts, devices)
+    contexts = [c for c in CONTEXT_CHOICES if shape.seq_len % c == 0 and c <= devices]
+    grid = np.array(list(itertools.product(tensors, pipelines, INTERLEAVE_CHOICES, contexts, experts, (0, 1),
+                                           MICRO_BATCH_CHOICES, range(len(RECOMPUTE_CHOICES)), ZERO_CHOICES)),
+                    dtype=np.int64)
+    t, p, v, c, e, sp, b, rc, z = grid.T
+    split = t * p * c
+    ok = devices % split == 0
+    d = np.where(ok, devices // np.maximum(split, 1), 0)
+    ok &= d > 0
+    ok &= global_batch % np.maximum(b * d, 1) == 0
+    m = np.where(ok, global_batch // np.maximum(b * d, 1), 0)
+    ok &= m > 0
+    ok &= shape.layers % (p * v) == 0
+    ok &= (v == 1) | ((p > 1) & (m % p == 0))
+    ok &= (sp == 0) | (t > 1)
+    ok &= (d * c) % e == 0
+    ok &= (z == 0) | (d * c > 1)  # ZeRO needs a data-parallel group to shard over
+    keep = np.flatnonzero(ok)
+    return Grid(tensor=t[keep], pipeline=p[keep], interleave=v[keep], context=c[keep], expert=e[keep],
+                data=d[keep], sequence=sp[keep].astype(bool), micro_batch=b[keep], micro_batches=m[keep],
+                recompute=rc[keep], zero=z[keep])
+
+
+def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
+           include_unfit: bool = False) -> dict[str, Any]:
+    """The fastest layouts that fit, with memory and step time for each."""
+    shape = model_shape(w, model)
+    if shape is None:
+        raise UserError("model.layers", "a shape (model.layers and model.width, or model.hf_config) to search "
+                        "parallel layouts")
+    n = int(devices or w.cluster.count)
+    d_now = parallel.check_layout(w.cluster.count, w.parallel.tensor, w.parallel.pipeline, w.parallel.interleave,
+                                  w.parallel.context, w.parallel.expert, w.parallel.data, w.parallel.schedule,
+                                  w.parallel.sequence, shape.heads, shape.layers, shape.experts)
+    global_batch = int(w.training.micro_batch * w.training.grad_accum * d_now)
+    grid = candidate_grid(shape, n, global_batch)
+    if w.parallel.flash_attention:  # no scores are kept: selective recomputation is the same as none
+        grid = grid.take(grid.recompute != RECOMPUTE_CHOICES.index("selective"))
+    if len(grid) == 0:
+        raise UserError("cluster.count", f"no layout of {n} devices divides the model and a global batch of "
+                        f"{global_batch} sequences")
+    hw = hardware(w)
+    recompute_codes = np.array([parallel.RECOMPUTE_CODES[r] for r in RECOMPUTE_CHOICES])[grid.recompute]
+    a = parallel.parallel_account(
+        shape, hw, tensor=grid.tensor, pipeline=grid.pipeline, interleave=grid.interleave, context=grid.context,
+        expert=grid.expert, data=grid.data, sequence_parallel=grid.sequence, micro_batch=grid.micro_batch,
+        micro_batches=grid.micro_batches, recompute=recompute_codes, zero=grid.zero,
+        schedule=np.zeros(len(grid), dtype=np.int64), flash_attention=w.parallel.flash_attention,
+        **_state_kwargs(w))
+    fits = np.asarray(a.fits, dtype=bool)
+    order = np.lexsort((a.per_device_bytes, a.step_seconds))
+    if not include_unfit:
+        order = order[fits[order]]
+    rows = []
+    tokens = global_batch * shape.seq_len
+    for i in order[:top]:
+        rows.append({
+            "tensor": int(grid.tensor[i]), "pipeline": int(grid.pipeline[i]), "interleave": int(grid.interleave[i]),
+            "schedule": "interleaved" if grid.interleave[i] > 1 else "1f1b", "sequence": bool(grid.sequence[i]),
+            "context": int(grid.context[i]), "expert": int(grid.expert[i]), "data": int(grid.data[i]),
+            "micro_batch": int(grid.micro_batch[i]), "micro_batches": int(grid.micro_batches[i]),
+            "recompute": RECOMPUTE_CHOICES[int(grid.recompute[i])], "zero": int(grid.zero[i]),
+            "step_seconds": float(a.step_seconds[i]), "tokens_per_second": tokens / float(a.step_seconds[i]),
+            "per_device_bytes": float(a.per_device_bytes[i]), "fits": bool(fits[i]), "mfu": float(a.mfu[i]),
+            "bubble_share": float(a.bubble_share[i]), "tensor_tier": str(a.tensor_tier[i]),
+        })
+    return {"devices": n, "global_batch": global_batch, "seq_len": shape.seq_len, "candidates": len(grid),
+            "fitting": int(fits.sum()), "device_memory": hw.device_memory, "layouts": rows}

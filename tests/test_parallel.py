@@ -1,0 +1,281 @@
+"""The parallel-layout account against the published per-layer formulas, worked out by hand.
+
+References: Korthikanti et al. 2022 (activations per layer, eq. 1-2, and the pipeline's
+in-flight micro-batches), Narayanan et al. 2021 (FLOPs per step, pipeline bubble),
+Rajbhandari et al. 2020 (ZeRO memory: (2+2+12) psi bytes, sharded by stage), NCCL's bus factors.
+"""
+
+import pytest
+
+from trainplan.accounts import network, parallel
+from trainplan.errors import UserError
+from trainplan.planning.validation import gpt_shape
+
+S, H, A = 2048, 12288, 96  # the 175B model of Korthikanti et al. 2022
+SBH = S * 1 * H
+
+
+@pytest.mark.parametrize("t,sp,recompute,per_sbh", [
+    (8, False, "none", 10 + 24 / 8 + 5 * 96 * 2048 / (12288 * 8)),  # = 10 + 3 + 10 = 23
+    (8, True, "none", (34 + 5 * 96 * 2048 / 12288) / 8),  # = (34 + 80) / 8 = 14.25
+    (8, False, "selective", 10 + 24 / 8),  # 13
+    (8, True, "selective", 34 / 8),  # 4.25
+    (8, False, "full", 2.0),
+    (8, True, "full", 2 / 8),
+    (1, False, "none", 34 + 5 * 96 * 2048 / 12288),  # sbh(34 + 5as/h) with no parallelism
+])
+def test_korthikanti_per_layer(t, sp, recompute, per_sbh):
+    got = parallel.korthikanti_activation_bytes_per_layer(S, 1, H, A, t, sp, recompute)
+    assert float(got) == pytest.approx(SBH * per_sbh)
+
+
+def test_flash_attention_keeps_no_scores():
+    # without the 5 a s / h term: s b h (10 + 24/t) without SP, 34 s b h / t with SP, whatever the recompute
+    for recompute in ("none", "selective"):
+        assert float(parallel.korthikanti_activation_bytes_per_layer(S, 1, H, A, 8, False, recompute, False)) \
+            == pytest.approx(SBH * 13)
+        assert float(parallel.korthikanti_activation_bytes_per_layer(S, 1, H, A, 8, True, recompute, False)) \
+            == pytest.approx(SBH * 34 / 8)
+
+
+def test_narayanan_flops_by_hand():
+    # 1T model, batch 512: 72 B s l h^2 (1 + s/6h + V/12hl)
+    B, s, l, h, V = 512, 2048, 128, 25600, 51200
+    base = 72 * B * s * l * h * h
+    assert float(parallel.narayanan_flops_per_step(B, s, l, h, V, "none")) == pytest.approx(
+        base * (1 + 2048 / 153600 + 51200 / (12 * 25600 * 128)))
+    assert float(parallel.narayanan_flops_per_step(B, s, l, h, V, "full")) == pytest.approx(
+        96 * B * s * l * h * h * (1 + 2048 / 153600 + 51200 / (16 * 25600 * 128)))
+    # selective: one more forward of the attention core, 4 B s^2 h per layer
+    assert float(parallel.narayanan_flops_per_step(B, s, l, h, V, "selective")) == pytest.approx(
+        base * (1 + 2048 / 153600 + 51200 / (12 * 25600 * 128)) + 4 * B * s * s * h * l)
+
+
+def test_bubble_and_in_flight():
+    assert float(parallel.pipeline_bubble(8, 64, 1)) == pytest.approx(7 / 64)
+    assert float(parallel.pipeline_bubble(8, 64, 3)) == pytest.approx(7 / 192)
+    assert float(parallel.pipeline_bubble(1, 4, 1)) == 0.0
+    assert float(parallel.in_flight_factor(8, 64, 1)) == pytest.approx(1.0)  # p micro-batches x l/p layers = l
+    assert float(parallel.in_flight_factor(8, 64, 3, "interleaved")) == pytest.approx(1 + 7 / 24)
+    assert float(parallel.in_flight_factor(8, 4, 1)) == pytest.approx(4 / 8)  # fewer micro-batches than stages
+    assert float(parallel.in_flight_factor(8, 64, 1, "gpipe")) == pytest.approx(8.0)
+
+
+A100 = parallel.Hardware(peak_flops=312e12, matmul_efficiency=0.7, memory_bandwidth=2.039e12, device_memory=80 * 2**30,
+                         runtime_buffers=2e9, headroom=0.1, devices_per_node=8, intra_bus_bandwidth=231e9,
+                         intra_latency=5e-6, inter_bus_bandwidth=22.5e9, inter_latency=1e-5)
+
+
+def test_model_flops_match_narayanan():
+    # the account writes 24 b s h^2 as 2 b s P_layer; with the 12 h^2 + 13 h GPT block the only
+    # difference is the 13 h biases (13 / (12 h) = 1e-4 of the total)
+    m175 = gpt_shape(12288, 96, 96, 51200, 2048)
+    a = parallel.parallel_account(m175, A100, tensor=8, pipeline=8, data=1, micro_batch=1, micro_batches=64)
+    assert float(a.model_flops) == pytest.approx(float(parallel.narayanan_flops_per_step(64, 2048, 96, 12288, 51200)),
+                                                 rel=2e-4)
+
+
+def test_executed_flops_with_full_recompute_one_stage():
+    # one device holds every layer and the logits: its FLOPs are the whole step's, 96 B s l h^2 (...)
+    m = gpt_shape(2048, 16, 4, 50000, 1024)
+    a = parallel.parallel_account(m, A100, micro_batch=2, micro_batches=3, recompute="full")
+    want = parallel.narayanan_flops_per_step(6, 1024, 4, 2048, 50000, "full")
+    assert float(a.flops_per_device) == pytest.approx(float(want), rel=1e-3)
+
+
+def test_activations_of_the_first_stage_1t_selective_sp():
+    # 1F1B: p micro-batches in flight x l/p layers = l layers of sbh 34/t, plus the embedding
+    # dropout mask of the p micro-batches, s b h p / t bytes (Korthikanti §4.3)
+    m = gpt_shape(25600, 160, 128, 51200, 2048)
+    a = parallel.parallel_account(m, A100, tensor=8, pipeline=64, data=1, sequence_parallel=True, micro_batch=1,
+                                  micro_batches=512, recompute="selective")
+    want = 128 * 2048 * 25600 * 34 / 8 + 2048 * 25600 * 64 / 8
+    assert float(a.activation_bytes) == pytest.approx(want)
+
+
+def test_zero_memory_matches_deepspeeds_formulas():
+    # Rajbhandari et al. 2020, fig. 1: baseline (2+2+12) psi; ZeRO-1 2psi + 2psi + 12psi/N;
+    # ZeRO-2 2psi + 14psi/N; ZeRO-3 16psi/N (here N = 64, psi the whole model on one stage)
+    m = gpt_shape(1024, 16, 8, 32000, 512)
+    psi = m.dense_layer_params * 8 + m.embedding_params  # one stage holds every layer and the embedding
+    for zero, want in ((0, 16 * psi), (1, 4 * psi + 12 * psi / 64), (2, 2 * psi + 14 * psi / 64),
+                       (3, 16 * psi / 64)):
+        a = parallel.parallel_account(m, A100, data=64, zero=zero)
+        gathered = 2 * m.dense_layer_params * 2 if zero == 3 else 0.0  # two layers gathered (prefetch)
+        got = float(a.weights_bytes) - gathered + float(a.grads_bytes) + float(a.optimizer_bytes)
+        assert got == pytest.approx(want), zero
+
+
+def test_tensor_parallel_all_reduces_by_hand():
+    # 175B, TP 8 in a node: per layer per micro-batch 4 all-reduces (6 with full recompute) of
+    # b s h x 2 bytes, each 1.75 M / W + 14 x 5 us; 12 layers a stage, 64 micro-batches
+    m = gpt_shape(12288, 96, 96, 51200, 2048)
+    msg = 2048 * 12288 * 2
+    one = msg * 1.75 / 231e9 + 14 * 5e-6
+    for recompute, count in (("selective", 4), ("full", 6)):
+        a = parallel.parallel_account(m, A100, tensor=8, pipeline=8, data=1, micro_batch=1, micro_batches=64,
+                                      recompute=recompute)
+        assert float(a.tensor_seconds) == pytest.approx(64 * 12 * count * one)
+        assert str(a.tensor_tier) == "intra" and str(a.pipeline_tier) == "inter"
+
+
+def test_bubble_seconds_are_the_share_of_the_ideal_step():
+    m = gpt_shape(4096, 32, 32, 32000, 2048)
+    a = parallel.parallel_account(m, A100, tensor=8, pipeline=4, interleave=2, schedule="interleaved", data=1,
+                                  micro_batches=8)
+    assert float(a.bubble_share) == pytest.approx(3 / 16)
+    ideal = float(a.step_seconds) - float(a.bubble_seconds) - float(a.data_parallel_seconds) \
+        - float(a.optimizer_seconds)
+    assert float(a.bubble_seconds) == pytest.approx(ideal * 3 / 16)
+
+
+def test_zero3_gathers_cost_more_than_plain_data_parallel():
+    m = gpt_shape(4096, 32, 32, 32000, 2048)
+    plain = parallel.parallel_account(m, A100, data=64, micro_batches=4, zero=0)
+    z3 = parallel.parallel_account(m, A100, data=64, micro_batches=4, zero=3)
+    # per step: 4 micro-batches x (2 all-gathers of W + reduce-scatter of G) x 63/64, vs 2 x 63/64 x G
+    psi = m.dense_layer_params * 32 + m.embedding_params
+    assert float(z3.bytes_per_step) == pytest.approx(4 * 63 / 64 * 3 * 2 * psi)
+    assert float(plain.bytes_per_step) == pytest.approx(2 * 63 / 64 * 2 * psi)
+
+
+def test_network_account_counts_zero3_gathers():
+    # the old ring was 2(N-1)/N M whatever the stage; ZeRO-3: per micro-step (N-1)/N (2W + G)
+    old = network.network_account(1e9, 2.0, 8, 100e9, 10.0, 2 / 3)
+    z3 = network.network_account(1e9, 2.0, 8, 100e9, 10.0, 2 / 3, zero=3, weight_bytes_per_param=2.0, micro_steps=4)
+    assert float(old.ring_bytes_per_step) == pytest.approx(2 * 7 / 8 * 2e9)
+    assert float(z3.ring_bytes_per_step) == pytest.approx(4 * 7 / 8 * (2 * 2e9 + 2e9))
+
+
+@pytest.mark.parametrize("kwargs,key", [
+    (dict(count=64, tensor=8, pipeline=4, data=4), "parallel.data"),
+    (dict(count=100, tensor=8), "cluster.count"),
+    (dict(count=64, tensor=8, heads=12), "parallel.tensor"),
+    (dict(count=64, pipeline=8, layers=12), "parallel.pipeline"),
+    (dict(count=64, pipeline=4, interleave=2, schedule="interleaved", layers=12), "parallel.interleave"),
+    (dict(count=64, pipeline=4, interleave=2, layers=16), "parallel.schedule"),
+    (dict(count=64, expert=3, experts=8), "parallel.expert"),
+    (dict(count=64, context=3, seq_len=4096), "cluster.count"),
+    (dict(count=48, context=3, seq_len=4096), "parallel.context"),
+    (dict(count=64, tensor=1, sequence=True), "parallel.sequence"),
+])
+def test_check_layout_names_the_key(kwargs, key):
+    with pytest.raises(UserError) as err:
+        parallel.check_layout(**kwargs)
+    assert err.value.where == key
+
+
+def test_check_layout_returns_the_data_degree():
+    assert parallel.check_layout(512, 8, 8, heads=64, layers=80) == 8
+
+
+def test_bad_layout_from_the_cli_is_one_line_exit_2(cli):
+    res = cli("plan", "--set", "model.layers=12", "--set", "model.width=768", "--set", "model.heads=12",
+              "--set", "cluster.count=8", "--set", "parallel.tensor=8")
+    assert res.returncode == 2
+    assert res.stderr.strip() == "trainplan: parallel.tensor: expected a divisor of model.heads (12), got 8"
+
+
+def test_plan_report_keeps_its_keys_and_adds_parallel(plan_json):
+    r = plan_json("--set", "cluster.count=8", "--set", "parallel.tensor=2", "--set", "training.zero=1")
+    for section, keys in {"compute": ("seconds_per_step", "flops"), "memory": ("per_device_bytes", "fits"),
+                          "network": ("ring_bytes_per_step", "floor_seconds_per_step")}.items():
+        for k in keys:
+            assert k in r[section]
+    p = r["parallel"]
+    assert p["layout"]["data"] == 4 and p["layout"]["tensor"] == 2
+    assert p["time"]["step_seconds"] > 0 and p["memory"]["per_device_bytes"] > 0
+    assert r["assumptions"]["parallel.tensor"]["provenance"] == "assumed"
+
+
+def test_network_bytes_per_step_of_plain_data_parallelism(plan_json):
+    # SPEC §7's default model (93 M parameters, bf16 gradients, 2 bytes) on 8 devices, no layout:
+    # the ring all-reduce, 2 x 7/8 x 186 MB = 325.5 MB, in both accounts; ZeRO-3 with 4 micro-steps:
+    # 4 x 7/8 x (2 x 186 + 186) MB = 1953 MB
+    r = plan_json("--set", "cluster.count=8")
+    assert r["network"]["bytes_per_step"] == pytest.approx(325.5e6)
+    assert r["network"]["ring_bytes_per_step"] == pytest.approx(325.5e6)
+    r = plan_json("--set", "cluster.count=8", "--set", "training.zero=3", "--set", "training.grad_accum=4")
+    assert r["network"]["bytes_per_step"] == pytest.approx(1953e6)
+    assert r["network"]["ring_bytes_per_step"] == pytest.approx(1953e6)
+
+
+def test_output_layer_and_last_stage_by_hand():
+    # one stage: the output layer's 4 s b h / t (1 + V / h) joins the first stage's activations
+    m = gpt_shape(1024, 16, 8, 32000, 512)
+    one = parallel.parallel_account(m, A100, micro_batch=2, micro_batches=4)
+    layers = 8 * 512 * 2 * 1024 * (34 + 5 * 16 * 512 / 1024)  # l x sbh(34 + 5as/h), one micro-batch in flight
+    mask = 512 * 2 * 1024 * 1  # embedding dropout mask, 1 byte a value
+    output = 4 * 512 * 2 * (1024 + 32000)
+    assert float(one.activation_bytes) == pytest.approx(layers + mask + output)
+    # four stages, 1F1B, 16 micro-batches: the last stage holds 1 micro-batch of its 2 layers plus the output layer
+    four = parallel.parallel_account(m, A100, pipeline=4, micro_batch=2, micro_batches=16)
+    state = float(four.weights_bytes) + float(four.grads_bytes) + float(four.optimizer_bytes) + 2e9
+    last = 2 * 512 * 2 * 1024 * (34 + 40) + output
+    assert float(four.last_stage_bytes) == pytest.approx((state + last) * 1.1)
+    first = 8 * 512 * 2 * 1024 * (34 + 40) + 4 * mask  # 4 micro-batches in flight x 2 layers, 4 masks
+    assert float(four.first_stage_bytes) == pytest.approx((state + first) * 1.1)
+    assert float(four.per_device_bytes) == pytest.approx(max(float(four.first_stage_bytes),
+                                                             float(four.last_stage_bytes)))
+
+
+def test_layer_flops_against_torch_flop_counter():
+    # an outside count: torch's FlopCounterMode on a plain GPT block (no biases, so P_layer = 12 h^2),
+    # forward and backward, against the account's executed FLOPs of one layer with no logits
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    b, s, h, heads = 2, 64, 128, 4
+    lin = torch.nn.Linear
+    qkv, proj, up, down = lin(h, 3 * h, bias=False), lin(h, h, bias=False), lin(h, 4 * h, bias=False), \
+        lin(4 * h, h, bias=False)
+    x = torch.randn(b, s, h, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:
+        q, k, v = qkv(x).view(b, s, 3, heads, h // heads).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-1, -2) / (h // heads) ** 0.5, dim=-1) @ v
+        y = proj(att.transpose(1, 2).reshape(b, s, h))
+        out = down(torch.nn.functional.gelu(up(x + y)))
+        out.sum().backward()
+    shape = parallel.ModelShape(layers=1, width=h, heads=heads, kv_heads=heads, vocab=0, seq_len=s,
+                                params=12 * h * h, active_params=12 * h * h, embedding_params=0, tied=True)
+    a = parallel.parallel_account(shape, A100, micro_batch=b, micro_batches=1)
+    assert float(a.flops_per_device) == pytest.approx(counter.get_total_flops())
+    # and by hand: 3 x (24 b s h^2 + 4 b s^2 h)
+    assert counter.get_total_flops() == 3 * (24 * b * s * h * h + 4 * b * s * s * h)
+
+
+def test_korthikanti_against_saved_tensors_of_a_torch_layer():
+    # an outside measurement: the tensors autograd saves for backward in a bf16 GPT layer written as
+    # Megatron writes it (pre-LN, fused QKV, dropout after softmax, after the projection and after the
+    # MLP), counted with saved_tensors_hooks and deduplicated by storage, parameters excluded.
+    # Korthikanti's s b h (34 + 5 a s / h) counts 1-byte dropout masks (Megatron's CUDA kernels) and
+    # no layer-norm statistics; torch on the CPU may keep 2-byte masks, and keeps the mean and rstd
+    # of each layer norm (4 tensors of s b values).
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    b, s, h, a = 2, 128, 256, 4
+    dt = torch.bfloat16
+    ln1, ln2 = torch.nn.LayerNorm(h, dtype=dt), torch.nn.LayerNorm(h, dtype=dt)
+    qkv, proj = torch.nn.Linear(h, 3 * h, dtype=dt), torch.nn.Linear(h, h, dtype=dt)
+    up, down = torch.nn.Linear(h, 4 * h, dtype=dt), torch.nn.Linear(4 * h, h, dtype=dt)
+    params = {p.untyped_storage().data_ptr() for m in (ln1, ln2, qkv, proj, up, down) for p in m.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t):  # noqa: ANN001, ANN202
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    x = torch.randn(s, b, h, dtype=dt, requires_grad=True)
+    drop = torch.nn.functional.dropout
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        q, k, v = qkv(ln1(x)).view(s, b, 3, a, h // a).permute(2, 1, 3, 0, 4)
+        probs = drop(torch.softmax((q @ k.transpose(-1, -2)) * (h // a) ** -0.5, dim=-1), 0.1, True)
+        x2 = x + drop(proj((probs @ v).permute(2, 0, 1, 3).reshape(s, b, h)), 0.1, True)
+        _ = x2 + drop(down(torch.nn.functional.gelu(up(ln2(x2)))), 0.1, True)
+    formula = float(parallel.korthikanti_activation_bytes_per_layer(s, b, h, a))
+    assert formula == s * b * h * (34 + 5 * a * s / h)
+    norm_stats = 4 * s * b * 2
+    wide_masks = 2 * s * b * h + a * s * s * b  # the three masks at 2 bytes instead of 1
+    assert sum(saved.values()) - norm_stats - formula in (0, wide_masks)
