@@ -120,6 +120,11 @@ def test_a_model_too_big_for_one_device_gets_more() -> None:
     assert forced.as_dict()["cost_per_request"] is None
 
 
+def test_a_known_shape_gives_no_missing_reason() -> None:
+    d = estimate().as_dict()
+    assert "kv_cache_missing" not in d and d["max_batch_bound"] == "weights and KV cache"
+
+
 def test_crossover_days() -> None:
     assert serving.crossover_days(1e6, 1e4) == 100
     assert math.isinf(serving.crossover_days(1e6, 0))

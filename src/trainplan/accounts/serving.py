@@ -153,10 +153,12 @@ class ServingEstimate:
     kv_cache_missing: str | None = None  # why the KV figures are None; None when they are known
 
     def as_dict(self) -> dict[str, float | int | str | bool | None]:
-        """JSON-ready: infinities become None."""
+        """JSON-ready: infinities become None; `kv_cache_missing` only where there is a reason to give."""
         out: dict[str, float | int | str | bool | None] = {}
         for name in self.__dataclass_fields__:
             v = getattr(self, name)
+            if name == "kv_cache_missing" and v is None:
+                continue
             out[name] = None if isinstance(v, float) and not math.isfinite(v) else v
         return out
 

@@ -160,9 +160,7 @@ def serve_command(
     e = serving_estimate(w, model)
     if fmt == "json":
         d = e.as_dict()
-        out = {k: d[k] for k in SERVE_KEYS} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
-        if out.get("kv_cache_missing") is None:  # the shape is known: no reason to give
-            out.pop("kv_cache_missing", None)
+        out = {k: d[k] for k in SERVE_KEYS if k in d} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
         out["accelerator"] = w.accelerator.key
         typer.echo(json.dumps(out, indent=2))
     else:
