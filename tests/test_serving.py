@@ -120,6 +120,11 @@ def test_a_model_too_big_for_one_device_gets_more() -> None:
     assert forced.as_dict()["cost_per_request"] is None
 
 
+def test_a_known_shape_gives_no_missing_reason() -> None:
+    d = estimate().as_dict()
+    assert "kv_cache_missing" not in d and d["max_batch_bound"] == "weights and KV cache"
+
+
 def test_crossover_days() -> None:
     assert serving.crossover_days(1e6, 1e4) == 100
     assert math.isinf(serving.crossover_days(1e6, 0))
@@ -225,3 +230,145 @@ def test_cli_serve_ladder_and_errors() -> None:
     assert rc == 2 and "serving.dtype" in err
     rc, _, err = _cli(["serve", "--format", "xml"])
     assert rc == 2 and "--format" in err
+
+
+# ---------------------------------------------------------------- a model given by its parameter count alone
+# Throughput and cost need only P: weights W = P x bytes per element, decode FLOPs 2 P per token. The
+# KV cache needs the shape, so without one its figures are None, `kv_cache_missing` says what is
+# missing, the memory time counts the weights' read only (W / BW, an upper bound on tokens/s) and the
+# largest batch is bounded by weights only: the requested batch is served.
+
+P_ONLY = 7e9
+
+
+def count_only(params: float = P_ONLY) -> serving.ServedModel:
+    return serving.ServedModel(params=params, layers=None, kv_heads=None, head_dim=None,
+                               kv_missing="model.layers and model.width are needed")
+
+
+def test_count_only_figures_by_hand() -> None:
+    e = estimate(model=count_only(), batch=32)
+    w = P_ONLY * 2  # bf16: 2 bytes per weight
+    assert e.weights_bytes == w == 14e9
+    assert e.devices == math.ceil(w / (H100_MEMORY * 0.9)) == 1
+    assert e.kv_bytes_per_token is None and e.kv_bytes_per_sequence is None
+    assert e.max_batch is None and e.max_batch_bound == "weights only" and e.fits
+    assert e.kv_cache_missing == "model.layers and model.width are needed"
+    assert e.batch == 32  # the batch asked for: nothing known caps it
+    t_compute = 2 * P_ONLY * 32 / (H100_PEAK * 0.3)  # 4.48e11 / 2.9685e14 = 1.509 ms
+    t_memory = w / H100_BW  # 14e9 / 3.35e12 = 4.179 ms: the weights' read only
+    assert e.compute_seconds_per_step == pytest.approx(t_compute)
+    assert e.memory_seconds_per_step == pytest.approx(t_memory)
+    assert e.bound == "memory"
+    assert e.tokens_per_second == pytest.approx(32 / t_memory) == pytest.approx(7657.142857)
+    rps = 32 / t_memory / 500
+    assert e.requests_per_second == pytest.approx(rps)
+    assert e.cost_per_request == pytest.approx(3.0 / 3600 / rps)
+    assert e.cost_per_million_requests == pytest.approx(3.0 / 3600 / rps * 1e6) == pytest.approx(54.4154229)
+    assert e.replicas == math.ceil(1e6 / 86400 / rps) == 1
+    assert e.crossover_days == pytest.approx(1e6 / (1 * 3.0 * 24))
+    # compute time equals the weights' read at B* = (W / BW) / (2 P / (peak x MFU))
+    assert e.compute_bound_batch == pytest.approx((w / H100_BW) / (2 * P_ONLY / (H100_PEAK * 0.3)))
+    d = e.as_dict()
+    assert d["kv_bytes_per_token"] is None and d["kv_bytes_per_sequence"] is None and d["max_batch"] is None
+    assert d["kv_cache_missing"] and d["max_batch_bound"] == "weights only"
+
+
+def test_count_only_large_batch_is_compute_bound_and_int4_is_a_quarter_of_fp16() -> None:
+    e = estimate(model=count_only(), batch=128)  # above B* = 88.6
+    assert e.bound == "compute"
+    assert e.tokens_per_second == pytest.approx(H100_PEAK * 0.3 / (2 * P_ONLY))
+    assert estimate(model=count_only(), batch=1, dtype="int4").weights_bytes == P_ONLY * 0.5
+    assert estimate(model=count_only(), batch=1, dtype="int4").tokens_per_second == pytest.approx(
+        1 / (P_ONLY * 0.5 / H100_BW))
+
+
+def test_count_only_devices_hold_the_weights() -> None:
+    e = estimate(model=count_only(70e9), batch=8)
+    assert e.devices == math.ceil(2 * 70e9 / (H100_MEMORY * 0.9)) == 2
+    assert e.dollars_per_hour == 2 * 3.0
+    forced = estimate(model=count_only(70e9), batch=8, devices=1)
+    assert not forced.fits and forced.tokens_per_second == 0 and forced.max_batch is None
+    assert forced.as_dict()["cost_per_request"] is None
+
+
+def test_count_only_needs_a_batch() -> None:
+    with pytest.raises(UserError, match="serving.batch"):
+        estimate(model=count_only())  # no batch and no KV cache to bound one
+
+
+def test_served_model_names_what_is_missing() -> None:
+    from types import SimpleNamespace
+
+    from trainplan.planning.served import served_model
+
+    def facts(**kw: object) -> SimpleNamespace:
+        base: dict[str, object] = dict(params=7e9, active_params=7e9, layers=None, width=None, heads=None,
+                                       kv_heads=None, head_dim=None)
+        return SimpleNamespace(**(base | kw))
+
+    bare = served_model(facts())
+    assert not bare.kv_known and bare.kv_missing.startswith("model.layers and model.width ")
+    assert "model.hf_config" in bare.kv_missing
+    assert served_model(facts(layers=32)).kv_missing.startswith("model.width ")
+    assert served_model(facts(width=4096, heads=32, kv_heads=8)).kv_missing.startswith("model.layers ")
+    shaped = served_model(facts(layers=32, width=4096, heads=32, kv_heads=8))
+    assert shaped.kv_known and shaped.kv_missing == "" and shaped.head_dim == 128 and shaped.kv_heads == 8
+
+
+COUNT_ONLY_SERVING = ["--set", "serving.training_cost=1000000", "--set", "serving.batch=32",
+                      "--set", "serving.mfu=0.3", "--set", "serving.tokens_per_request=500",
+                      "--set", "serving.requests_per_day=1e6", "--set", "serving.context=4096",
+                      "--set", "serving.dtype=bf16", "--set", "prices.accelerator_hour=3"]
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from trainplan.interfaces.cli import main
+
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_serve_from_a_parameter_count(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    rc, out, err = _main(["serve", "--set", "model.params=7e9", *COUNT_ONLY_SERVING], capsys)
+    assert rc == 0, err
+    data = json.loads(out)
+    t_memory = 2 * P_ONLY / H100_BW
+    assert data["weights_bytes"] == 2 * P_ONLY
+    assert data["tokens_per_second"] == pytest.approx(32 / t_memory)
+    assert data["cost_per_million_requests"] == pytest.approx(3.0 / 3600 / (32 / t_memory / 500) * 1e6)
+    assert data["kv_bytes_per_token"] is None and data["max_batch"] is None
+    assert data["kv_cache_missing"].startswith("model.layers and model.width")
+    assert data["max_batch_bound"] == "weights only"
+    rc, out, err = _main(["serve", "--set", "model.params=7e9", "--format", "table", *COUNT_ONLY_SERVING], capsys)
+    assert rc == 0, err
+    assert "KV cache                unknown: model.layers and model.width" in out
+    assert "bounded by weights only" in out and "7,657 tokens/s" in out
+    assert "nan" not in out and "inf" not in out and "None" not in out
+
+
+def test_cli_serve_a_workload_with_only_params(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    toml = Path(str(tmp_path)) / "count.toml"
+    toml.write_text('[model]\nparams = "7B"\n\n[serving]\nbatch = 32\n', encoding="utf-8")
+    rc, out, err = _main(["serve", str(toml)], capsys)
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["params"] == 7e9 and data["weights_bytes"] == 14e9 and data["kv_bytes_per_token"] is None
+    rc, out, err = _main(["serve", str(toml), "--ladder", "--format", "table"], capsys)
+    assert rc == 0, err
+    assert "weights only" in out and "llama-3.1-8b" in out
+    # a shape gives the KV cache back, with no reason key
+    rc, out, err = _main(["serve", str(toml), *SHAPE_7B[:-2], "--set", "model.params=6966738944"], capsys)
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["kv_bytes_per_token"] == 524_288 and "kv_cache_missing" not in data

@@ -11,6 +11,11 @@
   (W + B kv_seq) / (n BW): compute-bound at an inference MFU for large batches, on the
   memory-bandwidth roofline for small ones. Tokens/s = B / step time.
 - Cost per request = replica dollars per second / requests per second; per million requests.
+- Without a shape (a model given by its parameter count alone) the KV cache cannot be sized:
+  weights, devices, tokens/s and cost still follow from P, with the memory time counting the
+  weights' read only, (W / (n BW)), so tokens/s is an upper bound; the KV figures are None with
+  the missing keys named in `kv_cache_missing`, and the largest batch is bounded by weights only
+  (`max_batch` None, `max_batch_bound` "weights only"): the requested batch is served.
 - Crossover: the day cumulative serving dollars pass the training bill, at a request rate.
 
 Simplifications, written down: every token of a request is costed as a decode token (prompt
@@ -56,6 +61,13 @@ context and allocator slack. vLLM's default `gpu_memory_utilization=0.9`."""
 SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 86400.0
 
+MAX_BATCH_BY_KV = "weights and KV cache"
+"""`max_batch_bound` when the shape is known: the memory left after the weights, in full-context
+sequences."""
+MAX_BATCH_BY_WEIGHTS = "weights only"
+"""`max_batch_bound` without a shape: the weights fit or not; the KV cache, which would set the
+largest batch, is unknown, so no largest batch is stated and the requested one is served."""
+
 
 def bytes_per_param(dtype: str, key: str = "serving.dtype") -> float:
     """Bytes one weight takes in `dtype`: fp32 4, bf16/fp16 2, int8 1, int4 0.5."""
@@ -84,14 +96,21 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: float, bytes_per_el
 
 @dataclass(frozen=True)
 class ServedModel:
-    """The shape serving needs: parameter count, layers, KV heads and the width of one head."""
+    """The shape serving needs: parameter count, layers, KV heads and the width of one head.
+    Layers, KV heads and head width are None for a model known by its parameter count alone;
+    `kv_missing` then says, in words, what would size its KV cache."""
 
     params: float  # every weight held (all experts)
-    layers: int
-    kv_heads: int
-    head_dim: float
+    layers: int | None
+    kv_heads: int | None
+    head_dim: float | None
     name: str = ""
     active_params: float | None = None  # used per token (mixture of experts); None: = params
+    kv_missing: str = ""  # what is missing to size the KV cache; "" when the shape is known
+
+    @property
+    def kv_known(self) -> bool:
+        return self.layers is not None and self.kv_heads is not None and self.head_dim is not None
 
     @property
     def params_per_token(self) -> float:
@@ -107,12 +126,12 @@ class ServingEstimate:
     params: float
     devices: int  # accelerators per replica (tensor-parallel degree)
     weights_bytes: float
-    kv_bytes_per_token: float  # per token of one sequence
-    kv_bytes_per_sequence: float  # at the full context
+    kv_bytes_per_token: float | None  # per token of one sequence; None without a shape
+    kv_bytes_per_sequence: float | None  # at the full context; None without a shape
     context: int
     usable_memory_bytes: float  # devices x memory x MEMORY_UTILIZATION
-    fits: bool  # weights and at least one full-context sequence fit
-    max_batch: int  # concurrent full-context sequences that fit
+    fits: bool  # weights and at least one full-context sequence fit (weights alone without a shape)
+    max_batch: int | None  # concurrent full-context sequences that fit; None: bounded by weights only
     batch: int  # concurrent sequences served (requested batch capped at max_batch)
     flops_per_token: float  # 2 P
     compute_seconds_per_step: float
@@ -130,12 +149,16 @@ class ServingEstimate:
     serving_cost_per_day: float  # whole replicas, all day
     training_cost: float
     crossover_days: float  # training_cost / serving_cost_per_day; inf when nothing is served
+    max_batch_bound: str = MAX_BATCH_BY_KV  # what bounds max_batch
+    kv_cache_missing: str | None = None  # why the KV figures are None; None when they are known
 
     def as_dict(self) -> dict[str, float | int | str | bool | None]:
-        """JSON-ready: infinities become None."""
+        """JSON-ready: infinities become None; `kv_cache_missing` only where there is a reason to give."""
         out: dict[str, float | int | str | bool | None] = {}
         for name in self.__dataclass_fields__:
             v = getattr(self, name)
+            if name == "kv_cache_missing" and v is None:
+                continue
             out[name] = None if isinstance(v, float) and not math.isfinite(v) else v
         return out
 
@@ -184,15 +207,28 @@ def estimate_serving(
         raise UserError("serving.batch", f"expected a positive whole number of sequences, got {batch}")
 
     w = weights_bytes(model.params, dtype)
-    kv_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim, dtypes.bytes_per_element(kv_dtype))
-    kv_seq = kv_token * context
+    kv_token: float | None = None
+    kv_seq_known: float | None = None
+    if model.kv_known:
+        kv_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim,  # type: ignore[arg-type]
+                                      dtypes.bytes_per_element(kv_dtype))
+        kv_seq_known = kv_token * context
+    elif batch is None:
+        raise UserError("serving.batch", "a batch: without a shape the KV cache, which sets the largest "
+                        "batch that fits, is unknown")
+    kv_seq = kv_seq_known if kv_seq_known is not None else 0.0  # unknown: the weights' read alone
     if devices is None:  # the fewest that hold the weights and the requested batch (one sequence if none)
         devices = devices_to_fit(w, kv_seq * (batch or 1), device_memory, memory_utilization)
     elif devices < 1:
         raise UserError("devices", f"expected at least one device per replica, got {devices}")
     usable = devices * device_memory * memory_utilization
-    max_batch = max(0, math.floor((usable - w) / kv_seq))
-    fits = max_batch >= 1
+    max_batch: int | None
+    if kv_seq_known is not None:
+        max_batch = max(0, math.floor((usable - w) / kv_seq_known))
+        fits = max_batch >= 1
+    else:
+        max_batch = None
+        fits = usable > w
     flops_token = FLOP_PER_PARAM_PER_TOKEN * model.params_per_token
     rate = devices * peak_flops * mfu
     bandwidth = devices * memory_bandwidth
@@ -201,7 +237,8 @@ def estimate_serving(
     crossover_batch = (w / bandwidth) / denominator if denominator > 0 else math.inf
 
     if fits:
-        b = max_batch if batch is None else min(batch, max_batch)
+        b = max_batch if batch is None else batch if max_batch is None else min(batch, max_batch)
+        assert b is not None  # no shape requires a batch (above)
         t_compute = flops_token * b / rate
         t_memory = (w + b * kv_seq) / bandwidth
         step = max(t_compute, t_memory)
@@ -224,7 +261,7 @@ def estimate_serving(
     crossover = crossover_days(training_cost, per_day)
     return ServingEstimate(
         name=model.name, dtype=dtype, params=model.params, devices=devices,
-        weights_bytes=w, kv_bytes_per_token=kv_token, kv_bytes_per_sequence=kv_seq, context=context,
+        weights_bytes=w, kv_bytes_per_token=kv_token, kv_bytes_per_sequence=kv_seq_known, context=context,
         usable_memory_bytes=usable, fits=fits, max_batch=max_batch, batch=b,
         flops_per_token=flops_token, compute_seconds_per_step=t_compute, memory_seconds_per_step=t_memory,
         bound=bound, tokens_per_second=tps, compute_bound_batch=crossover_batch,
@@ -233,6 +270,8 @@ def estimate_serving(
         cost_per_million_requests=cost_request * 1e6,
         requests_per_day=requests_per_day, replicas=replicas, serving_cost_per_day=per_day,
         training_cost=training_cost, crossover_days=crossover,
+        max_batch_bound=MAX_BATCH_BY_KV if model.kv_known else MAX_BATCH_BY_WEIGHTS,
+        kv_cache_missing=None if model.kv_known else (model.kv_missing or "the model's shape"),
     )
 
 

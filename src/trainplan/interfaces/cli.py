@@ -27,8 +27,10 @@ _ABORT = (typer.Abort,)
 _USAGE = (_click_exceptions.ClickException,)
 
 from trainplan.errors import UserError
+from trainplan.interfaces.helptext import WordedGroup
 
 app = typer.Typer(
+    cls=WordedGroup,  # values in help texts in words (KEY=VALUE, FILE), not Python types
     name="trainplan",
     help="What a training or serving job needs: compute, memory, network, storage, input pipeline, bill.",
     add_completion=False,
@@ -72,7 +74,7 @@ def plan(
     file: WorkloadArg = None,
     set_: SetOpt = None,
     calibration: CalibrationOpt = None,
-    format: Annotated[Format, typer.Option("--format", "-f")] = Format.table,  # noqa: A002
+    format: Annotated[Format, typer.Option("--format", "-f", help="how to print the report")] = Format.table,  # noqa: A002
     output: OutputOpt = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="check the busy fraction with the queue simulation")] = False,
     frames: Annotated[int, typer.Option(help="frames for --simulate", min=1000)] = 200_000,

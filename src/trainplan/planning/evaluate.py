@@ -372,18 +372,11 @@ def assumptions(w: Workload) -> dict[str, dict[str, Any]]:
 
 
 def served_model(model: Any, name: str = "workload model") -> serving_mod.ServedModel:
-    """ServedModel from plan.ModelFacts; the KV cache needs layers and the KV width."""
-    if model.layers is None:
-        raise UserError("model.layers", "a shape (model.layers and model.width, or model.hf_config) "
-                        "to size the KV cache for serving")
-    kv_heads = model.kv_heads or model.heads
-    head_dim = model.head_dim
-    if head_dim is None and model.width is not None and model.heads:
-        head_dim = model.width / model.heads
-    if kv_heads is None or head_dim is None:
-        raise UserError("model.width", "a width (or heads and kv_heads) to size the KV cache for serving")
-    return serving_mod.ServedModel(params=model.params, layers=int(model.layers), kv_heads=int(kv_heads),
-                                   head_dim=float(head_dim), name=name, active_params=model.active_params)
+    """ServedModel from plan.ModelFacts; without a shape the KV figures say what is missing
+    (planning/served.py)."""
+    from trainplan.planning.served import served_model as _served
+
+    return _served(model, name)
 
 
 def training_bill_of(w: Any, report: dict[str, Any] | None = None) -> cost_mod.TrainingBill:

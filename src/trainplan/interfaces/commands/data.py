@@ -42,7 +42,7 @@ def demos(
     task: Annotated[str, typer.Option("--task", help="seconds per task, e.g. 45s or 1 min")] = "60 s",
     reset: Annotated[str, typer.Option("--reset", help="seconds per reset")] = "20 s",
     success: Annotated[float, typer.Option("--success", help="share of attempts kept")] = 1.0,
-    operators: Annotated[int, typer.Option("--operators", min=1)] = 1,
+    operators: Annotated[int, typer.Option("--operators", min=1, help="operators recording in parallel (wall hours = person-hours / operators)")] = 1,
 ) -> None:
     """Person-hours for N demonstrations: N / success x (task + reset)."""
     result = datamix.demonstration_hours(count, units.parse(task, "time", "--task"),

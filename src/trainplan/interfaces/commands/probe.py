@@ -78,9 +78,12 @@ def _decode_settings(file: Path | None, sets: list[str], width: int | None, heig
 def run_decode(fmt: probe.ClipFormat, side: int, access: str, frames: int | None, samples: int,
                postprocess: str, preset: str, handoff: str = "none", batch: int = 16,
                seconds: float = 0.0) -> dict[str, Any]:
-    result = probe.decode(fmt, frames=frames, access=access, random_samples=samples,  # type: ignore[arg-type]
-                          postprocess=postprocess, side=side, preset=preset,  # type: ignore[arg-type]
-                          handoff=handoff, batch=batch, min_seconds=seconds)  # type: ignore[arg-type]
+    from trainplan.present.progress import progress
+
+    with progress("decode probe: encoding and decoding a clip"):
+        result = probe.decode(fmt, frames=frames, access=access, random_samples=samples,  # type: ignore[arg-type]
+                              postprocess=postprocess, side=side, preset=preset,  # type: ignore[arg-type]
+                              handoff=handoff, batch=batch, min_seconds=seconds)  # type: ignore[arg-type]
     return result.to_dict()
 
 
@@ -130,7 +133,10 @@ def read_table(d: dict[str, Any]) -> str:
 
 
 def run_matmul(n: int, seconds: float) -> dict[str, Any]:
-    results, skipped = probe.matmul(n, min_seconds=seconds)
+    from trainplan.present.progress import progress
+
+    with progress("matmul probe"):
+        results, skipped = probe.matmul(n, min_seconds=seconds)
     return {"results": [r.to_dict() for r in results], "skipped": skipped}
 
 
@@ -340,8 +346,7 @@ def register(app: typer.Typer) -> None:
 def run_all(file: Path | None, sets: list[str], path: Path, processes: int,
             output: Path | None) -> dict[str, Any]:
     """Run the set of probes with a progress bar on stderr; record each in `output` as it finishes."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.console import Console
+    from trainplan.present.progress import progress
 
     machine = probe.machine()
     fmt, side, access = _decode_settings(file, sets, None, None, None, None, None, None, None)
@@ -363,12 +368,9 @@ def run_all(file: Path | None, sets: list[str], path: Path, processes: int,
             p, "allreduce", settings={k: d[k] for k in ("backend", "world_size", "bytes", "launched_by")},
             results=d, values=calibration.allreduce_values(d), machine=machine),
     }
-    console = Console(file=sys.stderr)
-    with Progress(TextColumn("{task.description:<22}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=not console.is_terminal) as bar:
-        task = bar.add_task("probing", total=len(steps))
+    with progress("probing", total=len(steps)) as bar:
         for name, fn in steps:
-            bar.update(task, description=f"probe {name}")
+            bar.describe(f"probe {name}")
             try:
                 out[name] = fn()
                 if name == "matmul":
@@ -379,5 +381,5 @@ def run_all(file: Path | None, sets: list[str], path: Path, processes: int,
             except probe.ProbeSkipped as why:
                 out[name] = None
                 out["skipped"].append({"probe": name, "reason": str(why)})
-            bar.advance(task)
+            bar.advance()
     return out

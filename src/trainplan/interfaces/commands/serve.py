@@ -26,7 +26,7 @@ FORMATS = ("json", "table")
 
 #: The figures (docs/serving-scaling-energy.md) that `trainplan serve` prints first, in this order.
 SERVE_KEYS = ("tokens_per_second", "requests_per_second", "cost_per_million_requests",
-              "kv_bytes_per_token", "weights_bytes", "crossover_days")
+              "kv_bytes_per_token", "kv_cache_missing", "weights_bytes", "crossover_days")
 
 
 # ---------------------------------------------------------------- the ladder
@@ -63,13 +63,20 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:,.1f}"
 
 
+def _max_batch(e: serving_mod.ServingEstimate) -> str:
+    """The largest batch in words: a count, or what bounds it when the KV cache is unknown."""
+    if e.max_batch is not None:
+        return str(e.max_batch)
+    return "weights only" if e.fits else "0"
+
+
 def ladder_table(rows: list[serving_mod.ServingEstimate]) -> str:
     head = ("model", "dtype", "params", "weights GB", "devices", "max batch", "tokens/s", "bound",
             "$/1M requests", "crossover days")
     body = []
     for r in rows:
         body.append((r.name, r.dtype, f"{r.params / 1e9:.2f} B", _gb(r.weights_bytes), str(r.devices),
-                     str(r.max_batch), f"{r.tokens_per_second:,.0f}", r.bound,
+                     _max_batch(r), f"{r.tokens_per_second:,.0f}", r.bound,
                      f"{r.cost_per_million_requests:,.2f}" if math.isfinite(r.cost_per_million_requests) else "-",
                      f"{r.crossover_days:,.1f}" if math.isfinite(r.crossover_days) else "-"))
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(head)]
@@ -77,6 +84,9 @@ def ladder_table(rows: list[serving_mod.ServingEstimate]) -> str:
              "  ".join("-" * wd for wd in widths)]
     lines += ["  ".join(c.rjust(widths[i]) if i > 1 else c.ljust(widths[i]) for i, c in enumerate(row))
               for row in body]
+    missing = {r.kv_cache_missing for r in rows if r.kv_cache_missing}
+    lines += [f"{r_name}: {why}" for r_name, why in
+              sorted({(r.name, r.kv_cache_missing) for r in rows if r.kv_cache_missing})] if missing else []
     return "\n".join(lines)
 
 
@@ -84,21 +94,34 @@ def serve_table(e: serving_mod.ServingEstimate, acc_name: str) -> str:
     def days(x: float) -> str:
         return f"{x:,.1f} days" if math.isfinite(x) else "never"
 
+    if e.kv_bytes_per_token is not None and e.kv_bytes_per_sequence is not None:
+        kv = (f"{e.kv_bytes_per_token / 1e3:,.1f} kB per token, "
+              f"{_gb(e.kv_bytes_per_sequence)} GB per {e.context:,}-token sequence")
+    else:
+        kv = f"unknown: {(e.kv_cache_missing or '').split(';')[0]}"
+    if e.max_batch is not None:
+        batch = f"{e.max_batch} sequences (serving {e.batch})"
+    elif e.fits:
+        batch = (f"bounded by weights only ({_gb(e.weights_bytes)} of {_gb(e.usable_memory_bytes)} GB usable); "
+                 f"serving the {e.batch} asked for")
+    else:
+        batch = f"none: the weights need more than {_gb(e.usable_memory_bytes)} GB usable"
     lines = [
         f"serving {e.params / 1e9:.2f} B parameters in {e.dtype} on {e.devices} x {acc_name}",
         f"  weights resident        {_gb(e.weights_bytes)} GB",
-        f"  KV cache                {e.kv_bytes_per_token / 1e3:,.1f} kB per token, "
-        f"{_gb(e.kv_bytes_per_sequence)} GB per {e.context:,}-token sequence",
-        f"  largest batch that fits {e.max_batch} sequences (serving {e.batch})",
+        f"  KV cache                {kv}",
+        f"  largest batch that fits {batch}",
         f"  decode                  {e.tokens_per_second:,.0f} tokens/s, {e.bound}-bound "
         f"(compute-bound above batch {e.compute_bound_batch:,.0f})" if math.isfinite(e.compute_bound_batch)
         else f"  decode                  {e.tokens_per_second:,.0f} tokens/s, {e.bound}-bound at any batch",
         f"  requests                {e.requests_per_second:,.2f} /s per replica, "
-        f"{e.replicas} replicas for {e.requests_per_day:,.0f} a day",
+        f"{e.replicas} replica{'' if e.replicas == 1 else 's'} for {e.requests_per_day:,.0f} a day",
         f"  cost                    ${e.cost_per_million_requests:,.2f} per million requests, "
         f"${e.serving_cost_per_day:,.2f} a day",
         f"  passes the training bill (${e.training_cost:,.0f}) after {days(e.crossover_days)}",
     ]
+    if e.kv_cache_missing:
+        lines.insert(5, "                          an upper bound: no KV-cache reads are counted without a shape")
     return "\n".join(lines)
 
 
@@ -137,7 +160,7 @@ def serve_command(
     e = serving_estimate(w, model)
     if fmt == "json":
         d = e.as_dict()
-        out = {k: d[k] for k in SERVE_KEYS} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
+        out = {k: d[k] for k in SERVE_KEYS if k in d} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
         out["accelerator"] = w.accelerator.key
         typer.echo(json.dumps(out, indent=2))
     else:

@@ -250,7 +250,7 @@ def simulate_command(
     frames: Annotated[int, typer.Option("--frames", help="frames to simulate")] = 200_000,
     seed: Annotated[int, typer.Option("--seed", help="seed of the service-time sample")] = 0,
     output_format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="draw the timeline to PATH (.png, .svg, .pdf)")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="draw the timeline to FILE (.png, .svg, .pdf)")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file")] = None,
     decode_dist: Annotated[Optional[str], typer.Option(
         "--decode-dist", help="deterministic, exponential, lognormal or empirical")] = None,
