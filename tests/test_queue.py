@@ -389,3 +389,128 @@ def test_cli_empirical_sample_file(cli, tmp_path):
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["variability"]["decode"] == "empirical" and out["variability"]["empirical_decode_seconds"] == 4
+
+
+# ---------------------------------------------------------------- the compiled engine (numba, the `fast` extra)
+
+fast_engine = pytest.mark.skipif(__import__("importlib").util.find_spec("numba") is None,
+                                 reason="numba not installed (pip install 'trainplan[fast]')")
+
+COMPILED_CASES = {
+    "default": DEFAULT,
+    "accelerator-bound-lognormal": QueueSpec(READ, (1 / 120,) * 8, 1 / 900, frames=20_000,
+                                             variability=Variability("lognormal", 0.5)),
+    "exponential-unbounded-read-ahead": QueueSpec(READ, (1 / 120,) * 8, 1 / 900, frames=20_000,
+                                                  variability=Variability("exponential", 1.0, read_cv=0.5),
+                                                  read_ahead_frames=None),
+    "read-bound-keyframes-latency": QueueSpec(1 / 900, (1 / 120,) * 8, 1 / 800, frames=20_000, buffer_frames=8,
+                                              variability=Variability(keyframe_interval=30, keyframe_cost=4.0,
+                                                                      read_latency_seconds=1e-4, read_cv=0.3)),
+    "heterogeneous-tiny-buffers": QueueSpec(1 / 777.7, (1 / 97.3, 1 / 123.4, 1 / 55.5, 1 / 800.1), 1 / 601.3,
+                                            buffer_frames=1, frames=20_000, read_ahead_frames=2,
+                                            decoder_names=("cpu", "cpu", "cpu", "nvdec"),
+                                            variability=Variability("lognormal", 1.5)),
+    "empirical-one-decoder": QueueSpec(READ, (1 / 300,), 1 / 280, frames=20_000, buffer_frames=4,
+                                       variability=Variability("empirical",
+                                                               empirical_decode_seconds=(0.001, 0.004, 0.002, 0.0))),
+    "no-decoder": QueueSpec(1 / 1000, (), 1 / 950, buffer_frames=16, frames=20_000,
+                            variability=Variability(read_cv=0.5)),
+    "more-decoders-than-buffer": QueueSpec(READ, (1 / 120,) * 40, 1 / 5000, buffer_frames=2, frames=5_000,
+                                           read_ahead_frames=3, variability=Variability("exponential")),
+}
+
+
+@fast_engine
+@pytest.mark.parametrize("name", list(COMPILED_CASES))
+def test_compiled_engine_is_bit_identical_on_every_frames_times(name):
+    spec = COMPILED_CASES[name]
+    times = sample_service_times(spec)
+    ref = run(spec, times, engine="python")
+    out = run(spec, times, engine="compiled")
+    for field in ("read_start", "read_done", "queued", "decode_start", "decode_done", "enter_buffer",
+                  "step_start", "decoder", "order"):
+        a, b = getattr(ref, field), getattr(out, field)
+        assert a.shape == b.shape and np.array_equal(a, b), f"{name}: {field} differs"
+        # bit for bit, not merely equal as numbers (-0.0 vs 0.0 would pass array_equal)
+        assert a.tobytes() == b.astype(a.dtype).tobytes(), f"{name}: {field} differs in its bits"
+
+
+def _numpy_statistics(spec: QueueSpec, tr) -> dict[str, float]:
+    """The statistics written out straightforwardly from the per-frame times of the reference engine."""
+    n = spec.frames
+    c = max(len(spec.decoder_seconds_per_frame), 1)
+    k0 = max(int(0.1 * n), 1)
+    k1 = n - (spec.buffer_frames + c + (spec.read_ahead_frames or 0))
+    steps = np.sort(tr.step_start)
+    t0, t1 = steps[k0], steps[k1]
+    w = t1 - t0
+
+    def inside(a, b):  # seconds of [a, b] inside [t0, t1], summed over frames
+        return float(np.sum(np.maximum(0.0, np.minimum(b, t1) - np.maximum(a, t0))))
+
+    ranks = np.argsort(tr.step_start, kind="stable")[k0:k1]  # the measured frames
+    out = {
+        "busy": (k1 - k0) * tr.step_seconds / w,
+        "throughput_fps": (k1 - k0) / w,
+        "mean_buffer_frames": inside(tr.enter_buffer, tr.step_start) / w,
+        "read": inside(tr.read_start, tr.read_done) / w,
+        "reader_blocked": inside(tr.read_done, tr.queued) / w,
+        "mean_read_queue_frames": inside(tr.queued, tr.decode_start) / w,
+        "mean_buffer_wait_seconds": float(np.mean(tr.step_start[ranks] - tr.enter_buffer[ranks])),
+        "mean_decoder_blocked_seconds": float(np.mean(tr.enter_buffer[ranks] - tr.decode_done[ranks])),
+        "mean_read_queue_wait_seconds": float(np.mean(tr.decode_start[ranks] - tr.queued[ranks])),
+        "window_seconds": w,
+    }
+    if spec.decoder_seconds_per_frame:
+        out["decoders_busy"] = inside(tr.decode_start, tr.decode_done) / w
+        out["decoders_blocked"] = inside(tr.decode_done, tr.enter_buffer) / w
+    return out
+
+
+@fast_engine
+@pytest.mark.parametrize("name", list(COMPILED_CASES))
+def test_fused_statistics_match_numpy_over_the_frame_times(name):
+    spec = COMPILED_CASES[name]
+    times = sample_service_times(spec)
+    want = _numpy_statistics(spec, run(spec, times, engine="python"))
+    for engine in ("compiled", "python"):
+        got = simulate(spec, times, timeline_limit=0, engine=engine)
+        dec = [s for s in got.stages if s.name not in ("read", "accelerator")]
+        have = {
+            "busy": got.busy, "throughput_fps": got.throughput_fps, "mean_buffer_frames": got.mean_buffer_frames,
+            "read": got.utilisation["read"], "reader_blocked": got.waits["reader_blocked"],
+            "mean_read_queue_frames": got.mean_read_queue_frames,
+            "mean_buffer_wait_seconds": got.waits["mean_buffer_wait_seconds"],
+            "mean_decoder_blocked_seconds": got.waits["mean_decoder_blocked_seconds"],
+            "mean_read_queue_wait_seconds": got.waits["mean_read_queue_wait_seconds"],
+            "window_seconds": got.window_seconds,
+        }
+        if dec:
+            have["decoders_busy"] = sum(s.busy * s.units for s in dec)
+            have["decoders_blocked"] = got.waits["decoders_blocked"]
+        for key, value in want.items():
+            assert have[key] == pytest.approx(min(value, 1.0) if key == "busy" else value, rel=1e-9, abs=1e-12), \
+                f"{name} {engine}: {key}"
+
+
+@fast_engine
+def test_compiled_result_equals_the_reference_result():
+    spec = COMPILED_CASES["heterogeneous-tiny-buffers"]
+    times = sample_service_times(spec)
+    a = simulate(spec, times, engine="python").to_dict()
+    b = simulate(spec, times, engine="compiled").to_dict()
+    assert a["timeline"] == b["timeline"] and a["buffer_trace"] == b["buffer_trace"]
+    assert a["bottleneck"] == b["bottleneck"]
+    for s_a, s_b in zip(a["stages"], b["stages"]):
+        for k in ("busy", "blocked", "idle"):
+            assert s_a[k] == pytest.approx(s_b[k], rel=1e-9, abs=1e-12)
+    assert a["sample_formula_busy"] == pytest.approx(b["sample_formula_busy"], rel=1e-9)
+
+
+def test_engine_choice():
+    with pytest.raises(UserError, match="simulate.engine"):
+        simulate(DEFAULT, engine="fortran")
+    from trainplan.simulate import fast
+
+    assert fast.worth_it(10) is ("trainplan.simulate._kernel" in sys.modules and fast.available())
+    assert run(DEFAULT, engine="python").step_start.shape == (DEFAULT.frames,)
