@@ -514,3 +514,71 @@ def test_engine_choice():
 
     assert fast.worth_it(10) is ("trainplan.simulate._kernel" in sys.modules and fast.available())
     assert run(DEFAULT, engine="python").step_start.shape == (DEFAULT.frames,)
+
+
+# ---------------------------------------------------------------- simulation sweeps (--vary)
+
+
+def test_parse_vary_lists_and_ranges():
+    from trainplan.simulate.grid import parse_vary
+
+    assert parse_vary("buffer=1,4,16").values == (1.0, 4.0, 16.0)
+    assert parse_vary("cores=4:12:4").key == "cluster.cores"
+    assert parse_vary("cores=4:12:4").values == (4.0, 8.0, 12.0)
+    assert parse_vary("data.buffer=2:4").key == "buffer" and parse_vary("data.buffer=2:4").values == (2.0, 3.0, 4.0)
+    for bad, key in (("buffer", "--vary"), ("nope=1,2", "--vary"), ("buffer=0,4", "--vary buffer"),
+                     ("buffer=1.5", "--vary buffer"), ("cv=-1", "--vary cv"), ("cores=4:1", "--vary cluster.cores"),
+                     ("cv=a,b", "--vary cv")):
+        with pytest.raises(UserError) as err:
+            parse_vary(bad)
+        assert err.value.where == key, bad
+
+
+def test_vary_grid_rows_are_the_single_runs():
+    """Each row of the grid is the simulation of its configuration run alone; without
+    variability busy is the formula's min(1, cores x 120 / 2,770.78) within a point."""
+    from trainplan.simulate.grid import grid_specs, parse_vary, run_grid
+    from trainplan.simulate.queue import queue_spec_from_workload
+    from trainplan.workload.schema import load_workload
+
+    def base(sets):
+        return queue_spec_from_workload(load_workload(None, sets, None), frames=20_000)[0]
+
+    varies = [parse_vary("buffer=1,64"), parse_vary("cv=0,0.8"), parse_vary("cores=8,30")]
+    points, specs = grid_specs(base, varies, 250)
+    assert len(points) == 8 and points[0] == {"buffer": 1, "cv": 0, "cluster.cores": 8}
+    rows = run_grid(specs, "python", jobs=2)
+    for point, spec, row in zip(points, specs, rows):
+        alone = simulate(spec, timeline_limit=0, engine="python")
+        assert row["busy"] == alone.busy and row["mean_buffer_frames"] == alone.mean_buffer_frames
+        assert spec.buffer_frames == point["buffer"] and len(spec.decoder_seconds_per_frame) == point["cluster.cores"]
+        if point["cv"] == 0:
+            assert spec.variability is None
+            assert row["busy"] == pytest.approx(min(1.0, point["cluster.cores"] * 120 / DEMAND), abs=0.01)
+        else:
+            assert spec.variability.decode == "lognormal" and spec.variability.decode_cv == 0.8
+
+
+def test_cli_simulate_vary_json(cli):
+    res = cli("simulate", "--frames", "5000", "--format", "json", "--vary", "buffer=1,16", "--vary", "cores=8,40",
+              "--jobs", "2")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["simulations"] == 4 and out["vary"] == {"buffer": [1, 16], "cluster.cores": [8, 40]}
+    assert [(r["buffer"], r["cluster.cores"]) for r in out["rows"]] == [(1, 8), (16, 8), (1, 40), (16, 40)]
+    # 8 cores supply 960 frames/s of a demand of 2,770.78: decode binds; 40 supply 4,800: the accelerator does
+    assert out["rows"][1]["busy"] == pytest.approx(960 / DEMAND, abs=0.01)
+    assert out["rows"][3]["busy"] == pytest.approx(1.0, abs=0.01) and out["rows"][3]["bottleneck"] == "accelerator"
+
+
+@pytest.mark.parametrize("args,key", [
+    (("--vary", "buffer=0"), "--vary buffer"),
+    (("--vary", "colour=1,2"), "--vary"),
+    (("--vary", "buffer=1", "--plot", "x.png"), "--plot"),
+    (("--vary", "buffer=1", "--engine", "gpu"), "--engine"),
+    (("--vary", "cores=0,2"), "cluster.cores"),
+])
+def test_cli_simulate_vary_bad_input(cli, args, key):
+    res = cli("simulate", "--frames", "2000", *args)
+    assert res.returncode == 2, res.stdout
+    assert res.stderr.count("\n") == 1 and key in res.stderr and "Traceback" not in res.stderr
