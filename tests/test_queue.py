@@ -582,3 +582,14 @@ def test_cli_simulate_vary_bad_input(cli, args, key):
     res = cli("simulate", "--frames", "2000", *args)
     assert res.returncode == 2, res.stdout
     assert res.stderr.count("\n") == 1 and key in res.stderr and "Traceback" not in res.stderr
+
+
+def test_without_numba_the_pure_engine_runs_and_compiled_says_which_extra(monkeypatch):
+    from trainplan.simulate import fast
+
+    monkeypatch.setattr(fast, "available", lambda: False)
+    assert fast.worth_it(10**9) is False
+    r = simulate(DEFAULT, timeline_limit=0)  # auto: the pure-Python engine
+    assert r.busy == pytest.approx(0.3465, abs=5e-4)
+    with pytest.raises(UserError, match=r"trainplan\[fast\]"):
+        simulate(DEFAULT, engine="compiled")
