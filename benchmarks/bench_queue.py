@@ -122,7 +122,7 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=1_000_000)
     ap.add_argument("--frames-simpy", type=int, default=1_000_000)
     ap.add_argument("--frames-blocked", type=int, default=100_000)
-    ap.add_argument("--frames-ciw", type=int, default=20_000)
+    ap.add_argument("--frames-ciw", type=int, default=5_000)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
