@@ -593,3 +593,18 @@ def test_without_numba_the_pure_engine_runs_and_compiled_says_which_extra(monkey
     assert r.busy == pytest.approx(0.3465, abs=5e-4)
     with pytest.raises(UserError, match=r"trainplan\[fast\]"):
         simulate(DEFAULT, engine="compiled")
+
+
+def test_a_numba_that_cannot_load_falls_back_to_the_reference(monkeypatch):
+    from trainplan.simulate import fast
+
+    def broken():
+        raise ImportError("Numba needs NumPy 1.x (made up)")
+
+    monkeypatch.setattr(fast, "available", lambda: True)
+    monkeypatch.setattr(fast, "kernel", broken)
+    monkeypatch.setattr(fast, "_BROKEN", [])
+    monkeypatch.delitem(sys.modules, "trainplan.simulate._kernel", raising=False)
+    assert fast.worth_it(10**9) is False and fast.worth_it(10**9) is False  # tried once, remembered
+    with pytest.raises(UserError, match="numba that loads"):
+        simulate(DEFAULT, engine="compiled")

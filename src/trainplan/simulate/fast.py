@@ -44,14 +44,27 @@ def available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
+_BROKEN: list[str] = []  # why numba, though installed, could not be loaded (once per process)
+
+
 def worth_it(frames: int) -> bool:
-    """Use the compiled engine: numba is installed and either already loaded or the run is long."""
-    if not available():
+    """Use the compiled engine: numba is installed and loads, and either is loaded already or the run is long."""
+    if not available() or _BROKEN:
         return False
-    return "trainplan.simulate._kernel" in sys.modules or frames >= WORTH_FRAMES
+    if "trainplan.simulate._kernel" in sys.modules:
+        return True
+    if frames < WORTH_FRAMES:
+        return False
+    try:
+        kernel()
+    except ImportError as err:  # e.g. a numba too old for this numpy: fall back to the reference engine
+        _BROKEN.append(str(err))
+        return False
+    return True
 
 
 def kernel():  # -> the compiled function (imports numba)
+    """The compiled kernel; raises ImportError where numba is missing or cannot load."""
     from trainplan.simulate._kernel import queue_kernel
 
     return queue_kernel

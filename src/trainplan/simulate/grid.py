@@ -83,7 +83,7 @@ def parse_vary(text: str) -> Vary:
     return Vary(key, values)
 
 
-def _number(v: float) -> int | float:
+def number(v: float) -> int | float:
     return int(v) if v == int(v) else v
 
 
@@ -125,14 +125,14 @@ def grid_specs(
     points: list[dict[str, int | float]] = []
     specs: list[QueueSpec] = []
     for wvals in itertools.product(*(v.values for v in workload_vs)):
-        sets = [f"{v.key}={_number(x)}" for v, x in zip(workload_vs, wvals)]
+        sets = [f"{v.key}={number(x)}" for v, x in zip(workload_vs, wvals)]
         spec0 = base_spec(sets)
         for qvals in itertools.product(*(v.values for v in queue_vs)):
             spec = spec0
             for v, x in zip(queue_vs, qvals):
                 spec = _apply_queue(spec, v.key, x, gop)
-            point = {v.key: _number(x) for v, x in zip(workload_vs, wvals)}
-            point |= {v.key: _number(x) for v, x in zip(queue_vs, qvals)}
+            point = {v.key: number(x) for v, x in zip(workload_vs, wvals)}
+            point |= {v.key: number(x) for v, x in zip(queue_vs, qvals)}
             points.append({v.key: point[v.key] for v in varies})
             specs.append(spec)
     return points, specs
@@ -191,9 +191,9 @@ def run_grid(
         from trainplan.simulate import fast
 
         if engine == "compiled" or fast.worth_it(sum(int(s.frames) for s in specs)):
-            if not fast.available():
-                raise UserError("--engine", f"compiled needs numba: {fast.INSTALL_HINT}")
-            fast.kernel()  # load once here: forked workers inherit the compiled code
+            from trainplan.simulate.queue import _engine
+
+            _engine("compiled", 0)  # load once here (or say why not): forked workers inherit the code
             engine = "compiled"
     size = max(1, math.ceil(len(specs) / (jobs * CHUNKS_PER_JOB)))
     chunks = [list(specs[i:i + size]) for i in range(0, len(specs), size)]

@@ -435,6 +435,10 @@ def _engine(engine: str, frames: int) -> bool:
     if engine == "compiled":
         if not fast.available():
             raise UserError("--engine", f"compiled needs numba: {fast.INSTALL_HINT}")
+        try:
+            fast.kernel()
+        except ImportError as err:
+            raise UserError("--engine", f"compiled needs a numba that loads here ({err})") from None
         return True
     return fast.worth_it(frames)
 

@@ -162,7 +162,7 @@ def vary_report(file: Path | None, sets: list[str], calibration: Path | None, va
     with progress_bar(f"{len(specs)} simulations", len(specs)) as advance:
         rows = grid.run_grid(specs, used, workers, advance)
     return {
-        "vary": {v.key: [grid._number(x) for x in v.values] for v in varies},
+        "vary": {v.key: [grid.number(x) for x in v.values] for v in varies},
         "frames": frames,
         "seed": seed,
         "engine": used,
