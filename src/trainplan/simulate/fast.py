@@ -85,6 +85,9 @@ def run_arrays(
     fused: bool = False,
 ) -> tuple[np.ndarray, ...]:
     """One compiled run. Returns P, S, C, E, A by frame, order, who, sums, group busy, group blocked."""
+    # one layout and dtype, so the kernel is compiled (and cached) once
+    reads, read, work, dec = (np.ascontiguousarray(a, dtype=np.float64) for a in (reads, read, work, dec))
+    group = np.ascontiguousarray(group, dtype=np.intp)
     n = work.shape[0]
     q = -1 if read_ahead is None else int(read_ahead)
     qq = max(q, 0)

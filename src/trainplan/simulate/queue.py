@@ -41,7 +41,10 @@ and a heap of decoding frames ordered by finish time C gives the rank. Completio
 leave the heap in time order because every frame pushed finishes after the one just
 popped. The reads are a cumulative sum (numpy) when read-ahead is unbounded. One heap
 operation and a dozen float operations per frame, in plain Python; the statistics
-are numpy over the per-frame arrays.
+are numpy over the per-frame arrays. This is the reference. The same recurrence
+compiled (trainplan.simulate.fast, numba, the `fast` extra) gives bit-identical
+per-frame times and sums the statistics in the same pass; `engine="auto"` uses it
+when installed and worth its import (see docs/simulation.md).
 
 Measurement. The first `WARMUP_FRACTION` of the frames (filling the pipeline from
 empty) and the last `B + c` (+ read-ahead) frames (the drain after the input runs out,
@@ -511,7 +514,8 @@ def _run_python(pr: _Prepared) -> QueueTrace:
 
 
 def _run_compiled(pr: _Prepared, group: np.ndarray | None = None, groups: int = 1,
-                  window: tuple[int, int] = (0, 0), fused: bool = False) -> tuple[QueueTrace, np.ndarray, ...]:
+                  window: tuple[int, int] = (0, 0), fused: bool = False,
+                  ) -> tuple[QueueTrace, np.ndarray, np.ndarray, np.ndarray]:
     from trainplan.simulate import fast
 
     if group is None:
