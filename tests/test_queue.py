@@ -389,3 +389,222 @@ def test_cli_empirical_sample_file(cli, tmp_path):
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["variability"]["decode"] == "empirical" and out["variability"]["empirical_decode_seconds"] == 4
+
+
+# ---------------------------------------------------------------- the compiled engine (numba, the `fast` extra)
+
+fast_engine = pytest.mark.skipif(__import__("importlib").util.find_spec("numba") is None,
+                                 reason="numba not installed (pip install 'trainplan[fast]')")
+
+COMPILED_CASES = {
+    "default": DEFAULT,
+    "accelerator-bound-lognormal": QueueSpec(READ, (1 / 120,) * 8, 1 / 900, frames=20_000,
+                                             variability=Variability("lognormal", 0.5)),
+    "exponential-unbounded-read-ahead": QueueSpec(READ, (1 / 120,) * 8, 1 / 900, frames=20_000,
+                                                  variability=Variability("exponential", 1.0, read_cv=0.5),
+                                                  read_ahead_frames=None),
+    "read-bound-keyframes-latency": QueueSpec(1 / 900, (1 / 120,) * 8, 1 / 800, frames=20_000, buffer_frames=8,
+                                              variability=Variability(keyframe_interval=30, keyframe_cost=4.0,
+                                                                      read_latency_seconds=1e-4, read_cv=0.3)),
+    "heterogeneous-tiny-buffers": QueueSpec(1 / 777.7, (1 / 97.3, 1 / 123.4, 1 / 55.5, 1 / 800.1), 1 / 601.3,
+                                            buffer_frames=1, frames=20_000, read_ahead_frames=2,
+                                            decoder_names=("cpu", "cpu", "cpu", "nvdec"),
+                                            variability=Variability("lognormal", 1.5)),
+    "empirical-one-decoder": QueueSpec(READ, (1 / 300,), 1 / 280, frames=20_000, buffer_frames=4,
+                                       variability=Variability("empirical",
+                                                               empirical_decode_seconds=(0.001, 0.004, 0.002, 0.0))),
+    "no-decoder": QueueSpec(1 / 1000, (), 1 / 950, buffer_frames=16, frames=20_000,
+                            variability=Variability(read_cv=0.5)),
+    "more-decoders-than-buffer": QueueSpec(READ, (1 / 120,) * 40, 1 / 5000, buffer_frames=2, frames=5_000,
+                                           read_ahead_frames=3, variability=Variability("exponential")),
+}
+
+
+@fast_engine
+@pytest.mark.parametrize("name", list(COMPILED_CASES))
+def test_compiled_engine_is_bit_identical_on_every_frames_times(name):
+    spec = COMPILED_CASES[name]
+    times = sample_service_times(spec)
+    ref = run(spec, times, engine="python")
+    out = run(spec, times, engine="compiled")
+    for field in ("read_start", "read_done", "queued", "decode_start", "decode_done", "enter_buffer",
+                  "step_start", "decoder", "order"):
+        a, b = getattr(ref, field), getattr(out, field)
+        assert a.shape == b.shape and np.array_equal(a, b), f"{name}: {field} differs"
+        # bit for bit, not merely equal as numbers (-0.0 vs 0.0 would pass array_equal)
+        assert a.tobytes() == b.astype(a.dtype).tobytes(), f"{name}: {field} differs in its bits"
+
+
+def _numpy_statistics(spec: QueueSpec, tr) -> dict[str, float]:
+    """The statistics written out straightforwardly from the per-frame times of the reference engine."""
+    n = spec.frames
+    c = max(len(spec.decoder_seconds_per_frame), 1)
+    k0 = max(int(0.1 * n), 1)
+    k1 = n - (spec.buffer_frames + c + (spec.read_ahead_frames or 0))
+    steps = np.sort(tr.step_start)
+    t0, t1 = steps[k0], steps[k1]
+    w = t1 - t0
+
+    def inside(a, b):  # seconds of [a, b] inside [t0, t1], summed over frames
+        return float(np.sum(np.maximum(0.0, np.minimum(b, t1) - np.maximum(a, t0))))
+
+    ranks = np.argsort(tr.step_start, kind="stable")[k0:k1]  # the measured frames
+    out = {
+        "busy": (k1 - k0) * tr.step_seconds / w,
+        "throughput_fps": (k1 - k0) / w,
+        "mean_buffer_frames": inside(tr.enter_buffer, tr.step_start) / w,
+        "read": inside(tr.read_start, tr.read_done) / w,
+        "reader_blocked": inside(tr.read_done, tr.queued) / w,
+        "mean_read_queue_frames": inside(tr.queued, tr.decode_start) / w,
+        "mean_buffer_wait_seconds": float(np.mean(tr.step_start[ranks] - tr.enter_buffer[ranks])),
+        "mean_decoder_blocked_seconds": float(np.mean(tr.enter_buffer[ranks] - tr.decode_done[ranks])),
+        "mean_read_queue_wait_seconds": float(np.mean(tr.decode_start[ranks] - tr.queued[ranks])),
+        "window_seconds": w,
+    }
+    if spec.decoder_seconds_per_frame:
+        out["decoders_busy"] = inside(tr.decode_start, tr.decode_done) / w
+        out["decoders_blocked"] = inside(tr.decode_done, tr.enter_buffer) / w
+    return out
+
+
+@fast_engine
+@pytest.mark.parametrize("name", list(COMPILED_CASES))
+def test_fused_statistics_match_numpy_over_the_frame_times(name):
+    spec = COMPILED_CASES[name]
+    times = sample_service_times(spec)
+    want = _numpy_statistics(spec, run(spec, times, engine="python"))
+    for engine in ("compiled", "python"):
+        got = simulate(spec, times, timeline_limit=0, engine=engine)
+        dec = [s for s in got.stages if s.name not in ("read", "accelerator")]
+        have = {
+            "busy": got.busy, "throughput_fps": got.throughput_fps, "mean_buffer_frames": got.mean_buffer_frames,
+            "read": got.utilisation["read"], "reader_blocked": got.waits["reader_blocked"],
+            "mean_read_queue_frames": got.mean_read_queue_frames,
+            "mean_buffer_wait_seconds": got.waits["mean_buffer_wait_seconds"],
+            "mean_decoder_blocked_seconds": got.waits["mean_decoder_blocked_seconds"],
+            "mean_read_queue_wait_seconds": got.waits["mean_read_queue_wait_seconds"],
+            "window_seconds": got.window_seconds,
+        }
+        if dec:
+            have["decoders_busy"] = sum(s.busy * s.units for s in dec)
+            have["decoders_blocked"] = got.waits["decoders_blocked"]
+        for key, value in want.items():
+            assert have[key] == pytest.approx(min(value, 1.0) if key == "busy" else value, rel=1e-9, abs=1e-12), \
+                f"{name} {engine}: {key}"
+
+
+@fast_engine
+def test_compiled_result_equals_the_reference_result():
+    spec = COMPILED_CASES["heterogeneous-tiny-buffers"]
+    times = sample_service_times(spec)
+    a = simulate(spec, times, engine="python").to_dict()
+    b = simulate(spec, times, engine="compiled").to_dict()
+    assert a["timeline"] == b["timeline"] and a["buffer_trace"] == b["buffer_trace"]
+    assert a["bottleneck"] == b["bottleneck"]
+    for s_a, s_b in zip(a["stages"], b["stages"]):
+        for k in ("busy", "blocked", "idle"):
+            assert s_a[k] == pytest.approx(s_b[k], rel=1e-9, abs=1e-12)
+    assert a["sample_formula_busy"] == pytest.approx(b["sample_formula_busy"], rel=1e-9)
+
+
+def test_engine_choice():
+    with pytest.raises(UserError, match="simulate.engine"):
+        simulate(DEFAULT, engine="fortran")
+    from trainplan.simulate import fast
+
+    assert fast.worth_it(10) is ("trainplan.simulate._kernel" in sys.modules and fast.available())
+    assert run(DEFAULT, engine="python").step_start.shape == (DEFAULT.frames,)
+
+
+# ---------------------------------------------------------------- simulation sweeps (--vary)
+
+
+def test_parse_vary_lists_and_ranges():
+    from trainplan.simulate.grid import parse_vary
+
+    assert parse_vary("buffer=1,4,16").values == (1.0, 4.0, 16.0)
+    assert parse_vary("cores=4:12:4").key == "cluster.cores"
+    assert parse_vary("cores=4:12:4").values == (4.0, 8.0, 12.0)
+    assert parse_vary("data.buffer=2:4").key == "buffer" and parse_vary("data.buffer=2:4").values == (2.0, 3.0, 4.0)
+    for bad, key in (("buffer", "--vary"), ("nope=1,2", "--vary"), ("buffer=0,4", "--vary buffer"),
+                     ("buffer=1.5", "--vary buffer"), ("cv=-1", "--vary cv"), ("cores=4:1", "--vary cluster.cores"),
+                     ("cv=a,b", "--vary cv")):
+        with pytest.raises(UserError) as err:
+            parse_vary(bad)
+        assert err.value.where == key, bad
+
+
+def test_vary_grid_rows_are_the_single_runs():
+    """Each row of the grid is the simulation of its configuration run alone; without
+    variability busy is the formula's min(1, cores x 120 / 2,770.78) within a point."""
+    from trainplan.simulate.grid import grid_specs, parse_vary, run_grid
+    from trainplan.simulate.queue import queue_spec_from_workload
+    from trainplan.workload.schema import load_workload
+
+    def base(sets):
+        return queue_spec_from_workload(load_workload(None, sets, None), frames=20_000)[0]
+
+    varies = [parse_vary("buffer=1,64"), parse_vary("cv=0,0.8"), parse_vary("cores=8,30")]
+    points, specs = grid_specs(base, varies, 250)
+    assert len(points) == 8 and points[0] == {"buffer": 1, "cv": 0, "cluster.cores": 8}
+    rows = run_grid(specs, "python", jobs=2)
+    for point, spec, row in zip(points, specs, rows):
+        alone = simulate(spec, timeline_limit=0, engine="python")
+        assert row["busy"] == alone.busy and row["mean_buffer_frames"] == alone.mean_buffer_frames
+        assert spec.buffer_frames == point["buffer"] and len(spec.decoder_seconds_per_frame) == point["cluster.cores"]
+        if point["cv"] == 0:
+            assert spec.variability is None
+            assert row["busy"] == pytest.approx(min(1.0, point["cluster.cores"] * 120 / DEMAND), abs=0.01)
+        else:
+            assert spec.variability.decode == "lognormal" and spec.variability.decode_cv == 0.8
+
+
+def test_cli_simulate_vary_json(cli):
+    res = cli("simulate", "--frames", "5000", "--format", "json", "--vary", "buffer=1,16", "--vary", "cores=8,40",
+              "--jobs", "2")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["simulations"] == 4 and out["vary"] == {"buffer": [1, 16], "cluster.cores": [8, 40]}
+    assert [(r["buffer"], r["cluster.cores"]) for r in out["rows"]] == [(1, 8), (16, 8), (1, 40), (16, 40)]
+    # 8 cores supply 960 frames/s of a demand of 2,770.78: decode binds; 40 supply 4,800: the accelerator does
+    assert out["rows"][1]["busy"] == pytest.approx(960 / DEMAND, abs=0.01)
+    assert out["rows"][3]["busy"] == pytest.approx(1.0, abs=0.01) and out["rows"][3]["bottleneck"] == "accelerator"
+
+
+@pytest.mark.parametrize("args,key", [
+    (("--vary", "buffer=0"), "--vary buffer"),
+    (("--vary", "colour=1,2"), "--vary"),
+    (("--vary", "buffer=1", "--plot", "x.png"), "--plot"),
+    (("--vary", "buffer=1", "--engine", "gpu"), "--engine"),
+    (("--vary", "cores=0,2"), "cluster.cores"),
+])
+def test_cli_simulate_vary_bad_input(cli, args, key):
+    res = cli("simulate", "--frames", "2000", *args)
+    assert res.returncode == 2, res.stdout
+    assert res.stderr.count("\n") == 1 and key in res.stderr and "Traceback" not in res.stderr
+
+
+def test_without_numba_the_pure_engine_runs_and_compiled_says_which_extra(monkeypatch):
+    from trainplan.simulate import fast
+
+    monkeypatch.setattr(fast, "available", lambda: False)
+    assert fast.worth_it(10**9) is False
+    r = simulate(DEFAULT, timeline_limit=0)  # auto: the pure-Python engine
+    assert r.busy == pytest.approx(0.3465, abs=5e-4)
+    with pytest.raises(UserError, match=r"trainplan\[fast\]"):
+        simulate(DEFAULT, engine="compiled")
+
+
+def test_a_numba_that_cannot_load_falls_back_to_the_reference(monkeypatch):
+    from trainplan.simulate import fast
+
+    def broken():
+        raise ImportError("Numba needs NumPy 1.x (made up)")
+
+    monkeypatch.setattr(fast, "available", lambda: True)
+    monkeypatch.setattr(fast, "kernel", broken)
+    monkeypatch.setattr(fast, "_BROKEN", [])
+    monkeypatch.delitem(sys.modules, "trainplan.simulate._kernel", raising=False)
+    assert fast.worth_it(10**9) is False and fast.worth_it(10**9) is False  # tried once, remembered
+    with pytest.raises(UserError, match="numba that loads"):
+        simulate(DEFAULT, engine="compiled")

@@ -41,7 +41,10 @@ and a heap of decoding frames ordered by finish time C gives the rank. Completio
 leave the heap in time order because every frame pushed finishes after the one just
 popped. The reads are a cumulative sum (numpy) when read-ahead is unbounded. One heap
 operation and a dozen float operations per frame, in plain Python; the statistics
-are numpy over the per-frame arrays.
+are numpy over the per-frame arrays. This is the reference. The same recurrence
+compiled (trainplan.simulate.fast, numba, the `fast` extra) gives bit-identical
+per-frame times and sums the statistics in the same pass; `engine="auto"` uses it
+when installed and worth its import (see docs/simulation.md).
 
 Measurement. The first `WARMUP_FRACTION` of the frames (filling the pipeline from
 empty) and the last `B + c` (+ read-ahead) frames (the drain after the input runs out,
@@ -421,16 +424,48 @@ class QueueTrace:
     step_seconds: float
 
 
-def run(spec: QueueSpec, times: ServiceTimes | None = None) -> QueueTrace:
-    """The recurrence on `times` (sampled from `spec` when None): every frame's times."""
+ENGINES = ("auto", "python", "compiled")
+
+
+def _engine(engine: str, frames: int) -> bool:
+    """True for the compiled engine. "auto": compiled when numba is installed and worth its import."""
+    from trainplan.simulate import fast
+
+    if engine not in ENGINES:
+        raise UserError("simulate.engine", f"one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "python":
+        return False
+    if engine == "compiled":
+        if not fast.available():
+            raise UserError("--engine", f"compiled needs numba: {fast.INSTALL_HINT}")
+        try:
+            fast.kernel()
+        except ImportError as err:
+            raise UserError("--engine", f"compiled needs a numba that loads here ({err})") from None
+        return True
+    return fast.worth_it(frames)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    n: int
+    step: float
+    buffer: int
+    read: np.ndarray  # per-frame read seconds
+    reads: np.ndarray  # what the recurrence reads: cumulative reads (unbounded), per-frame reads, or zeros
+    work: np.ndarray
+    decoders: tuple[float, ...]
+    read_ahead: int | None
+    no_decoder: bool
+
+
+def _prepare(spec: QueueSpec, times: ServiceTimes | None) -> _Prepared:
     _check(spec)
     if times is None:
         times = sample_service_times(spec)
     n = int(spec.frames)
     if len(times.read_seconds) != n or len(times.decode_work) != n:
         raise UserError("simulate.times", f"{n} service times per stage, as spec.frames says")
-    step = float(times.step_seconds)
-    buffer = int(spec.buffer_frames)
     read = np.asarray(times.read_seconds, dtype=float)
     decoders = tuple(float(d) for d in spec.decoder_seconds_per_frame)
     no_decoder = not decoders
@@ -443,21 +478,16 @@ def run(spec: QueueSpec, times: ServiceTimes | None = None) -> QueueTrace:
         work = np.asarray(times.decode_work, dtype=float)
         read_ahead = spec.read_ahead_frames
         reads_arr = np.cumsum(read) if read_ahead is None else read
-    P_l, S_l, E_l, A_l, order_l, who_l = _recurrence(
-        reads_arr.tolist(), work.tolist(), decoders, step, buffer, read_ahead)
-    P = reads_arr if P_l is None else np.fromiter(P_l, float, n)
-    S = np.fromiter(S_l, float, n)
-    E = np.fromiter(E_l, float, n)
-    A = np.fromiter(A_l, float, n)  # by rank
-    order = np.fromiter(order_l, np.intp, n)
-    who = np.fromiter(who_l, np.intp, n)
-    del P_l, S_l, E_l, A_l, order_l, who_l
-    C = S + work * np.asarray(decoders)[who]
-    A_f = np.empty(n)
-    A_f[order] = A
-    if no_decoder:
+    return _Prepared(n, float(times.step_seconds), int(spec.buffer_frames), read, reads_arr, work, decoders,
+                     read_ahead, no_decoder)
+
+
+def _trace(pr: _Prepared, P: np.ndarray, S: np.ndarray, C: np.ndarray, E: np.ndarray, A_f: np.ndarray,
+           order: np.ndarray, who: np.ndarray) -> QueueTrace:
+    n, read, step = pr.n, pr.read, pr.step
+    if pr.no_decoder:
         return QueueTrace(S, C, E, E, E, E, A_f, np.full(n, -1), order, step)
-    if read_ahead is None:
+    if pr.read_ahead is None:
         read_done = P
     else:
         read_done = np.empty(n)
@@ -466,7 +496,62 @@ def run(spec: QueueSpec, times: ServiceTimes | None = None) -> QueueTrace:
     return QueueTrace(read_done - read, read_done, P, S, C, E, A_f, who, order, step)
 
 
-def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit: int = 2000) -> QueueResult:
+def _run_python(pr: _Prepared) -> QueueTrace:
+    n = pr.n
+    P_l, S_l, E_l, A_l, order_l, who_l = _recurrence(
+        pr.reads.tolist(), pr.work.tolist(), pr.decoders, pr.step, pr.buffer, pr.read_ahead)
+    P = pr.reads if P_l is None else np.fromiter(P_l, float, n)
+    S = np.fromiter(S_l, float, n)
+    E = np.fromiter(E_l, float, n)
+    A = np.fromiter(A_l, float, n)  # by rank
+    order = np.fromiter(order_l, np.intp, n)
+    who = np.fromiter(who_l, np.intp, n)
+    del P_l, S_l, E_l, A_l, order_l, who_l
+    C = S + pr.work * np.asarray(pr.decoders)[who]
+    A_f = np.empty(n)
+    A_f[order] = A
+    return _trace(pr, P, S, C, E, A_f, order, who)
+
+
+def _run_compiled(pr: _Prepared, group: np.ndarray | None = None, groups: int = 1,
+                  window: tuple[int, int] = (0, 0), fused: bool = False,
+                  ) -> tuple[QueueTrace, np.ndarray, np.ndarray, np.ndarray]:
+    from trainplan.simulate import fast
+
+    if group is None:
+        group = np.zeros(len(pr.decoders), np.intp)
+    P, S, C, E, A_f, order, who, sums, gbusy, gblocked = fast.run_arrays(
+        pr.reads, pr.read, pr.work, np.asarray(pr.decoders, dtype=float), group, groups, pr.step, pr.buffer,
+        pr.read_ahead, pr.no_decoder, window, fused)
+    return _trace(pr, P, S, C, E, A_f, order, who), sums, gbusy, gblocked
+
+
+def run(spec: QueueSpec, times: ServiceTimes | None = None, engine: str = "auto") -> QueueTrace:
+    """The recurrence on `times` (sampled from `spec` when None): every frame's times.
+
+    `engine`: "python" (the reference), "compiled" (numba, the `fast` extra; bit-identical
+    times) or "auto" (compiled when installed and worth its import)."""
+    pr = _prepare(spec, times)
+    if _engine(engine, pr.n):
+        return _run_compiled(pr)[0]
+    return _run_python(pr)
+
+
+def _window(spec: QueueSpec) -> tuple[int, int, int, int]:
+    """Warm-up frames, drain frames, and the measured steps k0 .. k1-1."""
+    n = int(spec.frames)
+    c = len(spec.decoder_seconds_per_frame)
+    cooldown = int(spec.buffer_frames) + max(c, 1) + (spec.read_ahead_frames or 0)
+    warmup = max(int(WARMUP_FRACTION * n), 1)
+    k0, k1 = warmup, n - cooldown
+    if k1 - k0 < 10:
+        raise UserError("simulate.frames", f"more frames: {n} leaves too few after warm-up {warmup} "
+                        f"and drain {cooldown}")
+    return warmup, cooldown, k0, k1
+
+
+def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit: int = 2000,
+             engine: str = "auto") -> QueueResult:
     """Run the queue on `times` (sampled from `spec` when None) and measure its steady state.
 
     Waits (time-weighted over the window, see the module's notes):
@@ -476,58 +561,109 @@ def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit:
     read-ahead only), `mean_buffer_wait_seconds` (a frame's time in the buffer),
     `mean_read_queue_wait_seconds` (a read frame's wait for a decoder),
     `mean_decoder_blocked_seconds` (per frame).
+
+    `engine` as for `run`; the compiled engine sums the statistics in the same pass as the
+    recurrence (equal to the reference's numpy sums up to rounding).
     """
-    tr = run(spec, times)
+    pr = _prepare(spec, times)
+    warmup, cooldown, k0, k1 = _window(spec)
+    if _engine(engine, pr.n):
+        names, gidx = _groups(spec)
+        tr, sums, gbusy, gblocked = _run_compiled(pr, np.asarray(gidx or [0], np.intp), len(names), (k0, k1),
+                                                  fused=True)
+        return _result(spec, tr, warmup, cooldown, k0, k1, timeline_limit, (sums, gbusy, gblocked))
+    return _result(spec, _run_python(pr), warmup, cooldown, k0, k1, timeline_limit, None)
+
+
+class _Totals(NamedTuple):
+    """What the statistics need from a run: the window, time-in-state sums over it, means over measured frames."""
+
+    t0: float
+    t1: float
+    read_busy: float  # seconds, summed over frames, inside the window
+    read_blocked: float
+    read_queue: float
+    buffer: float
+    group_busy: list[float]  # per decoder group
+    group_blocked: list[float]
+    mean_read_queue_wait: float  # seconds per measured frame
+    mean_decoder_blocked: float
+    mean_buffer_wait: float
+    mean_read_seconds: float
+    mean_work: float  # decode work multiplier (0 without decoders)
+
+
+def _result(spec: QueueSpec, tr: QueueTrace, warmup: int, cooldown: int, k0: int, k1: int, timeline_limit: int,
+            fused: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> QueueResult:
+    """Statistics of a run: numpy over the per-frame arrays, or the sums the compiled pass fused."""
     n = int(spec.frames)
     step = tr.step_seconds
-    buffer = int(spec.buffer_frames)
     no_decoder = not spec.decoder_seconds_per_frame
-    c = len(spec.decoder_seconds_per_frame)
     read_start, read_done, P, S, C, E, A_f = (
         tr.read_start, tr.read_done, tr.queued, tr.decode_start, tr.decode_done, tr.enter_buffer, tr.step_start)
     who, order = tr.decoder, tr.order
-    A = A_f[order]  # step starts in rank order (increasing)
+    names, gidx = _groups(spec)
+    if fused is not None:
+        sums, gbusy, gblocked = fused
+        from trainplan.simulate import fast
 
-    # Measurement window: steps k0 .. k1-1.
-    cooldown = buffer + max(c, 1) + (spec.read_ahead_frames or 0)
-    warmup = max(int(WARMUP_FRACTION * n), 1)
-    k0, k1 = warmup, n - cooldown
-    if k1 - k0 < 10:
-        raise UserError("simulate.frames", f"more frames: {n} leaves too few after warm-up {warmup} "
-                        f"and drain {cooldown}")
-    t0, t1 = float(A[k0]), float(A[k1])
+        m = k1 - k0
+        t0, t1 = float(sums[fast.T0]), float(sums[fast.T1])
+        totals = _Totals(
+            t0, t1, float(sums[fast.READ_BUSY]), float(sums[fast.READ_BLOCKED]), float(sums[fast.READ_QUEUE]),
+            float(sums[fast.BUFFER]), [float(x) for x in gbusy], [float(x) for x in gblocked],
+            float(sums[fast.READ_QUEUE_WAIT]) / m, float(sums[fast.DECODER_BLOCKED_WAIT]) / m,
+            float(sums[fast.BUFFER_WAIT]) / m, float(sums[fast.READ_SECONDS]) / m, float(sums[fast.WORK]) / m)
+    else:
+        A = A_f[order]  # step starts in rank order (increasing)
+        # Measurement window: steps k0 .. k1-1.
+        t0, t1 = float(A[k0]), float(A[k1])
+
+        def overlap(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+            return np.clip(end, t0, t1) - np.clip(start, t0, t1)
+
+        measured = order[k0:k1]
+        g_busy: list[float] = []
+        g_blocked: list[float] = []
+        mean_work = 0.0
+        if not no_decoder:
+            g_of_frame = np.asarray(gidx)[who]
+            dec_busy = overlap(S, C)
+            dec_blocked = overlap(C, E)
+            for g in range(len(names)):
+                mask = g_of_frame == g
+                g_busy.append(float(dec_busy[mask].sum()))
+                g_blocked.append(float(dec_blocked[mask].sum()))
+            mean_work = float(((C - S) / np.asarray(spec.decoder_seconds_per_frame)[who])[measured].mean())
+        totals = _Totals(
+            t0, t1, float(overlap(read_start, read_done).sum()), float(overlap(read_done, P).sum()),
+            float(overlap(P, S).sum()), float(overlap(E, A_f).sum()), g_busy, g_blocked,
+            float((S[measured] - P[measured]).mean()), float((E[measured] - C[measured]).mean()),
+            float((A_f[measured] - E[measured]).mean()), float((read_done - read_start)[measured].mean()),
+            mean_work)
     window = t1 - t0
-
-    def overlap(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        return np.clip(end, t0, t1) - np.clip(start, t0, t1)
 
     busy = min(1.0, (k1 - k0) * step / window)  # min: float rounding of a saturated run
     throughput = (k1 - k0) / window
-    buf_frames = float(overlap(E, A_f).sum() / window)
-    measured = order[k0:k1]
+    buf_frames = totals.buffer / window
 
     stages: list[StageUse] = []
     utilisation: dict[str, float] = {}
     waits: dict[str, float] = {"accelerator_starved": 1.0 - busy}
-    r_busy = float(overlap(read_start, read_done).sum() / window)
-    r_blocked = float(overlap(read_done, P).sum() / window)
+    r_busy = totals.read_busy / window
+    r_blocked = totals.read_blocked / window
     stages.append(StageUse("read", 1, r_busy, r_blocked, max(0.0, 1 - r_busy - r_blocked)))
     utilisation["read"] = r_busy
     waits["reader_blocked"] = r_blocked
-    rq_frames = float(overlap(P, S).sum() / window)
-    waits["mean_read_queue_wait_seconds"] = float((S[measured] - P[measured]).mean())
+    rq_frames = totals.read_queue / window
+    waits["mean_read_queue_wait_seconds"] = totals.mean_read_queue_wait
     total_blocked = 0.0
     total_starved = 0.0
     if not no_decoder:
-        names, gidx = _groups(spec)
-        g_of_frame = np.asarray(gidx)[who]
-        dec_busy = overlap(S, C)
-        dec_blocked = overlap(C, E)
         for g, name in enumerate(names):
             units = gidx.count(g)
-            mask = g_of_frame == g
-            b = float(dec_busy[mask].sum() / window / units)
-            bl = float(dec_blocked[mask].sum() / window / units)
+            b = totals.group_busy[g] / window / units
+            bl = totals.group_blocked[g] / window / units
             idle = max(0.0, 1.0 - b - bl)
             stages.append(StageUse(name, units, b, bl, idle))
             utilisation[name] = b
@@ -535,8 +671,8 @@ def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit:
             total_starved += idle * units
     waits["decoders_blocked"] = total_blocked
     waits["decoders_starved"] = total_starved
-    waits["mean_decoder_blocked_seconds"] = float((E[measured] - C[measured]).mean())
-    waits["mean_buffer_wait_seconds"] = float((A_f[measured] - E[measured]).mean())
+    waits["mean_decoder_blocked_seconds"] = totals.mean_decoder_blocked
+    waits["mean_buffer_wait_seconds"] = totals.mean_buffer_wait
     stages.append(StageUse("accelerator", 1, busy, 0.0, 1.0 - busy))
     utilisation["accelerator"] = busy
     # The busiest of read, decode (every decoder pooled) and accelerator, in §7's words;
@@ -550,14 +686,14 @@ def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit:
 
     timeline, trace, span = _timeline(
         spec, t0, window / (k1 - k0), timeline_limit, (read_start, read_done), (read_done, P),
-        (S, C), (C, E), (A_f, A_f + step), E, A_f, who,
+        (S, C), (C, E), (A_f, A_f + step) if timeline_limit > 0 else (A_f, A_f), E, A_f, who,
     )
     fb = formula_busy(spec)
-    mean_read = float((read_done - read_start)[measured].mean())
+    mean_read = totals.mean_read_seconds
     if no_decoder:
         sample_fb = min(1.0, step / mean_read) if mean_read > 0 else 1.0
     else:
-        mean_work = float(((C - S) / np.asarray(spec.decoder_seconds_per_frame)[who])[measured].mean())
+        mean_work = totals.mean_work
         supply = sum(1.0 / (mean_work * d) for d in spec.decoder_seconds_per_frame)
         if mean_read > 0:
             supply = min(supply, 1.0 / mean_read)
@@ -616,19 +752,22 @@ def _timeline(
     horizon = t0 + 2.0 * limit * seconds_per_frame  # holds > limit intervals (>= 2 a frame)
     parts = []  # (start, end, kind, frame)
 
-    def take(pair: tuple[np.ndarray, np.ndarray], kind: int, hi: float) -> None:
-        start, end = pair
+    def take(pair: tuple[np.ndarray, np.ndarray], kind: int, hi: float, cand: np.ndarray) -> None:
+        start, end = pair[0][cand], pair[1][cand]
         mask = (end > t0) & (start < hi) & (end > start)
-        idx = np.nonzero(mask)[0]
-        parts.append((start[idx], end[idx], np.full(idx.size, kind), idx))
+        parts.append((start[mask], end[mask], np.full(int(mask.sum()), kind), cand[mask]))
 
     def collect(hi: float) -> tuple[np.ndarray, ...]:
         parts.clear()
-        take(read, 0, hi)
-        take(read_blocked, 1, hi)
-        take(decode, 2, hi)
-        take(decode_blocked, 3, hi)
-        take(steps, 4, hi)
+        # A frame's intervals all lie between its read start and the end of its step: only
+        # frames with that span across (t0, hi) can contribute (the same intervals, in the
+        # same frame order, from a few thousand frames instead of all of them).
+        cand = np.nonzero((steps[1] > t0) & (read[0] < hi))[0]
+        take(read, 0, hi, cand)
+        take(read_blocked, 1, hi, cand)
+        take(decode, 2, hi, cand)
+        take(decode_blocked, 3, hi, cand)
+        take(steps, 4, hi, cand)
         return tuple(np.concatenate([p[f] for p in parts]) for f in range(4))
 
     start, end, kind, frame = collect(horizon)
@@ -669,14 +808,17 @@ def _timeline(
 # ---------------------------------------------------------------- helpers
 
 
-def buffer_sweep(spec: QueueSpec, buffers: tuple[int, ...], times: ServiceTimes | None = None) -> list[dict[str, float]]:
+def buffer_sweep(spec: QueueSpec, buffers: tuple[int, ...], times: ServiceTimes | None = None,
+                 engine: str = "auto") -> list[dict[str, float]]:
     """Busy at several buffer sizes on one service-time sample (the sample does not depend on B)."""
     from dataclasses import replace
 
     times = times if times is not None else sample_service_times(spec)
     rows = []
+    if engine == "auto" and _engine("auto", int(spec.frames) * len(buffers)):
+        engine = "compiled"
     for b in buffers:
-        r = simulate(replace(spec, buffer_frames=int(b)), times, timeline_limit=0)
+        r = simulate(replace(spec, buffer_frames=int(b)), times, timeline_limit=0, engine=engine)
         rows.append({"buffer_frames": int(b), "busy": r.busy, "formula_busy": r.formula_busy,
                      "difference": r.difference, "mean_buffer_frames": r.mean_buffer_frames})
     return rows

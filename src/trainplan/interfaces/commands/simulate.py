@@ -5,12 +5,17 @@
                        [--decode-dist deterministic|exponential|lognormal|empirical] [--cv X]
                        [--empirical FILE] [--read-cv X] [--keyframe-cost K] [--keyframe-interval G]
                        [--read-latency 1ms] [--buffers 1,4,16,64,256] [--timeline N]
+                       [--vary KEY=VALUES]... [--jobs N] [--engine auto|python|compiled]
 
 The workload gives the stages (trainplan.accounts.pipeline: per-core and per-engine decode
 rates at this frame size, the read rate, the demand); data.buffer sizes the buffer.
 Variability is off unless a flag turns it on; `--cv` alone means lognormal decode
 times. `--buffers` adds busy at several buffer sizes on the same sample (the size
 that recovers what variability loses). `--plot` draws the timeline (PNG, SVG or PDF).
+`--vary` runs a grid instead (buffer sizes x variability x cores ..., trainplan.simulate.grid)
+in parallel across cores with a progress bar: JSON `rows`, one per combination, each with
+the varied keys and `busy`, `formula_busy`, `difference`, `throughput_fps`,
+`mean_buffer_frames`, `bottleneck`.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 LANE_COLOURS = {"read": "#4c72b0", "cpu": "#55a868", "nvdec": "#8172b2", "decoder": "#55a868",
                 "accelerator": "#c44e52"}
 BLOCKED_COLOUR = "#bbbbbb"
+ENGINES = ("auto", "python", "compiled")  # trainplan.simulate.queue.ENGINES
 READ_AHEAD_DEFAULT = 64  # trainplan.simulate.queue.READ_AHEAD_FRAMES (not imported here: the CLI starts light)
 
 
@@ -105,7 +111,7 @@ def _buffers(text: str | None) -> tuple[int, ...]:
 
 
 def simulation_report(workload: Any, frames: int, seed: int, variability: Any, buffers: tuple[int, ...] = (),
-                      timeline: int = 2000, read_ahead: int | None = READ_AHEAD_DEFAULT,
+                      timeline: int = 2000, read_ahead: int | None = READ_AHEAD_DEFAULT, engine: str = "auto",
                       ) -> tuple[dict[str, Any], Any]:
     """The JSON object of `trainplan simulate` and the QueueResult behind it."""
     from trainplan.simulate.queue import buffer_sweep, queue_spec_from_workload, sample_service_times, simulate
@@ -113,7 +119,7 @@ def simulation_report(workload: Any, frames: int, seed: int, variability: Any, b
     spec, account, notes = queue_spec_from_workload(workload, frames=frames, seed=seed, variability=variability,
                                                     read_ahead_frames=read_ahead)
     times = sample_service_times(spec)
-    result = simulate(spec, times, timeline_limit=timeline)
+    result = simulate(spec, times, timeline_limit=timeline, engine=engine)
     out = result.to_dict()
     out = {
         "busy": out.pop("busy"), "formula_busy": out.pop("formula_busy"), "difference": out.pop("difference"),
@@ -127,9 +133,58 @@ def simulation_report(workload: Any, frames: int, seed: int, variability: Any, b
         "read_ahead_frames": spec.read_ahead_frames,
     }
     if buffers:
-        out["buffer_sweep"] = buffer_sweep(spec, buffers, times)
+        out["buffer_sweep"] = buffer_sweep(spec, buffers, times, engine)
     out["notes"] = notes
     return out, result
+
+
+def vary_report(file: Path | None, sets: list[str], calibration: Path | None, vary: list[str], frames: int,
+                seed: int, variability: Any, read_ahead: int | None, jobs: int, engine: str,
+                gop: int) -> dict[str, Any]:
+    """The JSON object of `trainplan simulate --vary`: one row per combination of the varied keys."""
+    from trainplan.simulate import fast, grid
+    from trainplan.simulate.progress import progress_bar
+    from trainplan.simulate.queue import queue_spec_from_workload
+    from trainplan.workload.schema import load_workload
+
+    varies = [grid.parse_vary(v) for v in vary]
+
+    def base_spec(extra: list[str]) -> Any:
+        w = load_workload(file, [*sets, *extra], calibration)
+        spec, _account, _notes = queue_spec_from_workload(w, frames=frames, seed=seed, variability=variability,
+                                                          read_ahead_frames=read_ahead)
+        return spec
+
+    points, specs = grid.grid_specs(base_spec, varies, gop)
+    workers = jobs or grid.default_jobs()
+    used = "compiled" if engine == "compiled" or (
+        engine == "auto" and fast.worth_it(frames * len(specs))) else "python"
+    with progress_bar(f"{len(specs)} simulations", len(specs)) as advance:
+        rows = grid.run_grid(specs, used, workers, advance)
+    return {
+        "vary": {v.key: [grid.number(x) for x in v.values] for v in varies},
+        "frames": frames,
+        "seed": seed,
+        "engine": used,
+        "jobs": min(workers, len(specs)),
+        "simulations": len(specs),
+        "rows": [{**p, **r} for p, r in zip(points, rows)],
+    }
+
+
+def vary_table(rep: dict[str, Any]) -> str:
+    keys = list(rep["vary"])
+    head = [f"{k:>14}" for k in keys] + [f"{'busy':>9}", f"{'formula':>9}", f"{'difference':>11}",
+                                          f"{'frames/s':>11}", f"{'buffer':>8}", "  bottleneck"]
+    lines = [f"{rep['simulations']:,} simulations of {rep['frames']:,} frames (seed {rep['seed']}, "
+             f"{rep['engine']} engine, {rep['jobs']} processes)", "".join(head)]
+    for row in rep["rows"]:
+        cells = [f"{row[k]:>14g}" for k in keys]
+        cells += [f"{100 * row['busy']:>8.2f}%", f"{100 * row['formula_busy']:>8.2f}%",
+                  f"{100 * row['difference']:>+10.2f}p", f"{row['throughput_fps']:>11,.1f}",
+                  f"{row['mean_buffer_frames']:>8.2f}", f"  {row['bottleneck']}"]
+        lines.append("".join(cells))
+    return "\n".join(lines)
 
 
 def _decoder_summary(spec: Any) -> list[dict[str, Any]]:
@@ -268,6 +323,11 @@ def simulate_command(
     timeline: Annotated[int, typer.Option("--timeline", help="intervals kept in the timeline")] = 2000,
     read_ahead: Annotated[int, typer.Option(
         "--read-ahead", help="encoded frames read ahead of the decoders (0: unbounded)")] = READ_AHEAD_DEFAULT,
+    vary: Annotated[Optional[list[str]], typer.Option(
+        "--vary", help="simulate a grid: KEY=VALUES, e.g. buffer=1,4,16,64 cv=0:2 cores=4:32:4 (repeatable)")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="worker processes for --vary (0: every core)")] = 0,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="auto, python (the reference) or compiled (numba, the `fast` extra)")] = "auto",
 ) -> None:
     """Simulate the input pipeline as a queue: busy fraction, waits and a timeline (docs/simulation.md)."""
     from trainplan.present.outputs import write_output
@@ -290,12 +350,26 @@ def simulate_command(
         raise UserError("--keyframe-interval", f"a whole number of frames >= 1, got {keyframe_interval}")
     if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
         raise UserError("--plot", f"a file ending in {', '.join(PLOT_SUFFIXES)}, got {plot.name!r}")
+    if engine not in ENGINES:
+        raise UserError("--engine", f"one of {', '.join(ENGINES)}, got {engine!r}")
+    if jobs < 0:
+        raise UserError("--jobs", f"a number of worker processes >= 0 (0: every core), got {jobs}")
     sweep = _buffers(buffers)
     workload = load_workload(file, set_ or [], calibration)
     variability = _variability(decode_dist, cv, empirical, read_cv, keyframe_cost, keyframe_interval,
                                read_latency, workload.data.gop)
+    if vary:
+        if plot is not None or sweep:
+            raise UserError("--plot" if plot is not None else "--buffers",
+                            "not with --vary (vary the buffer with --vary buffer=...)")
+        rep = vary_report(file, set_ or [], calibration, vary, frames, seed, variability, read_ahead or None,
+                          jobs, engine, workload.data.gop)
+        text = json.dumps(rep, indent=2, allow_nan=False) if output_format == "json" else vary_table(rep)
+        write_output(text, output)
+        return
     rep, result = simulation_report(workload, frames, seed, variability, sweep,
-                                    max(timeline, 1) if plot is not None else timeline, read_ahead or None)
+                                    max(timeline, 1) if plot is not None else timeline, read_ahead or None,
+                                    engine)
     if plot is not None:
         plot_timeline(result, plot)
         rep["plot"] = str(plot)
