@@ -174,7 +174,7 @@ def test_formats(cli, tmp_path):
     table = cli("plan")
     assert table.returncode == 0 and "Decode binds" in table.stdout and "assumptions" in table.stdout
     md = cli("plan", "--format", "markdown")
-    assert md.stdout.startswith("# trainplan") and "| busy | 34.6 % | derived |" in md.stdout
+    assert md.stdout.startswith("# trainplan") and "| accelerator busy | 34.6 % | share of time the accelerator computes |" in md.stdout
     out = tmp_path / "r.json"
     res = cli("plan", "--format", "json", "--output", str(out))
     assert res.returncode == 0 and out.read_text().startswith("{")

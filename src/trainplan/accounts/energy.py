@@ -25,11 +25,11 @@ from importlib import resources
 from typing import Any
 
 from trainplan.errors import UserError, require_non_negative
+from trainplan.units import SECONDS_PER_HOUR
 
 JOULES_PER_KWH = 3.6e6
 """1 kWh = 1,000 W x 3,600 s (definition)."""
 
-SECONDS_PER_HOUR = 3600.0
 GRAMS_PER_KG = 1000.0
 
 

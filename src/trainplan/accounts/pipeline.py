@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from trainplan.units import SECONDS_PER_HOUR
 
 # The frame size that decoder rates are quoted at (SPEC §7: "frames/s at 1080p").
 REFERENCE_PIXELS = 1920 * 1080
@@ -25,7 +26,6 @@ YUV420_BYTES_PER_PIXEL = 1.5
 # Bytes per pixel of the resized RGB uint8 image sent to the device.
 RGB_BYTES_PER_PIXEL = 3.0
 BITS_PER_BYTE = 8.0
-SECONDS_PER_HOUR = 3600.0
 
 STAGES = ("read", "decode", "tokenize", "transfer")
 BOTTLENECKS = ("accelerator",) + STAGES

@@ -33,6 +33,7 @@ from typing import Literal
 
 from trainplan.catalogue import dtypes
 from trainplan.errors import UserError, require_fraction, require_non_negative, require_positive
+from trainplan.units import SECONDS_PER_HOUR
 
 # ---------------------------------------------------------------- constants
 
@@ -53,7 +54,6 @@ MEMORY_UTILIZATION = 0.9
 """Share of device memory given to weights and KV cache; the rest is activations, CUDA
 context and allocator slack. vLLM's default `gpu_memory_utilization=0.9`."""
 
-SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 86400.0
 
 

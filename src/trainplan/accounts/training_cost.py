@@ -20,6 +20,7 @@ from functools import lru_cache
 from importlib import resources
 
 from trainplan.errors import UserError, require_fraction, require_non_negative, require_positive
+from trainplan.units import SECONDS_PER_HOUR
 
 FAILED_ATTEMPTS = 3.0
 """Budget multiplier over one clean run, for failed attempts, restarts and ablations. An
@@ -27,7 +28,6 @@ assumption (issue 5; the workload's `prices.attempts` has the same default): pub
 'training cost' figures usually count the final run only (e.g. DeepSeek-V3's report excludes
 'prior research and ablation experiments'), and the whole spend is a multiple of it."""
 
-SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 86400.0
 
 

@@ -104,7 +104,17 @@ def plan_response(settings: Any) -> dict[str, Any]:
     p = report["pipeline"]
     needed = p["cores_needed"] if p["cores_needed"] is not None else math.inf
     report["series"] = cores_series(w, w.cluster.cores, needed) if w.data.kind == "video" else None
+    report["display"] = display_of(report)
     return report
+
+
+def display_of(report: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Each declared figure's label and text as the CLI writes it (planning/figures.py), for the page."""
+    from trainplan.present.render import flatten, format_value, label_of
+
+    return {k: {"label": label_of(k), "text": format_value(k, v)}
+            for k, v in flatten({s: report[s] for s in report if isinstance(report[s], dict)}).items()
+            if not isinstance(v, list)}
 
 
 def options() -> dict[str, Any]:

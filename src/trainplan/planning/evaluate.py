@@ -23,6 +23,7 @@ from trainplan.accounts import storage as storage_mod
 from trainplan.accounts import training_cost as cost_mod
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
+from trainplan.present.quantities import json_safe as clean  # noqa: F401 - callers import it from here
 from trainplan.workload.schema import Workload, leaf_value
 
 
@@ -137,25 +138,6 @@ def _whole(x: Any) -> int | None:
     """A count as an int, or None where it is infinite or undefined (JSON has neither)."""
     x = float(x)
     return int(x) if math.isfinite(x) else None
-
-
-def _num(x: Any) -> Any:
-    """JSON-safe number: numpy scalars become Python ones, inf/nan become None (JSON has neither)."""
-    if isinstance(x, np.ndarray) and x.ndim == 0:
-        x = x[()]
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
-def clean(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean(v) for v in obj]
-    return _num(obj)
 
 
 def build_report(w: Workload) -> dict[str, Any]:

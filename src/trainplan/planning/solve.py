@@ -72,18 +72,18 @@ def parse_target(text: str) -> Target:
 
 def _figure_value(figure: str, raw: str) -> float:
     from trainplan import units
-    from trainplan.present.render import DIMENSIONS
+    from trainplan.planning.figures import units_dimension
 
     raw = raw.strip().strip("\"'")
     if raw.lower() in ("true", "yes"):
         return 1.0
     if raw.lower() in ("false", "no"):
         return 0.0
-    dim = DIMENSIONS.get(figure)
-    if figure == COST_FIGURE or figure.startswith("bill."):
-        dim = "dollars"
+    dim, factor = ("dollars", 1.0) if figure == COST_FIGURE else units_dimension(figure)
     try:
-        return float(units.parse(raw, dim, figure)) if dim and dim != "frequency" else float(raw.replace("_", ""))
+        if dim is None or dim == "frequency":
+            return float(raw.replace("_", ""))
+        return float(units.parse(raw, dim, figure)) * factor  # type: ignore[arg-type]
     except (UserError, ValueError):
         try:
             return float(raw)

@@ -524,18 +524,10 @@ def to_parquet(result: SweepResult) -> bytes:
 def to_json(result: SweepResult) -> str:
     import json
 
-    cols = list(result.columns)
-    rows = []
-    for i in range(len(result)):
-        row = {}
-        for k in cols:
-            v = result.columns[k][i]
-            if isinstance(v, np.generic):
-                v = v.item()
-            if isinstance(v, float) and not math.isfinite(v):
-                v = None
-            row[k] = v
-        rows.append(row)
+    from trainplan.present.quantities import json_safe
+
+    cols = {k: v.tolist() for k, v in result.columns.items()}
+    rows = [json_safe({k: cols[k][i] for k in cols}) for i in range(len(result))]
     return json.dumps(rows, indent=1, allow_nan=False)
 
 

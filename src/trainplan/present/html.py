@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.present.render import ACCOUNTS, flatten, format_value
+from trainplan.present.quantities import format_input
+from trainplan.present.render import ACCOUNTS, flatten, format_value, label_of, section_rows
 
 # Points of the busy-against-cores curve.
 CURVE_POINTS = 400
@@ -214,15 +215,15 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
         parts.append(f"<h2>queue timeline</h2><div class=plot id=plot-timeline>{timeline}</div>")
     sim = report.get("simulation")
     if isinstance(sim, dict):
-        rows = [(k, format_value(f"simulation.{k}", v)) for k, v in flatten(sim).items()
+        rows = [(label_of(f"simulation.{k}"), format_value(f"simulation.{k}", v)) for k, v in flatten(sim).items()
                 if k not in ("timeline", "buffer_trace", "stages") and not isinstance(v, list)]
         parts.append("<h2>simulation</h2>" + _table(rows, ("figure", "value")))
     for account in ACCOUNTS:
         if account not in report or not isinstance(report[account], dict):
             continue
         flat = flatten(report[account], f"{account}.")
-        rows = [(k.split(".", 1)[1], format_value(k, v)) for k, v in flat.items() if not isinstance(v, list)]
-        parts.append(f"<h2 id={_esc(account)}>{_esc(account)}</h2>" + _table(rows, ("figure", "value")))
+        rows = list(section_rows(report, account))
+        parts.append(f"<h2 id={_esc(account)}>{_esc(account)}</h2>" + _table(rows, ("figure", "value", "meaning")))
         for k, v in flat.items():
             if isinstance(v, list) and v and isinstance(v[0], dict):
                 cols = list(v[0])
@@ -230,7 +231,7 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
                     [tuple(format_value(f"{k}.{c}", r.get(c)) for c in cols) for r in v], tuple(cols)))
     assumptions = report.get("assumptions", {})
     if assumptions:
-        rows = [(k, "" if a.get("value") is None else str(a.get("value")), a.get("provenance", ""),
+        rows = [(k, format_input(a.get("value")), a.get("provenance", ""),
                  a.get("source", "")) for k, a in assumptions.items()]
         parts.append("<h2 id=assumptions>assumptions</h2>" + _table(rows, ("key", "value", "provenance", "source")))
     parts.append("<p class=muted>Written by trainplan; formulas in SPEC.md.</p></body></html>")

@@ -1,47 +1,18 @@
-"""Renderings of a report: a rich table, JSON and Markdown (HTML lives in html.py)."""
+"""Renderings of a report: a rich table, JSON and Markdown (HTML lives in html.py).
+
+Labels, units and the order of figures come from planning/figures.py (FIGURES), the
+formatting from present/quantities.py; nothing here knows what a figure means.
+"""
 
 from __future__ import annotations
 
-import io
 import json
-from typing import Any
+from typing import Any, Iterator
 
-from rich.console import Console
-from rich.table import Table
+from trainplan.planning.figures import FIGURES, SECTION_ORDER
+from trainplan.present.quantities import format_figure, format_input
 
-from trainplan.units import format_quantity
-
-# The dimension of each figure, by dotted name, for formatting. Figures not named here are
-# printed as plain numbers.
-DIMENSIONS: dict[str, str] = {
-    "compute.flops": "flops", "compute.seconds": "time", "compute.seconds_per_step": "time",
-    "compute.tokens_per_step": "count", "compute.steps": "count", "compute.sustained_flops": "flop_rate",
-    "compute.wall_seconds": "time",
-    "memory.state_bytes": "bytes", "memory.weights_bytes": "bytes", "memory.grads_bytes": "bytes",
-    "memory.optimizer_bytes": "bytes", "memory.activation_bytes": "bytes", "memory.runtime_buffers": "bytes",
-    "memory.headroom_bytes": "bytes", "memory.per_device_bytes": "bytes", "memory.device_memory": "bytes",
-    "network.gradient_bytes": "bytes", "network.ring_bytes_per_step": "bytes", "network.link_rate": "byte_rate",
-    "network.floor_seconds_per_step": "time", "network.backward_seconds_per_step": "time",
-    "network.share_of_step": "fraction",
-    "storage.data_bytes": "bytes", "storage.checkpoint_bytes": "bytes", "storage.checkpoints_bytes": "bytes",
-    "storage.exports_bytes": "bytes", "storage.retained_bytes": "bytes", "storage.input_byte_rate": "byte_rate",
-    "storage.save_seconds": "time", "storage.save_share": "fraction",
-    "pipeline.demand_fps": "frequency", "pipeline.supply_fps": "frequency", "pipeline.decoder_fps": "frequency",
-    "pipeline.core_fps": "frequency", "pipeline.busy": "fraction", "pipeline.threshold_params": "count",
-    "pipeline.demand_tokens_per_second": "frequency", "pipeline.supply_tokens_per_second": "frequency",
-    "pipeline.stored_bytes_per_hour": "bytes", "pipeline.decoded_bytes_per_hour": "bytes",
-    "pipeline.frames_per_hour": "count", "pipeline.tokens_per_hour": "count",
-    "bill.total": "dollars", "bill.bytes": "dollars", "bill.storage": "dollars", "bill.transfer": "dollars",
-    "bill.cores": "dollars", "bill.idle_accelerator": "dollars", "bill.transport_share": "fraction",
-    "bill.accelerator_seconds_per_hour": "time", "bill.useful_seconds_per_hour": "time",
-    "bill.epoch_seconds": "time", "bill.epoch_seconds_at_cores_needed": "time",
-    "simulation.busy": "fraction", "simulation.formula_busy": "fraction", "simulation.pipeline_busy": "fraction",
-    "simulation.difference": "fraction", "simulation.throughput_fps": "frequency",
-    "simulation.demand_fps": "frequency",
-}
-
-ACCOUNTS = ("compute", "memory", "network", "storage", "pipeline", "bill", "energy", "training_cost", "serving",
-            "simulation")
+ACCOUNTS = SECTION_ORDER
 
 
 def flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -57,71 +28,97 @@ def flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def format_value(key: str, value: Any) -> str:
-    if value is None:
-        return "∞ / n.a."
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        dim = DIMENSIONS.get(key)
-        if dim == "frequency" and ("tokens" in key):
-            return f"{value:,.0f} tokens/s"
-        if dim == "frequency":
-            return f"{value:,.1f} frames/s"
-        if dim is not None:
-            return format_quantity(float(value), dim)  # type: ignore[arg-type]
-        if isinstance(value, int) or float(value).is_integer():
-            return f"{value:,.0f}"
-        return f"{value:,.4g}"
-    if isinstance(value, list):
-        return f"{len(value)} rows"
-    return str(value)
+    """A figure of the report by its dotted key, in its declared dimension."""
+    spec = FIGURES.get(key)
+    return format_figure(value, spec.dimension if spec else None)
 
 
-def _rows(report: dict[str, Any], account: str) -> list[tuple[str, str]]:
-    flat = flatten(report[account], f"{account}.")
-    return [(k.split(".", 1)[1], format_value(k, v)) for k, v in flat.items() if not isinstance(v, list)]
+def label_of(key: str) -> str:
+    spec = FIGURES.get(key)
+    return spec.label if spec else key.split(".", 1)[-1]
+
+
+def section_rows(report: dict[str, Any], section: str, detail: bool = True) -> Iterator[tuple[str, str, str]]:
+    """(label, formatted value, meaning) of each figure of a section, declared order first.
+
+    Figures that do not exist at this point (null) are left out; so are lists (their own tables)
+    and, unless `detail`, the figures declared as detail.
+    """
+    flat = flatten(report.get(section) or {}, f"{section}.")
+    if "skipped" in (report.get(section) or {}):
+        yield ("not computed", str(report[section]["skipped"]), "")
+        return
+    for key, value in flat.items():
+        if isinstance(value, list) or value is None:
+            continue
+        spec = FIGURES.get(key)
+        if spec is not None and spec.detail and not detail:
+            continue
+        yield (label_of(key), format_value(key, value), spec.meaning if spec else "")
 
 
 def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, allow_nan=False, default=str)
 
 
-def to_table(report: dict[str, Any], width: int = 110) -> str:
+def _console(width: int | None):  # noqa: ANN202 - rich.console.Console
+    import io
+
+    from rich.console import Console
+
     buf = io.StringIO()
-    console = Console(file=buf, width=width, force_terminal=False, color_system=None)
-    console.print(f"[bold]{report['verdict']}[/bold]")
-    for account in ACCOUNTS:
-        if account not in report:
+    return buf, Console(file=buf, width=width or 100, force_terminal=False, color_system=None, highlight=False)
+
+
+def to_table(report: dict[str, Any], width: int | None = None, detail: bool = True) -> str:
+    """Every section as a table of labelled figures, then the assumptions (with `detail`)."""
+    from rich.table import Table
+
+    buf, console = _console(width)
+    console.print(report["verdict"])
+    for section in ACCOUNTS:
+        if section not in report:
             continue
-        table = Table(title=account, title_justify="left", show_header=True)
-        table.add_column("figure")
-        table.add_column("value", justify="right")
-        table.add_column("provenance")
-        for name, text in _rows(report, account):
-            table.add_row(name, text, "derived")
+        rows = list(section_rows(report, section, detail))
+        if not rows:
+            continue
+        table = Table(title=section.replace("_", " "), title_justify="left", show_header=False, box=None,
+                      pad_edge=False)
+        table.add_column("figure", overflow="fold")
+        table.add_column("value", justify="right", no_wrap=True)
+        if detail:
+            table.add_column("meaning", overflow="fold", style="dim")
+        for label, text, meaning in rows:
+            table.add_row(label, text, meaning) if detail else table.add_row(label, text)
         console.print(table)
+    if detail and "assumptions" in report:
+        console.print(assumptions_table(report))
+    return buf.getvalue()
+
+
+def assumptions_table(report: dict[str, Any]):  # noqa: ANN201 - rich.table.Table
+    from rich.table import Table
+
     table = Table(title="assumptions", title_justify="left")
-    table.add_column("key")
-    table.add_column("value", justify="right")
+    table.add_column("key", overflow="fold")
+    table.add_column("value", justify="right", overflow="fold")
     table.add_column("provenance")
     table.add_column("source", overflow="fold")
     for key, a in report["assumptions"].items():
-        value = a["value"]
-        table.add_row(key, "" if value is None else str(value), a["provenance"], a["source"])
-    console.print(table)
-    return buf.getvalue()
+        table.add_row(key, format_input(a["value"]), a["provenance"], a["source"])
+    return table
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     lines = ["# trainplan", "", f"**{report['verdict']}**", ""]
-    for account in ACCOUNTS:
-        if account not in report:
+    for section in ACCOUNTS:
+        if section not in report:
             continue
-        lines += [f"## {account}", "", "| figure | value | provenance |", "|---|---:|---|"]
-        lines += [f"| {name} | {text} | derived |" for name, text in _rows(report, account)]
+        lines += [f"## {section}", "", "| figure | value | meaning |", "|---|---:|---|"]
+        lines += [f"| {label} | {text} | {meaning} |" for label, text, meaning in section_rows(report, section)]
         lines.append("")
     lines += ["## assumptions", "", "| key | value | provenance | source |", "|---|---:|---|---|"]
     for key, a in report["assumptions"].items():
-        value = "" if a["value"] is None else str(a["value"]).replace("|", "\\|")
+        value = format_input(a["value"]).replace("|", "\\|")
         lines.append(f"| {key} | {value} | {a['provenance']} | {a['source'].replace('|', '/')} |")
     return "\n".join(lines) + "\n"

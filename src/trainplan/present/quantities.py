@@ -1,0 +1,185 @@
+"""The one JSON-safe cleaner and the one quantity formatter of every figure a person reads.
+
+`json_safe` turns numpy scalars into Python numbers and nan/inf into None (JSON has neither).
+`format_figure(value, dimension)` writes a figure in its declared dimension
+(planning/figures.py): bytes with decimal prefixes, durations in s/min/h/d, dollars with
+a sign and sensible precision, shares as percentages, rates with their units. It never
+writes `nan`, `inf`, `e+` or `None`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+_SI = [(1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+# counts: "B" for billions, as parameter and token counts are written
+_COUNT = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]
+# what a figure that does not exist (nan, None) and an unbounded one (inf) read as
+NOT_APPLICABLE = "n/a"
+UNBOUNDED = "no limit"
+# decimals beyond which a tiny value is written as "< 0.000…1"
+MAX_DECIMALS = 9
+
+
+def _scalar(x: Any) -> Any:
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        x = x[()]
+    if isinstance(x, np.generic):
+        x = x.item()
+    return x
+
+
+def json_safe(obj: Any) -> Any:
+    """JSON-safe copy: numpy scalars become Python ones, inf/nan become None, tuples lists."""
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    obj = _scalar(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """`digits` significant digits in fixed notation with thousands commas; never an exponent."""
+    if x == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(x)))
+    decimals = max(0, digits - 1 - magnitude)
+    if decimals > MAX_DECIMALS:
+        return f"< {10.0 ** -MAX_DECIMALS:.{MAX_DECIMALS}f}" if x > 0 else f"> -{10.0 ** -MAX_DECIMALS:.{MAX_DECIMALS}f}"
+    text = f"{x:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _prefixed(x: float, unit: str, table: list[tuple[float, str]] = _SI, digits: int = 3) -> str:
+    for size, prefix in table:
+        if abs(x) >= size:
+            return f"{significant(x / size, digits)} {prefix}{unit}".rstrip()
+    return f"{significant(x, digits)} {unit}".rstrip()
+
+
+def _seconds(x: float) -> str:
+    a = abs(x)
+    if a >= 86400:
+        return f"{significant(x / 86400)} d"
+    if a >= 3600:
+        return f"{significant(x / 3600)} h"
+    if a >= 60:
+        return f"{significant(x / 60)} min"
+    if a >= 1 or a == 0:
+        return f"{significant(x)} s"
+    if a >= 1e-3:
+        return f"{significant(x * 1e3)} ms"
+    return f"{significant(x * 1e6)} µs"
+
+
+def _dollars(x: float) -> str:
+    sign = "-" if x < 0 else ""
+    a = abs(x)
+    if a >= 1000:
+        return f"{sign}${a:,.0f}"
+    if a >= 1 or a == 0:
+        return f"{sign}${a:,.2f}"
+    return f"{sign}${significant(a)}"
+
+
+def _format_number(x: float, dimension: str) -> str:
+    if dimension == "bytes":
+        return _prefixed(x, "B")
+    if dimension == "seconds":
+        return _seconds(x)
+    if dimension == "hours":
+        return f"{significant(x)} h" if abs(x) < 1000 else f"{x:,.0f} h"
+    if dimension == "days":
+        return f"{significant(x)} days" if abs(x) < 1000 else f"{x:,.0f} days"
+    if dimension == "dollars":
+        return _dollars(x)
+    if dimension == "dollars_per_hour":
+        return f"{_dollars(x)}/h"
+    if dimension == "fraction":
+        return f"{significant(x * 100)} %"
+    if dimension in ("count", "pixels_per_token"):
+        return _prefixed(x, "", _COUNT) if abs(x) >= 1e4 else significant(x, 3 if abs(x) < 1000 else 4)
+    if dimension == "flops":
+        return _prefixed(x, "FLOP")
+    if dimension == "flop_rate":
+        return _prefixed(x, "FLOP/s")
+    if dimension == "byte_rate":
+        return _prefixed(x, "B/s")
+    if dimension == "frames_per_second":
+        return f"{_prefixed(x, '', _COUNT)} frames/s".replace("  ", " ")
+    if dimension == "tokens_per_second":
+        return f"{_prefixed(x, '', _COUNT)} tokens/s".replace("  ", " ")
+    if dimension == "requests_per_second":
+        return f"{_prefixed(x, '', _COUNT)} requests/s".replace("  ", " ")
+    if dimension == "bytes_per_token":
+        return f"{_prefixed(x, 'B')}/token"
+    if dimension == "frames_per_hour":
+        return f"{_prefixed(x, '', _COUNT)} frames/h".replace("  ", " ")
+    if dimension == "tokens_per_hour":
+        return f"{_prefixed(x, '', _COUNT)} tokens/h".replace("  ", " ")
+    if dimension == "bytes_per_hour":
+        return f"{_prefixed(x, 'B')}/h"
+    if dimension == "watts":
+        return _prefixed(x, "W")
+    if dimension == "kwh":
+        return _prefixed(x * 1e3, "Wh")
+    if dimension == "joules":
+        return _prefixed(x, "J")
+    if dimension == "kg":
+        return f"{significant(x / 1000)} t" if abs(x) >= 1000 else f"{significant(x)} kg"
+    if dimension == "grams_per_kwh":
+        return f"{significant(x)} g/kWh"
+    if dimension == "per_month":
+        return f"{significant(x)} a month"
+    return significant(x, 4)  # ratio and anything undeclared
+
+
+def format_figure(value: Any, dimension: str | None) -> str:
+    """A figure as a person reads it, by its dimension (see planning/figures.py)."""
+    value = _scalar(value)
+    if value is None:
+        return NOT_APPLICABLE
+    if isinstance(value, bool) or dimension == "flag":
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        x = float(value)
+        if math.isnan(x):
+            return NOT_APPLICABLE
+        if math.isinf(x):
+            return UNBOUNDED if x > 0 else f"-{UNBOUNDED}"
+        return _format_number(x, dimension or "ratio")
+    if isinstance(value, (list, tuple)):
+        return f"{len(value)} rows"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {format_figure(v, None)}" for k, v in value.items())
+    return str(value)
+
+
+def format_input(value: Any) -> str:
+    """A workload input as a person writes it: no Python True/None, no float noise."""
+    value = _scalar(value)
+    if value is None:
+        return "not set"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return UNBOUNDED if value > 0 else NOT_APPLICABLE
+        if value.is_integer() and abs(value) >= 1e4:
+            return _prefixed(value, "", _COUNT)
+        return significant(value, 6)
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 1e4 else str(value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={format_input(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_input(v) for v in value) or "none"
+    return str(value)
