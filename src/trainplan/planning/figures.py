@@ -42,6 +42,7 @@ class FigureSpec:
     meaning: str  # one line: what the figure is
     sweep: bool = True  # a column of `trainplan sweep` (constants of the workload are not)
     detail: bool = False  # shown only with --all (a figure for checking, not for deciding)
+    whole: bool = False  # a whole count: an int in JSON (null where infinite)
 
     @property
     def section(self) -> str:
@@ -56,11 +57,11 @@ FIGURES: dict[str, FigureSpec] = {}
 
 
 def declare(path: str, dimension: str, label: str, meaning: str, *, sweep: bool = True,
-            detail: bool = False) -> FigureSpec:
+            detail: bool = False, whole: bool = False) -> FigureSpec:
     """Add one figure to the report's declaration (a section builder's figures call this)."""
     if dimension not in DIMENSIONS:
         raise ValueError(f"{path}: unknown dimension {dimension!r}")
-    spec = FigureSpec(path, dimension, label, meaning, sweep, detail)
+    spec = FigureSpec(path, dimension, label, meaning, sweep, detail, whole)
     FIGURES[path] = spec
     return spec
 
@@ -83,7 +84,7 @@ D("workload.params_source", "text", "parameter count from", "how the count was o
 D("workload.tokens", "count", "training tokens", "tokens trained on, all epochs", sweep=False)
 # ---- compute (SPEC §3)
 D("compute.flops", "flops", "training FLOPs", "6 x active parameters x tokens (8 with full recompute)")
-D("compute.steps", "count", "optimizer steps", "tokens / tokens per step, rounded up")
+D("compute.steps", "count", "optimizer steps", "tokens / tokens per step, rounded up", whole=True)
 D("compute.seconds", "seconds", "compute time", "FLOPs / sustained rate, if the accelerator never waits")
 D("compute.seconds_per_step", "seconds", "time per step", "compute time of one optimizer step")
 D("compute.tokens_per_step", "count", "tokens per step", "micro-batch x sequence x accumulation x devices")
@@ -101,8 +102,10 @@ D("memory.headroom_bytes", "bytes", "headroom", "fragmentation allowance on top 
 D("memory.per_device_bytes", "bytes", "per device", "everything one device holds")
 D("memory.device_memory", "bytes", "device memory", "memory of one accelerator", sweep=True)
 D("memory.fits", "flag", "fits", "per-device bytes within the device memory")
-D("memory.devices_to_run", "count", "devices to hold the state", "fewest devices whose memory holds the state")
-D("memory.devices_to_train", "count", "devices to train", "fewest devices that fit state and activations")
+D("memory.devices_to_run", "count", "devices to hold the state", "fewest devices whose memory holds the state",
+  whole=True)
+D("memory.devices_to_train", "count", "devices to train", "fewest devices that fit state and activations",
+  whole=True)
 # ---- network (SPEC §5)
 D("network.gradient_bytes", "bytes", "gradient size", "bytes of gradients exchanged per step")
 D("network.ring_bytes_per_step", "bytes", "ring traffic per step", "2 (N-1)/N x gradient bytes, per device")
@@ -168,8 +171,9 @@ D("bill.per_epochs.10", "dollars", "over 10 epochs", "storage once, the rest per
 D("bill.transport_share", "fraction", "transport share of data price", "transport / price per hour of data")
 D("bill.epoch_seconds", "seconds", "epoch time", "data hours x frames / (devices x demand x busy)")
 D("bill.decoded_break_even_epochs_per_month", "per_month", "pre-decoding pays from",
-  "epochs a month above which storing decoded frames is cheaper")
-D("bill.epoch_seconds_at_cores_needed", "seconds", "epoch time with cores needed", "epoch time at full decode")
+  "epochs a month above which storing decoded frames is cheaper", sweep=False)
+D("bill.epoch_seconds_at_cores_needed", "seconds", "epoch time with cores needed", "epoch time at full decode",
+  sweep=False)
 D("bill.add_cores.cores_now", "count", "cores now", "decode cores present", sweep=False)
 D("bill.add_cores.cores_added", "count", "cores to add", "whole cores that remove the decode stall", sweep=False)
 D("bill.add_cores.busy_now", "fraction", "busy now", "accelerator busy share now", sweep=False)
