@@ -17,11 +17,9 @@ from __future__ import annotations
 import difflib
 import math
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from trainplan.errors import UserError, require_non_negative
@@ -49,20 +47,9 @@ class GridIntensity:
 @lru_cache(maxsize=1)
 def grid_intensity_table() -> dict[str, GridIntensity]:
     """The shipped table, by region key (ISO 3166 alpha-2 lower case, or 'world')."""
-    text = resources.files("trainplan.catalogue").joinpath("grid_intensity.toml").read_text(encoding="utf-8")
-    raw: dict[str, Any] = tomllib.loads(text)
-    return {
-        key: GridIntensity(
-            region=key,
-            g_per_kwh=float(row["g_per_kwh"]),
-            year=int(row["year"]),
-            retrieved=str(row["retrieved"]),
-            verified=bool(row["verified"]),
-            scope=str(row["scope"]),
-            source=str(row["source"]),
-        )
-        for key, row in raw.items()
-    }
+    from trainplan import catalogue
+
+    return catalogue.rows("grid_intensity", GridIntensity, key_field="region")
 
 
 REGION_ALIASES = {"uk": "gb", "usa": "us", "global": "world"}

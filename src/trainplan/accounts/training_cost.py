@@ -13,11 +13,9 @@ Pure apart from `price_table` (reads data/accelerator_prices.toml). Floats in SI
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 from trainplan.errors import UserError, require_fraction, require_non_negative, require_positive
 from trainplan.units import SECONDS_PER_HOUR
@@ -119,10 +117,9 @@ class PriceRow:
 @lru_cache(maxsize=1)
 def price_table() -> Mapping[str, PriceRow]:
     """Indicative on-demand prices by catalogue key (data/accelerator_prices.toml)."""
-    text = resources.files("trainplan.catalogue").joinpath("accelerator_prices.toml").read_text(encoding="utf-8")
-    raw = tomllib.loads(text)
-    return {k: PriceRow(k, float(v["dollars_per_hour"]), str(v["as_of"]), str(v["retrieved"]), str(v["source"]))
-            for k, v in raw.items()}
+    from trainplan import catalogue
+
+    return catalogue.rows("accelerator_prices", PriceRow)
 
 
 
