@@ -172,7 +172,9 @@ def test_did_you_mean(cli, tmp_path):
 
 def test_formats(cli, tmp_path):
     table = cli("plan")
-    assert table.returncode == 0 and "Decode binds" in table.stdout and "assumptions" in table.stdout
+    assert table.returncode == 0 and "Waits on  decode" in table.stdout and "provenance" not in table.stdout
+    full = cli("plan", "--all")
+    assert full.returncode == 0 and "provenance" in full.stdout and "cluster.core_fps_1080p" in full.stdout
     md = cli("plan", "--format", "markdown")
     assert md.stdout.startswith("# trainplan") and "| accelerator busy | 34.6 % | share of time the accelerator computes |" in md.stdout
     out = tmp_path / "r.json"

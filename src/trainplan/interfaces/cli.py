@@ -125,7 +125,7 @@ CalibrationOpt = Annotated[Optional[Path], typer.Option("--calibration", help="c
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file instead of stdout")]
 
 
-def render(report: dict, fmt: Format, workload=None) -> str:  # noqa: ANN001
+def render(report: dict, fmt: Format, workload=None, detail: bool = False) -> str:  # noqa: ANN001
     from trainplan.present import render as r
 
     if fmt == Format.json:
@@ -138,7 +138,7 @@ def render(report: dict, fmt: Format, workload=None) -> str:  # noqa: ANN001
         except ImportError:
             raise UserError("--format", "html output needs trainplan.present.html (not installed)") from None
         return render_html(report, workload)
-    return r.to_table(report)
+    return r.to_table(report, detail=detail)
 
 
 @app.command()
@@ -150,6 +150,8 @@ def plan(
     output: OutputOpt = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="check the busy fraction with the queue simulation")] = False,
     frames: Annotated[int, typer.Option(help="frames for --simulate", min=1000)] = 200_000,
+    detail: Annotated[bool, typer.Option("--all", "--detail", help="every figure with its meaning, and the "
+                                         "assumptions with their sources")] = False,
 ) -> None:
     """The plan: fit, time, cost, and what the accelerator waits on."""
     from trainplan.present.outputs import write_output
@@ -162,7 +164,7 @@ def plan(
         from trainplan.simulate.queue import simulated_check
 
         report["simulation"] = simulated_check(workload, frames=frames)
-    write_output(render(report, format, workload), output)
+    write_output(render(report, format, workload, detail), output)
 
 
 @app.command()

@@ -43,6 +43,7 @@ class FigureSpec:
     sweep: bool = True  # a column of `trainplan sweep` (constants of the workload are not)
     detail: bool = False  # shown only with --all (a figure for checking, not for deciding)
     whole: bool = False  # a whole count: an int in JSON (null where infinite)
+    video: bool = False  # a figure of video data only: left out of a token corpus's tables
 
     @property
     def section(self) -> str:
@@ -57,13 +58,23 @@ FIGURES: dict[str, FigureSpec] = {}
 
 
 def declare(path: str, dimension: str, label: str, meaning: str, *, sweep: bool = True,
-            detail: bool = False, whole: bool = False) -> FigureSpec:
+            detail: bool = False, whole: bool = False, video: bool = False) -> FigureSpec:
     """Add one figure to the report's declaration (a section builder's figures call this)."""
     if dimension not in DIMENSIONS:
         raise ValueError(f"{path}: unknown dimension {dimension!r}")
-    spec = FigureSpec(path, dimension, label, meaning, sweep, detail, whole)
+    spec = FigureSpec(path, dimension, label, meaning, sweep, detail, whole, video)
     FIGURES[path] = spec
     return spec
+
+
+# figures of video data only (frames, decoders, hours of footage)
+VIDEO_ONLY = {
+    "pipeline.tokens_per_frame", "pipeline.decoded_per_used", "pipeline.demand_fps", "pipeline.supply_fps",
+    "pipeline.decoder_fps", "pipeline.core_fps", "pipeline.video_decoders", "pipeline.cores_needed",
+    "pipeline.cores_needed_cpu_only", "pipeline.pixels_per_token", "pipeline.decoded_bytes_per_token",
+    "pipeline.frames_per_hour", "pipeline.tokens_per_hour", "pipeline.stored_bytes_per_hour",
+    "pipeline.decoded_bytes_per_hour", "pipeline.stages.decode.tokens_per_second",
+}
 
 
 def spec(path: str) -> FigureSpec | None:
@@ -223,7 +234,7 @@ D("serving.tokens_per_request", "count", "tokens per request", "generated tokens
 D("serving.requests_per_second", "requests_per_second", "requests per second", "per replica", sweep=False)
 D("serving.dollars_per_hour", "dollars_per_hour", "replica price", "per hour", sweep=False)
 D("serving.cost_per_request", "dollars", "cost per request", "price / requests per hour", sweep=False)
-D("serving.cost_per_million_requests", "dollars", "per million requests", "cost per request x 1e6", sweep=False)
+D("serving.cost_per_million_requests", "dollars", "per million requests", "cost per request x a million", sweep=False)
 D("serving.requests_per_day", "count", "requests per day", "the load served", sweep=False)
 D("serving.replicas", "count", "replicas", "copies to serve the load", sweep=False)
 D("serving.serving_cost_per_day", "dollars", "serving per day", "replicas x devices x price x 24", sweep=False)
@@ -237,7 +248,9 @@ D("simulation.pipeline_busy", "fraction", "pipeline busy", "busy share of the pl
 D("simulation.difference", "fraction", "difference", "simulated - formula", sweep=False)
 D("simulation.throughput_fps", "frames_per_second", "simulated throughput", "frames/s", sweep=False)
 D("simulation.demand_fps", "frames_per_second", "demand", "frames/s", sweep=False)
-del D, _stage, _term
+for _path in VIDEO_ONLY:
+    FIGURES[_path] = FigureSpec(**{**FIGURES[_path].__dict__, "video": True})
+del D, _stage, _term, _path
 
 # Sections of the report in the order tables show them (each a key of the JSON report).
 SECTION_ORDER: tuple[str, ...] = ("compute", "memory", "network", "storage", "pipeline", "bill", "energy",

@@ -45,6 +45,7 @@ def section_rows(report: dict[str, Any], section: str, detail: bool = True) -> I
     and, unless `detail`, the figures declared as detail.
     """
     flat = flatten(report.get(section) or {}, f"{section}.")
+    video = report.get("pipeline", {}).get("kind", "video") == "video"
     if "skipped" in (report.get(section) or {}):
         yield ("not computed", str(report[section]["skipped"]), "")
         return
@@ -52,7 +53,7 @@ def section_rows(report: dict[str, Any], section: str, detail: bool = True) -> I
         if isinstance(value, list) or value is None:
             continue
         spec = FIGURES.get(key)
-        if spec is not None and spec.detail and not detail:
+        if spec is not None and not detail and (spec.detail or (spec.video and not video)):
             continue
         yield (label_of(key), format_value(key, value), spec.meaning if spec else "")
 
@@ -61,37 +62,74 @@ def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, allow_nan=False, default=str)
 
 
+def terminal_width() -> int:
+    """Columns of the terminal stdout is, or 80 when it is piped or a file."""
+    import shutil
+    import sys
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((80, 24)).columns
+    return 80
+
+
 def _console(width: int | None):  # noqa: ANN202 - rich.console.Console
     import io
 
     from rich.console import Console
 
     buf = io.StringIO()
-    return buf, Console(file=buf, width=width or 100, force_terminal=False, color_system=None, highlight=False)
+    return buf, Console(file=buf, width=width or terminal_width(), force_terminal=False, color_system=None,
+                        highlight=False, emoji=False)
 
 
-def to_table(report: dict[str, Any], width: int | None = None, detail: bool = True) -> str:
-    """Every section as a table of labelled figures, then the assumptions (with `detail`)."""
+def given(assumption: dict[str, Any]) -> bool:
+    """Whether a workload key was written by the user (file or --set) or measured, not a default."""
+    source = str(assumption.get("source", ""))
+    return (assumption.get("provenance") in ("given", "measured") or source == "--set on the command line"
+            or source.startswith("workload file"))
+
+
+def applies(report: dict[str, Any], section: str) -> bool:
+    """Whether a section belongs in the default view of this workload: serving only when the
+    workload gives serving keys, the per-hour-of-data bill only for video, nothing skipped."""
+    part = report.get(section)
+    if not isinstance(part, dict) or "skipped" in part:
+        return False
+    if section == "serving":
+        return any(k.startswith("serving.") and given(a) for k, a in report.get("assumptions", {}).items())
+    if section == "bill":
+        return report.get("pipeline", {}).get("kind") == "video"
+    return True
+
+
+def to_table(report: dict[str, Any], width: int | None = None, detail: bool = False) -> str:
+    """The first screen, then one compact table per account that applies; with `detail`, every
+    figure of every section with its meaning, then the assumptions."""
     from rich.table import Table
 
+    from trainplan.present.summary import first_screen
+
+    width = width or terminal_width()
     buf, console = _console(width)
-    console.print(report["verdict"])
+    console.print("\n".join(first_screen(report, min(width, 80))), soft_wrap=True)
     for section in ACCOUNTS:
-        if section not in report:
+        if section not in report or not (detail or applies(report, section)):
             continue
         rows = list(section_rows(report, section, detail))
         if not rows:
             continue
         table = Table(title=section.replace("_", " "), title_justify="left", show_header=False, box=None,
                       pad_edge=False)
-        table.add_column("figure", overflow="fold")
+        table.add_column("figure", overflow="fold", ratio=2 if detail else None)
         table.add_column("value", justify="right", no_wrap=True)
         if detail:
-            table.add_column("meaning", overflow="fold", style="dim")
+            table.add_column("meaning", overflow="fold", style="dim", ratio=3)
         for label, text, meaning in rows:
             table.add_row(label, text, meaning) if detail else table.add_row(label, text)
+        console.print()
         console.print(table)
     if detail and "assumptions" in report:
+        console.print()
         console.print(assumptions_table(report))
     return buf.getvalue()
 
