@@ -25,7 +25,7 @@ def solve_command(
     among: Annotated[Optional[str], typer.Option("--among", help="comma-separated catalogue entries to consider")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")] = None,
     calibration: Annotated[Optional[Path], typer.Option("--calibration", help="calibration TOML")] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="json or table")] = "json",
+    output_format: Annotated[str, typer.Option("--format", "-f", help="table (default) or json")] = "table",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file")] = None,
 ) -> None:
     """The smallest (or largest) value of KEY that meets a target; the cheapest accelerator kind."""
@@ -45,16 +45,18 @@ def solve_command(
     if output_format == "json":
         write_output(json.dumps(result, indent=2, allow_nan=False), output)
     else:
-        lines = [f"{result['key']} = {result['value']}"]
+        from trainplan.present.quantities import format_figure, format_input
+        from trainplan.present.render import format_value, label_of
+
+        lines = [f"{result['key']} = {format_input(result['value'])}"]
         if "candidates" in result:
             lines.append(f"ranked by {result['ranked_by']} = {result['cost_formula']}")
             for c in result["candidates"]:
-                cost = c.get("training_cost")
-                shown = f"${cost:,.2f}" if isinstance(cost, (int, float)) else "n.a."
+                shown = format_figure(c.get("training_cost"), "dollars")
                 lines.append(f"  {c.get('rank', '-')!s:>2}  {c['accelerator']:<16} {shown:>14}  "
                              f"{'meets' if c['meets'] else 'misses'} {c.get('reason', '')}".rstrip())
         else:
-            lines += [f"  {f} = {v}" for f, v in result["figures"].items()]
+            lines += [f"  {label_of(f)} ({f}) = {format_value(f, v)}" for f, v in result["figures"].items()]
         write_output("\n".join(lines), output)
 
 
