@@ -200,3 +200,14 @@ def test_sweep_at_a_single_point_equals_plan_for_every_figure(sets, axis):
         assert _same(got[0], want), f"{column}: sweep {got[0]!r}, plan {want!r}"
     declared = {f for f, spec in FIGURES.items() if spec.sweep}
     assert {k for k in report if k in declared} <= set(result.columns)
+
+
+def test_requested_figures_alone_agree_with_the_full_sweep():
+    varies = ["cluster.cores=0:40:8", "data.access=sequential,random", "training.micro_batch=8,32"]
+    full = sweep.sweep(None, [], varies)
+    some = sweep.sweep(None, [], varies, figures=["pipeline.busy", "memory.fits", "bill.total"])
+    assert list(some.columns) == full.keys + ["pipeline.busy", "memory.fits", "bill.total"]
+    for k, v in some.columns.items():
+        assert np.array_equal(v, full.columns[k]), k
+    with pytest.raises(UserError, match="unknown figure"):
+        sweep.sweep(None, [], varies, figures=["pipeline.bussy"])

@@ -143,20 +143,49 @@ def epoch_seconds(inputs: PlanInputs, p: dict[str, Any]) -> Any:
         return pipeline_mod.wall_seconds(frames / (inputs["cluster.count"] * p["demand_fps"]), p["busy"])
 
 
-def evaluate(inputs: PlanInputs) -> dict[str, Any]:
+# The accounts each section's figures need computed first (the pipeline is always computed).
+NEEDS: dict[str, frozenset[str]] = {
+    "workload": frozenset({"workload"}), "pipeline": frozenset(), "bill": frozenset({"bill"}),
+    "compute": frozenset({"workload", "compute"}), "memory": frozenset({"memory"}),
+    "network": frozenset({"workload", "compute", "network"}),
+    "storage": frozenset({"workload", "compute", "storage"}),
+}
+
+
+def evaluate(inputs: PlanInputs, sections: frozenset[str] | set[str] | None = None) -> dict[str, Any]:
     """Every account's figures by dotted JSON key: numbers, or arrays where `inputs` vary keys.
 
-    Figures that do not exist at a point are NaN (arrays) or absent (transport_share without a
-    price per hour of data, the video-only figures of a token corpus).
+    `sections` (say {"pipeline"} for a sweep of pipeline.busy alone) computes only the accounts
+    those sections need; all by default. Figures that do not exist at a point are NaN (arrays)
+    or absent (transport_share without a price per hour of data, the video-only figures of a
+    token corpus).
     """
+    need: set[str] = set(NEEDS) if sections is None else set().union(*(NEEDS.get(x, {x}) for x in sections))
+    # the pipeline first (SPEC §7): its figures feed the tokens (video), the wall time and the bill
+    p = pipeline_mod.pipeline_arrays(**inputs.pipeline_args())
+    out: dict[str, Any] = {}
+    if need & {"workload", "compute", "network", "storage"}:
+        out.update(_compute_figures(inputs, p))
+    if "memory" in need:
+        out.update(_memory_figures(inputs))
+    out.update(_pipeline_figures(inputs, p))
+    if "bill" in need:
+        out.update(_bill_figures(inputs, p))
+    return {k: out[k] for k in sorted(out, key=lambda k: _ORDER.get(k, len(_ORDER)))}  # the report's order
+
+
+_ORDER = {k: i for i, k in enumerate(FIGURES)}
+
+
+def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
+    """workload, compute, network and storage figures (SPEC §3, §5, §6): they share tokens and time."""
     w, model = inputs.workload, inputs.model
     t, c, d = w.training, w.cluster, w.data
     acc = w.accelerator
     a = inputs.array
     active = inputs.active_params
-
-    # the pipeline first (SPEC §7): its figures feed the tokens (video), the wall time and the bill
-    p = pipeline_mod.pipeline_arrays(**inputs.pipeline_args())
+    state = state_bytes_per_param(t.precision, t.optimizer)
+    params = inputs["model.params"]
     if inputs["training.tokens"] is not None:
         tokens = inputs["training.tokens"]
         tokens = a("training.tokens") if "training.tokens" in inputs.varied else float(tokens)
@@ -170,20 +199,6 @@ def evaluate(inputs: PlanInputs) -> dict[str, Any]:
         inputs["training.grad_accum"], inputs.peak_flops, inputs["cluster.mfu"], inputs["cluster.scaling_efficiency"],
         t.recompute, c.mfu_end_to_end)
     wall = pipeline_mod.wall_seconds(comp.seconds, p["busy"])
-
-    # memory (SPEC §4)
-    state = state_bytes_per_param(t.precision, t.optimizer)
-    params = inputs["model.params"]
-    if inputs["model.width"] is not None and inputs["model.layers"] is not None:
-        k = memory_mod.retained_tensors(inputs["training.saved_tensors_per_layer"], t.recompute,
-                                        inputs["training.selective_keep"])
-        activations = memory_mod.activation_bytes(
-            inputs["training.micro_batch"], inputs["training.seq_len"], inputs["model.width"],
-            inputs["model.layers"], bytes_per_element(t.precision), k)
-    else:
-        activations = 0.0  # no shape given: activations cannot be sized (said in the assumptions)
-    mem = memory_mod.memory_account(params, state, t.zero, inputs["cluster.count"], activations,
-                                    inputs["cluster.runtime_buffers"], inputs["cluster.headroom"], acc.memory)
 
     # network (SPEC §5)
     net = network_mod.network_account(params, state.grads, inputs["cluster.count"], inputs.link_rate,
@@ -201,9 +216,6 @@ def evaluate(inputs: PlanInputs) -> dict[str, Any]:
             inputs["storage.exports"], inputs["storage.copies"], inputs["storage.write_rate"],
             inputs["storage.save_every"], wall, inputs["training.epochs"])
 
-    # bill (SPEC §9), per hour of data moved once
-    bill = bill_account(inputs, p, inputs["cluster.cores"])
-
     out: dict[str, Any] = {
         "workload.accelerator": acc.key, "workload.accelerator_name": acc.name, "workload.params": model.params,
         "workload.active_params": model.active_params, "workload.params_source": model.source,
@@ -213,10 +225,6 @@ def evaluate(inputs: PlanInputs) -> dict[str, Any]:
         "compute.sustained_flops": comp.sustained_flops, "compute.scaling_applied": comp.scaling_applied,
         "compute.wall_seconds": wall,
     }
-    for name in ("state_bytes", "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes",
-                 "runtime_buffers", "headroom_bytes", "per_device_bytes", "device_memory", "fits",
-                 "devices_to_run", "devices_to_train"):
-        out[f"memory.{name}"] = getattr(mem, name)
     out.update({
         "network.gradient_bytes": net.gradient_bytes, "network.ring_bytes_per_step": net.ring_bytes_per_step,
         "network.link_rate": net.link_rate, "network.floor_seconds_per_step": net.floor_seconds_per_step,
@@ -226,6 +234,37 @@ def evaluate(inputs: PlanInputs) -> dict[str, Any]:
     for name in ("data_bytes", "checkpoint_bytes", "checkpoints_bytes", "exports_bytes", "retained_bytes",
                  "input_byte_rate", "save_seconds", "save_share"):
         out[f"storage.{name}"] = getattr(sto, name)
+    return out
+
+
+def _memory_figures(inputs: PlanInputs) -> dict[str, Any]:
+    """Memory per device (SPEC §4)."""
+    t, acc = inputs.workload.training, inputs.workload.accelerator
+    state = state_bytes_per_param(t.precision, t.optimizer)
+    params = inputs["model.params"]
+    if inputs["model.width"] is not None and inputs["model.layers"] is not None:
+        k = memory_mod.retained_tensors(inputs["training.saved_tensors_per_layer"], t.recompute,
+                                        inputs["training.selective_keep"])
+        activations = memory_mod.activation_bytes(
+            inputs["training.micro_batch"], inputs["training.seq_len"], inputs["model.width"],
+            inputs["model.layers"], bytes_per_element(t.precision), k)
+    else:
+        activations = 0.0  # no shape given: activations cannot be sized (said in the assumptions)
+    mem = memory_mod.memory_account(params, state, t.zero, inputs["cluster.count"], activations,
+                                    inputs["cluster.runtime_buffers"], inputs["cluster.headroom"], acc.memory)
+
+    out: dict[str, Any] = {}
+    for name in ("state_bytes", "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes",
+                 "runtime_buffers", "headroom_bytes", "per_device_bytes", "device_memory", "fits",
+                 "devices_to_run", "devices_to_train"):
+        out[f"memory.{name}"] = getattr(mem, name)
+    return out
+
+
+def _pipeline_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline account (SPEC §7) by JSON key."""
+    d, c, acc = inputs.workload.data, inputs.workload.cluster, inputs.workload.accelerator
+    out: dict[str, Any] = {}
     out.update({"pipeline.kind": d.kind, "pipeline.access": d.access, "pipeline.prefetch": bool(c.prefetch)})
     for name, value in p.items():
         if name == "bottleneck_index":
@@ -236,6 +275,14 @@ def evaluate(inputs: PlanInputs) -> dict[str, Any]:
             out[f"pipeline.{name}"] = value
     out["pipeline.cores"] = inputs["cluster.cores"]
     out["pipeline.video_decoders"] = float(acc.video_decoders) if c.nvdec else 0.0
+    return out
+
+
+def _bill_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
+    """The bill per hour of data (SPEC §9) and, for video, the epoch time."""
+    w = inputs.workload
+    bill = bill_account(inputs, p, inputs["cluster.cores"])
+    out: dict[str, Any] = {}
     out.update({
         "bill.total": bill.total, "bill.bytes": bill.bytes, "bill.storage": bill.storage,
         "bill.transfer": bill.transfer, "bill.cores": bill.cores, "bill.idle_accelerator": bill.idle_accelerator,
@@ -255,7 +302,7 @@ def evaluate(inputs: PlanInputs) -> dict[str, Any]:
                     np.nan)
         else:
             out["bill.transport_share"] = bill_mod.transport_share(bill.total, data_hour)
-    if d.kind == "video":
+    if w.data.kind == "video":
         out["bill.epoch_seconds"] = epoch_seconds(inputs, p)
     return out
 

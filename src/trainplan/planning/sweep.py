@@ -184,12 +184,14 @@ def _count_is_params(w: Workload) -> bool:
     return m.params is not None and m.hf_config is None and m.vocab is None and m.family == "standard"
 
 
-def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def evaluate(w: Workload, arrays: dict[str, np.ndarray], figures: list[str] | None = None) -> dict[str, np.ndarray]:
     """The sweep's figures (planning/figures.py, `sweep=True`) for workload `w` with the keys in
-    `arrays` replaced by arrays of one length: planning.evaluate.evaluate, broadcast to columns."""
+    `arrays` replaced by arrays of one length: planning.evaluate.evaluate, broadcast to columns.
+    With `figures`, only the accounts those figures need are computed."""
     inputs = PlanInputs.of(w, arrays)
-    figures = plan_mod.evaluate(inputs)
-    keep = {k: v for k, v in figures.items() if (FIGURES[k].sweep if k in FIGURES else True)}
+    sections = {f.split(".", 1)[0] for f in figures} if figures else None
+    values = plan_mod.evaluate(inputs, sections)
+    keep = {k: v for k, v in values.items() if (FIGURES[k].sweep if k in FIGURES else True)}
     return {k: np.broadcast_to(np.asarray(v), (inputs.length,)) for k, v in keep.items()}
 
 
@@ -239,7 +241,9 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
     per_combo = math.prod(len(a.values) for a in vector)
     _check_vector_values(base, vector)
 
-    chunks: list[dict[str, np.ndarray]] = []
+    keys = names
+    columns: dict[str, np.ndarray] = {}  # preallocated on the first chunk, filled chunk by chunk
+    offset = 0
     show = progress if progress is not None else total > PROGRESS_POINTS
     with _progress(total, show) as advance:
         for combo in itertools.product(*(a.values for a in looped)):
@@ -248,29 +252,43 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
             for start in range(0, per_combo, CHUNK_POINTS):
                 stop = min(per_combo, start + CHUNK_POINTS)
                 arrays = _mesh(vector, start, stop) if vector else {}
-                figs = evaluate(w, arrays)
+                figs = evaluate(w, arrays, figures)
                 n = stop - start
-                cols: dict[str, np.ndarray] = {}
-                for a, v in zip(looped, combo):
-                    cols[a.key] = np.full(n, v, dtype=float if a.numeric else object)
-                cols.update({k: np.broadcast_to(v, (n,)) for k, v in arrays.items()})
+                cols: dict[str, Any] = {a.key: v for a, v in zip(looped, combo)}
+                cols.update(arrays)
                 cols.update(figs)
-                chunks.append(cols)
+                if not columns:
+                    wanted = _wanted(cols, keys, figures)
+                    columns = {k: np.empty(total, dtype=_dtype(cols[k])) for k in wanted}
+                for k, column in columns.items():
+                    column[offset:offset + n] = cols[k]  # a scalar or a broadcast view: no temporary copy
+                offset += n
                 advance(n)
     # rows in the order of the grid as written: the first --vary slowest
-    keys = names
-    columns = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
     order = _grid_order(axes, looped, vector)
     if order is not None:
         columns = {k: v[order] for k, v in columns.items()}
-    if figures:
-        unknown = [f for f in figures if f not in columns]
-        if unknown:
-            raise UserError("--figures", f"unknown figure {unknown[0]!r}; expected one of {', '.join(columns)}")
-        columns = {k: columns[k] for k in keys + [f for f in figures if f not in keys]}
-    else:
-        columns = {**{k: columns[k] for k in keys}, **{k: v for k, v in columns.items() if k not in keys}}
     return SweepResult(keys, columns)
+
+
+def _dtype(value: Any) -> Any:
+    """Column dtype of a chunk's value: object for strings (the accelerator, the bottleneck), else its own."""
+    if isinstance(value, str):
+        return object
+    dtype = np.asarray(value).dtype
+    if dtype.kind in "OUS":
+        return object
+    return np.float64 if dtype.kind in "iuf" else dtype  # a count constant in one chunk may vary in the next
+
+
+def _wanted(cols: dict[str, Any], keys: list[str], figures: list[str] | None) -> list[str]:
+    """The columns written: the varied keys, then the requested figures (all by default)."""
+    if figures:
+        unknown = [f for f in figures if f not in cols]
+        if unknown:
+            raise UserError("--figures", f"unknown figure {unknown[0]!r}; expected one of {', '.join(cols)}")
+        return keys + [f for f in figures if f not in keys]
+    return keys + [k for k in cols if k not in keys]
 
 
 def _grid_order(axes: list[Axis], looped: list[Axis], vector: list[Axis]) -> np.ndarray | None:
