@@ -90,15 +90,30 @@ def _dollars(x: float) -> str:
     return f"{sign}${significant(a)}"
 
 
+# dimension -> SI unit written after a decimal prefix ("9.48 GB", "396 TFLOP/s", "10.8 GB/h")
+_SI_UNIT = {"bytes": "B", "flops": "FLOP", "flop_rate": "FLOP/s", "byte_rate": "B/s", "watts": "W", "joules": "J",
+            "bytes_per_token": "B/token", "bytes_per_hour": "B/h"}
+# dimension -> what is counted, written after a count ("2.77 k frames/s")
+_COUNTED_UNIT = {"frames_per_second": "frames/s", "tokens_per_second": "tokens/s",
+                 "requests_per_second": "requests/s", "frames_per_hour": "frames/h", "tokens_per_hour": "tokens/h"}
+# dimension -> unit after a plain number with three significant digits
+_PLAIN_UNIT = {"grams_per_kwh": "g/kWh", "per_month": "a month"}
+
+
 def _format_number(x: float, dimension: str) -> str:
-    if dimension == "bytes":
-        return _prefixed(x, "B")
+    if dimension in _SI_UNIT:
+        unit = _SI_UNIT[dimension]
+        base, _, per = unit.partition("/") if dimension in ("bytes_per_token", "bytes_per_hour") else (unit, "", "")
+        return _prefixed(x, base) + (f"/{per}" if per else "")
+    if dimension in _COUNTED_UNIT:
+        return f"{_prefixed(x, '', _COUNT)} {_COUNTED_UNIT[dimension]}".replace("  ", " ")
+    if dimension in _PLAIN_UNIT:
+        return f"{significant(x)} {_PLAIN_UNIT[dimension]}"
     if dimension == "seconds":
         return _seconds(x)
-    if dimension == "hours":
-        return f"{significant(x)} h" if abs(x) < 1000 else f"{x:,.0f} h"
-    if dimension == "days":
-        return f"{significant(x)} days" if abs(x) < 1000 else f"{x:,.0f} days"
+    if dimension in ("hours", "days"):
+        unit = "h" if dimension == "hours" else "days"
+        return f"{significant(x)} {unit}" if abs(x) < 1000 else f"{x:,.0f} {unit}"
     if dimension == "dollars":
         return _dollars(x)
     if dimension == "dollars_per_hour":
@@ -107,38 +122,10 @@ def _format_number(x: float, dimension: str) -> str:
         return f"{significant(x * 100)} %"
     if dimension in ("count", "pixels_per_token"):
         return _prefixed(x, "", _COUNT) if abs(x) >= 1e4 else significant(x, 3 if abs(x) < 1000 else 4)
-    if dimension == "flops":
-        return _prefixed(x, "FLOP")
-    if dimension == "flop_rate":
-        return _prefixed(x, "FLOP/s")
-    if dimension == "byte_rate":
-        return _prefixed(x, "B/s")
-    if dimension == "frames_per_second":
-        return f"{_prefixed(x, '', _COUNT)} frames/s".replace("  ", " ")
-    if dimension == "tokens_per_second":
-        return f"{_prefixed(x, '', _COUNT)} tokens/s".replace("  ", " ")
-    if dimension == "requests_per_second":
-        return f"{_prefixed(x, '', _COUNT)} requests/s".replace("  ", " ")
-    if dimension == "bytes_per_token":
-        return f"{_prefixed(x, 'B')}/token"
-    if dimension == "frames_per_hour":
-        return f"{_prefixed(x, '', _COUNT)} frames/h".replace("  ", " ")
-    if dimension == "tokens_per_hour":
-        return f"{_prefixed(x, '', _COUNT)} tokens/h".replace("  ", " ")
-    if dimension == "bytes_per_hour":
-        return f"{_prefixed(x, 'B')}/h"
-    if dimension == "watts":
-        return _prefixed(x, "W")
     if dimension == "kwh":
         return _prefixed(x * 1e3, "Wh")
-    if dimension == "joules":
-        return _prefixed(x, "J")
     if dimension == "kg":
         return f"{significant(x / 1000)} t" if abs(x) >= 1000 else f"{significant(x)} kg"
-    if dimension == "grams_per_kwh":
-        return f"{significant(x)} g/kWh"
-    if dimension == "per_month":
-        return f"{significant(x)} a month"
     return significant(x, 4)  # ratio and anything undeclared
 
 
