@@ -31,7 +31,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;mar
 color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 .verdict{font-size:1.1em;background:#f4f6f8;border-left:4px solid #3b6ea5;padding:.6em 1em}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em;display:block;max-width:100%;overflow-x:auto}
 td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
 td.v{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f6f8}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plot{flex:0 1 540px}.plot svg{width:100%;height:auto}
