@@ -503,6 +503,8 @@ SECTIONS: list[Section] = [
 
 def verdict(report: dict[str, Any]) -> str:
     """One plain sentence: which hop binds, how busy the accelerator is, the cheapest change."""
+    from trainplan.present.quantities import format_figure
+
     p, b, m = report["pipeline"], report["bill"], report["memory"]
     parts = []
     if p["bottleneck"] == "accelerator":
@@ -511,10 +513,13 @@ def verdict(report: dict[str, Any]) -> str:
         parts.append(f"{p['bottleneck'].capitalize()} binds: the accelerator is busy {p['busy'] * 100:.1f} %.")
     if p["bottleneck"] == "decode" and "add_cores" in b:
         a = b["add_cores"]
-        parts.append(
-            f"{p['cores_needed']:.1f} cores needed, {p['cores']:g} present: add {a['cores_added']} cores, "
-            f"+${a['extra_core_cost'] * 10:,.2f} over ten epochs per hour of data, "
-            f"removing ${a['idle_removed'] * 10:,.2f} of idle accelerator time.")
+        text = f"{p['cores_needed']:.1f} cores needed, {p['cores']:g} present: add {a['cores_added']} cores"
+        if not all(v is not None and math.isfinite(v) for v in (a["extra_core_cost"], a["idle_removed"])):
+            text += " (without them the accelerator never computes)."
+        else:
+            text += (f", +{format_figure(a['extra_core_cost'] * 10, 'dollars')} over ten epochs per hour of data, "
+                     f"removing {format_figure(a['idle_removed'] * 10, 'dollars')} of idle accelerator time.")
+        parts.append(text)
     elif p["bottleneck"] == "read":
         need = p["read_bytes_per_token"] * p["demand_tokens_per_second"]
         parts.append(f"The read hop needs {need / 1e9:.2f} GB/s to keep up.")
