@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainplan.units import TIME_UNITS
+
 # dimension -> the units.parse dimension a target in it is written in, and the factor from that
 # unit's SI value to the figure's (hours are stored in hours, not seconds).
 DIMENSIONS: dict[str, tuple[str | None, float]] = {
-    "bytes": ("bytes", 1.0), "seconds": ("time", 1.0), "hours": ("time", 1 / 3600.0),
-    "days": ("time", 1 / 86400.0), "dollars": ("dollars", 1.0), "dollars_per_hour": ("dollars", 1.0),
+    "bytes": ("bytes", 1.0), "seconds": ("time", 1.0), "hours": ("time", 1 / TIME_UNITS["h"]),
+    "days": ("time", 1 / TIME_UNITS["d"]), "dollars": ("dollars", 1.0), "dollars_per_hour": ("dollars", 1.0),
     "fraction": ("fraction", 1.0), "count": ("count", 1.0), "ratio": ("count", 1.0),
     "flops": ("flops", 1.0), "flop_rate": ("flop_rate", 1.0), "byte_rate": ("byte_rate", 1.0),
     "frames_per_second": ("frequency", 1.0), "tokens_per_second": ("frequency", 1.0),

@@ -26,6 +26,7 @@ import numpy as np
 
 from trainplan.planning import sweep
 from trainplan.errors import UserError
+from trainplan.units import SECONDS_PER_HOUR
 from trainplan.workload.schema import SECTIONS, Workload, load_workload
 
 # Integers evaluated in the first block; each further block doubles.
@@ -341,7 +342,7 @@ def cheapest_accelerator(file: Any, sets: list[str], targets: list[str] = (), ca
             continue
         price, price_source = _price_of(name, prices, own_accelerator, w.prices.accelerator_hour)
         wall = float(figs["compute.wall_seconds"][0])
-        cost = wall / 3600.0 * w.cluster.count * price
+        cost = wall / SECONDS_PER_HOUR * w.cluster.count * price
         figs[COST_FIGURE] = np.asarray([cost])
         row.update(price_hour=price, price_source=price_source, wall_seconds=_plain(wall),
                    training_cost=_plain(cost))

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from trainplan.units import TIME_UNITS
+
 _SI = [(1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
 # counts: "B" for billions, as parameter and token counts are written
 _COUNT = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]
@@ -67,12 +69,9 @@ def _prefixed(x: float, unit: str, table: list[tuple[float, str]] = _SI, digits:
 
 def _seconds(x: float) -> str:
     a = abs(x)
-    if a >= 86400:
-        return f"{significant(x / 86400)} d"
-    if a >= 3600:
-        return f"{significant(x / 3600)} h"
-    if a >= 60:
-        return f"{significant(x / 60)} min"
+    for unit in ("d", "h", "min"):
+        if a >= TIME_UNITS[unit]:
+            return f"{significant(x / TIME_UNITS[unit])} {unit}"
     if a >= 1 or a == 0:
         return f"{significant(x)} s"
     if a >= 1e-3:
