@@ -100,7 +100,7 @@ def energy_estimate(watts: float, hours: float, pue: float, grid_g_per_kwh: floa
 
 
 def training_energy(watts_per_device: float, devices: int, hours: float, pue: float,
-                    grid_g_per_kwh: float | None = None, region: str = "world") -> EnergyEstimate:
+                    grid_g_per_kwh: float | None, region: str) -> EnergyEstimate:
     """Energy of `devices` accelerators drawing `watts_per_device` for `hours` wall-clock hours.
     The grid figure is `grid_g_per_kwh` if given, else the table's row for `region`."""
     if devices < 1:

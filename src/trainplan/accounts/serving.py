@@ -70,7 +70,7 @@ def weights_bytes(params: float, dtype: str) -> float:
     return params * bytes_per_param(dtype)
 
 
-def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: float, bytes_per_element: float = 2.0) -> float:
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: float, bytes_per_element: float) -> float:
     """2 x L x kv_heads x head_dim x bytes: the K and V one token adds to one sequence's cache."""
     require_positive("model.layers", layers)
     require_positive("model.kv_heads", kv_heads)

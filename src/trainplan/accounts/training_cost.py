@@ -29,7 +29,7 @@ assumption (issue 5; the workload's `prices.attempts` has the same default): pub
 SECONDS_PER_DAY = 86400.0
 
 
-def accelerator_hours(flops: float, peak_flops: float, mfu: float, scaling_efficiency: float = 1.0) -> float:
+def accelerator_hours(flops: float, peak_flops: float, mfu: float, scaling_efficiency: float) -> float:
     """Device-hours to do `flops` FLOP: F / (Phi mu s) / 3600 (the same on any number of devices)."""
     require_positive("compute.flops", flops)
     require_positive("peak_flops", peak_flops)
@@ -48,7 +48,7 @@ class TrainingBill:
 
 
 def training_bill(accelerator_hours_: float, dollars_per_accelerator_hour: float,
-                  attempts: float = FAILED_ATTEMPTS) -> TrainingBill:
+                  attempts: float) -> TrainingBill:
     """accelerator-hours x price, and that x `attempts` as the budget."""
     require_non_negative("accelerator_hours", accelerator_hours_)
     require_non_negative("prices.accelerator_hour", dollars_per_accelerator_hour)
@@ -82,8 +82,7 @@ class AcceleratorComparison:
 
 
 def compare_accelerators(flops: float, options: Sequence[AcceleratorOption], devices: int, mfu: float,
-                         scaling_efficiency: float = 1.0,
-                         attempts: float = FAILED_ATTEMPTS) -> tuple[AcceleratorComparison, ...]:
+                         scaling_efficiency: float, attempts: float) -> tuple[AcceleratorComparison, ...]:
     """One workload of `flops` FLOP on `devices` of each accelerator, same MFU and efficiency.
     Rows in the order given; rows without a price have no dollars."""
     if devices < 1:
@@ -128,7 +127,7 @@ def price_table() -> Mapping[str, PriceRow]:
 
 
 
-def catalogue_options(precision: str = "bf16", own_key: str | None = None,
+def catalogue_options(precision: str, own_key: str | None = None,
                       own_price: float | None = None) -> tuple[AcceleratorOption, ...]:
     """Every catalogue accelerator with a peak in `precision`, priced from the price table;
     `own_key` (the workload's accelerator) is priced at `own_price` (its prices.accelerator_hour)."""
