@@ -148,9 +148,13 @@ def pipeline_arrays(
     demand_frames = demand_fps(mfu, peak_flops, params, n, flops_per_param_token)
     demand_tokens = demand_frames * n
     caps = np.broadcast_arrays(read_cap, decode_cap, tokenize_cap, transfer_cap)
-    stacked = np.stack(caps)
-    supply_tokens = stacked.min(axis=0)
-    slowest = stacked.argmin(axis=0) + 1
+    # the slowest stage, the first of equals (as argmin over the stages would pick), pairwise: a stacked
+    # argmin over four arrays costs more than the rest of the account
+    supply_tokens, slowest = caps[0], np.ones(caps[0].shape, dtype=np.int64)
+    for stage, cap in enumerate(caps[1:], start=2):
+        smaller = cap < supply_tokens
+        supply_tokens = np.where(smaller, cap, supply_tokens)
+        slowest = np.where(smaller, stage, slowest)
     bound = supply_tokens < demand_tokens
     bottleneck_index = np.where(bound, slowest, 0)
     if prefetch:

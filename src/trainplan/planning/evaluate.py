@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 
@@ -152,15 +152,16 @@ NEEDS: dict[str, frozenset[str]] = {
 }
 
 
-def evaluate(inputs: PlanInputs, sections: frozenset[str] | set[str] | None = None) -> dict[str, Any]:
+def evaluate(inputs: PlanInputs, figures: Collection[str] | None = None) -> dict[str, Any]:
     """Every account's figures by dotted JSON key: numbers, or arrays where `inputs` vary keys.
 
-    `sections` (say {"pipeline"} for a sweep of pipeline.busy alone) computes only the accounts
-    those sections need; all by default. Figures that do not exist at a point are NaN (arrays)
-    or absent (transport_share without a price per hour of data, the video-only figures of a
-    token corpus).
+    With `figures` (say ["pipeline.busy"] for a sweep of it alone) only the accounts those
+    figures need are computed and only those figures returned; all by default. Figures that do
+    not exist at a point are NaN (arrays) or absent (transport_share without a price per hour
+    of data, the video-only figures of a token corpus).
     """
-    need: set[str] = set(NEEDS) if sections is None else set().union(*(NEEDS.get(x, {x}) for x in sections))
+    sections = {f.split(".", 1)[0] for f in figures} if figures is not None else set(NEEDS)
+    need: set[str] = set().union(*(NEEDS.get(x, {x}) for x in sections))
     # the pipeline first (SPEC §7): its figures feed the tokens (video), the wall time and the bill
     p = pipeline_mod.pipeline_arrays(**inputs.pipeline_args())
     out: dict[str, Any] = {}
@@ -168,9 +169,11 @@ def evaluate(inputs: PlanInputs, sections: frozenset[str] | set[str] | None = No
         out.update(_compute_figures(inputs, p))
     if "memory" in need:
         out.update(_memory_figures(inputs))
-    out.update(_pipeline_figures(inputs, p))
+    out.update(_pipeline_figures(inputs, p, bottleneck=figures is None or "pipeline.bottleneck" in figures))
     if "bill" in need:
         out.update(_bill_figures(inputs, p))
+    if figures is not None:
+        return {k: out[k] for k in figures if k in out}
     return {k: out[k] for k in sorted(out, key=lambda k: _ORDER.get(k, len(_ORDER)))}  # the report's order
 
 
@@ -261,14 +264,15 @@ def _memory_figures(inputs: PlanInputs) -> dict[str, Any]:
     return out
 
 
-def _pipeline_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
-    """The pipeline account (SPEC §7) by JSON key."""
+def _pipeline_figures(inputs: PlanInputs, p: dict[str, Any], bottleneck: bool = True) -> dict[str, Any]:
+    """The pipeline account (SPEC §7) by JSON key (the bottleneck's name only when `bottleneck`)."""
     d, c, acc = inputs.workload.data, inputs.workload.cluster, inputs.workload.accelerator
     out: dict[str, Any] = {}
     out.update({"pipeline.kind": d.kind, "pipeline.access": d.access, "pipeline.prefetch": bool(c.prefetch)})
     for name, value in p.items():
         if name == "bottleneck_index":
-            out["pipeline.bottleneck"] = np.asarray(pipeline_mod.BOTTLENECKS)[np.asarray(value, int)]
+            if bottleneck:
+                out["pipeline.bottleneck"] = np.asarray(pipeline_mod.BOTTLENECKS)[np.asarray(value, int)]
         elif name.endswith("_tokens_per_second") and name.split("_", 1)[0] in pipeline_mod.STAGES:
             out[f"pipeline.stages.{name.split('_', 1)[0]}.tokens_per_second"] = value
         else:

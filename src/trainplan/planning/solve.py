@@ -132,7 +132,7 @@ class _Evaluator:
         values = np.asarray(values, dtype=float)
         self.evaluations += len(values)
         if vectorized:
-            figs = sweep.evaluate(self.base, {self.key: values})
+            figs = sweep.evaluate(self.base, {self.key: values}, [t.figure for t in self.targets])
         else:
             per = [sweep.evaluate(self._load(f"{self.key}={sweep._override(float(v))}"), {}) for v in values]
             figs = {t.figure: np.concatenate([p[t.figure] for p in per]) for t in self.targets}

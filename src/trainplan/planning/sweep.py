@@ -189,8 +189,7 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray], figures: list[str] | No
     `arrays` replaced by arrays of one length: planning.evaluate.evaluate, broadcast to columns.
     With `figures`, only the accounts those figures need are computed."""
     inputs = PlanInputs.of(w, arrays)
-    sections = {f.split(".", 1)[0] for f in figures} if figures else None
-    values = plan_mod.evaluate(inputs, sections)
+    values = plan_mod.evaluate(inputs, [f for f in figures if f not in arrays] if figures else None)
     keep = {k: v for k, v in values.items() if (FIGURES[k].sweep if k in FIGURES else True)}
     return {k: np.broadcast_to(np.asarray(v), (inputs.length,)) for k, v in keep.items()}
 
