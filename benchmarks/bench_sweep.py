@@ -1,6 +1,7 @@
 """Sweeps of a million configurations: every figure, and one figure against its numpy floor.
 
 - all figures over 1,000 cores x 1,000 micro-batches (issue 7: "well under a minute");
+- 1e7 configurations of one figure in a fresh process: its peak memory (target <= 2 GB);
 - `--figures pipeline.busy` over the same grid, as a ratio to the numpy floor: the busy
   formula of SPEC §7 written as one numpy expression over the same million points,
   min(1, cores x core rate / demand), timed in the same run (issue 17 target: within 5x).
@@ -11,6 +12,9 @@ Run: .venv/bin/python benchmarks/bench_sweep.py   (with CI=true it asserts gener
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -23,6 +27,22 @@ BOUND_SECONDS = 60.0
 TARGET_RATIO = 5.0
 CI_RATIO = 40.0  # generous: a loaded CI machine is noisy
 REPEATS = 3
+# 1e7 configurations with one figure, in a child process whose peak memory is read back
+TEN_MILLION = ["cluster.cores=1:10000", "training.micro_batch=1:1000"]
+MEMORY_BOUND_BYTES = 2e9
+
+
+def ten_million_peak_bytes() -> tuple[float, float]:
+    """(peak resident bytes, seconds) of a 1e7-point one-figure sweep in a fresh process, as the child
+    reads its own peak (Linux: kB); the parent's figure would count pages shared at fork."""
+    code = ("import resource\nfrom trainplan.planning import sweep\n"
+            f"r = sweep.sweep(None, [], {TEN_MILLION!r}, figures=['pipeline.busy'], progress=False)\n"
+            "assert len(r) == 10_000_000\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    seconds = time.perf_counter() - start
+    return float(out.split()[-1]) * 1024.0, seconds
 
 
 def numpy_floor() -> float:
@@ -68,7 +88,11 @@ def main() -> None:
     print(f"one figure (pipeline.busy) at 1e6 configurations: {seconds:.3f} s = {seconds * 1e3:.0f} ns per "
           f"configuration; numpy floor {floor:.4f} s; ratio {ratio:.1f}x (target <= {TARGET_RATIO:g}x: "
           f"{'met' if ratio <= TARGET_RATIO else 'missed'})")
+    peak, ten_seconds = ten_million_peak_bytes()
+    print(f"1e7 configurations, one figure: {ten_seconds:.2f} s, peak memory {peak / 1e9:.2f} GB "
+          f"(target <= {MEMORY_BOUND_BYTES / 1e9:g} GB: {'met' if peak <= MEMORY_BOUND_BYTES else 'missed'})")
     if os.environ.get("CI") == "true":
+        assert peak <= MEMORY_BOUND_BYTES, f"{peak / 1e9:.2f} GB for 1e7 configurations"
         assert total < BOUND_SECONDS, f"{total:.1f} s for a million configurations; expected under {BOUND_SECONDS} s"
         assert ratio < CI_RATIO, f"one-figure sweep {ratio:.0f}x the numpy floor"
 
