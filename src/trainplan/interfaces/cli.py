@@ -119,10 +119,14 @@ class Format(str, Enum):
     html = "html"
 
 
-WorkloadArg = Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE (units allowed)")]
-CalibrationOpt = Annotated[Optional[Path], typer.Option("--calibration", help="calibration TOML written by `trainplan probe`")]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file instead of stdout")]
+WorkloadArg = Annotated[Optional[Path], typer.Argument(metavar="WORKLOAD.toml",
+                                                       help="workload TOML file; the built-in default without one")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE",
+                                                     help="override a workload key (units allowed); repeat for more")]
+CalibrationOpt = Annotated[Optional[Path], typer.Option("--calibration", metavar="FILE",
+                                                        help="calibration TOML written by `trainplan probe`")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE",
+                                                   help="write to this file instead of stdout")]
 
 
 def render(report: dict, fmt: Format, workload=None, detail: bool = False) -> str:  # noqa: ANN001
@@ -146,10 +150,11 @@ def plan(
     file: WorkloadArg = None,
     set_: SetOpt = None,
     calibration: CalibrationOpt = None,
-    format: Annotated[Format, typer.Option("--format", "-f")] = Format.table,  # noqa: A002
+    format: Annotated[Format, typer.Option("--format", "-f", metavar="table|json|markdown|html",  # noqa: A002
+                                           help="a table for people (default) or a file format")] = Format.table,
     output: OutputOpt = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="check the busy fraction with the queue simulation")] = False,
-    frames: Annotated[int, typer.Option(help="frames for --simulate", min=1000)] = 200_000,
+    frames: Annotated[int, typer.Option(metavar="N", help="frames for --simulate (at least 1,000)", min=1000)] = 200_000,
     detail: Annotated[bool, typer.Option("--all", "--detail", help="every figure with its meaning, and the "
                                          "assumptions with their sources")] = False,
 ) -> None:
@@ -168,7 +173,7 @@ def plan(
 
 
 @app.command()
-def validate(file: Annotated[Path, typer.Argument(help="workload TOML file")],
+def validate(file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml", help="workload TOML file")],
              set_: SetOpt = None, calibration: CalibrationOpt = None) -> None:
     """Check a workload without planning it."""
     from trainplan.planning.evaluate import resolve_model
