@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.accounts import pipeline as pipeline_mod
 from trainplan.planning import evaluate as plan_mod
 from trainplan.errors import UserError
 from trainplan.workload.schema import DataSection, Workload, load_workload
@@ -86,14 +85,16 @@ def cores_series(w: Workload, cores_now: float, cores_needed: float) -> dict[str
         top = max(top, min(float(SERIES_MAX_CORES), cores_needed * SERIES_PAST_NEEDED))
     step = max(1, math.ceil(top / (SERIES_MAX_POINTS - 1)))
     cores = np.arange(0, math.ceil(top / step) * step + step, step, dtype=float)
-    a = pipeline_mod.pipeline_arrays(**plan_mod.pipeline_inputs(w, cores=cores))
-    busy = np.broadcast_to(a["busy"], cores.shape)
-    index = np.broadcast_to(a["bottleneck_index"], cores.shape).astype(int)
+    from trainplan.planning.inputs import PlanInputs
+
+    figures = plan_mod.evaluate(PlanInputs.of(w, {"cluster.cores": cores}), ["pipeline.busy", "pipeline.bottleneck"])
+    busy = np.broadcast_to(figures["pipeline.busy"], cores.shape)
+    bottleneck = np.broadcast_to(figures["pipeline.bottleneck"], cores.shape)
     return {
         "x": "cluster.cores",
         "cores": _finite_list(cores),
         "busy": _finite_list(busy),
-        "bottleneck": [pipeline_mod.BOTTLENECKS[i] for i in index],
+        "bottleneck": [str(b) for b in bottleneck],
     }
 
 

@@ -67,8 +67,8 @@ def _pyplot() -> Any:
 
 def busy_plot(report: dict[str, Any], workload: Any) -> str | None:
     """Busy fraction against CPU cores per accelerator, the workload's point marked."""
-    from trainplan.accounts import pipeline
-    from trainplan.planning import evaluate as plan
+    from trainplan.planning.evaluate import evaluate
+    from trainplan.planning.inputs import PlanInputs
 
     p = report["pipeline"]
     if workload is None or p.get("kind") != "video":
@@ -77,10 +77,11 @@ def busy_plot(report: dict[str, Any], workload: Any) -> str | None:
     needed = p.get("cores_needed") or 0.0
     top = max(4.0, 1.5 * max(cores_now, needed if math.isfinite(needed) else 0.0))
     cores = np.linspace(0.0, top, CURVE_POINTS)
-    arrays = pipeline.pipeline_arrays(**plan.pipeline_inputs(workload, cores=cores))
+    busy = np.broadcast_to(evaluate(PlanInputs.of(workload, {"cluster.cores": cores}), ["pipeline.busy"])
+                           ["pipeline.busy"], cores.shape)  # the plan's own evaluation over the cores
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(cores, arrays["busy"], color="#3b6ea5", label="busy fraction")
+    ax.plot(cores, busy, color="#3b6ea5", label="busy fraction")
     ax.plot([cores_now], [p["busy"]], "o", color="#c0392b",
             label=f"this workload: {cores_now:g} cores, {p['busy'] * 100:.1f} %")
     if needed and math.isfinite(needed) and needed <= top:
