@@ -129,5 +129,6 @@ def test_no_nan_inf_exponent_or_none_in_text(sets):
     for text in (to_table(report, width=80), to_table(report, width=120, detail=True)):
         found = RAW.search(text.replace(report["assumptions"]["cluster.accelerator"]["source"], ""))
         assert found is None, (found.group(0), text[max(0, found.start() - 80):found.end() + 20])
-    assert max(len(line) for line in to_table(report, width=80).splitlines()) <= 80
+    for detail in (False, True):  # both views fit an 80-column terminal
+        assert max(len(line) for line in to_table(report, width=80, detail=detail).splitlines()) <= 80
     assert len(first_screen(report)) <= MAX_LINES

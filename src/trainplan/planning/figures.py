@@ -250,6 +250,13 @@ D("simulation.pipeline_busy", "fraction", "pipeline busy", "busy share of the pl
 D("simulation.difference", "fraction", "difference", "simulated - formula", sweep=False)
 D("simulation.throughput_fps", "frames_per_second", "simulated throughput", "frames/s", sweep=False)
 D("simulation.demand_fps", "frames_per_second", "demand", "frames/s", sweep=False)
+D("simulation.bottleneck", "text", "bottleneck", "the hop the simulated queue waits on", sweep=False)
+D("simulation.mean_buffer_frames", "count", "mean buffer fill", "frames waiting in the buffer, on average",
+  sweep=False)
+D("simulation.buffer_frames", "count", "buffer size", "frames the buffer holds", sweep=False)
+D("simulation.frames", "count", "frames simulated", "length of the simulation", sweep=False)
+D("simulation.seed", "count", "seed", "random seed of the service times", sweep=False, detail=True)
+D("simulation.variability", "text", "variability", "how service times vary", sweep=False)
 for _path in VIDEO_ONLY:
     FIGURES[_path] = FigureSpec(**{**FIGURES[_path].__dict__, "video": True})
 del D, _stage, _term, _path

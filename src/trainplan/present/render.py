@@ -121,7 +121,7 @@ def to_table(report: dict[str, Any], width: int | None = None, detail: bool = Fa
         table = Table(title=section.replace("_", " "), title_justify="left", show_header=False, box=None,
                       pad_edge=False)
         table.add_column("figure", overflow="fold", ratio=2 if detail else None)
-        table.add_column("value", justify="right", no_wrap=True)
+        table.add_column("value", justify="right", overflow="fold")
         if detail:
             table.add_column("meaning", overflow="fold", style="dim", ratio=3)
         for label, text, meaning in rows:
