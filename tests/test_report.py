@@ -78,6 +78,7 @@ def test_json_safe():
 import re  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from test_sweep import point_workloads  # noqa: E402
 
 from trainplan.present.render import to_markdown, to_table  # noqa: E402
@@ -132,3 +133,11 @@ def test_no_nan_inf_exponent_or_none_in_text(sets):
     for detail in (False, True):  # both views fit an 80-column terminal
         assert max(len(line) for line in to_table(report, width=80, detail=detail).splitlines()) <= 80
     assert len(first_screen(report)) <= MAX_LINES
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(d for d in DIMENSIONS if d not in ("flag", "text"))),
+       st.floats(allow_nan=True, allow_infinity=True, width=64))
+def test_every_dimension_writes_every_float_without_raw_forms(dimension, value):
+    text = format_figure(value, dimension)
+    assert text and RAW.search(text) is None, text
