@@ -24,6 +24,8 @@ NOT_APPLICABLE = "n/a"
 UNBOUNDED = "no limit"
 # decimals beyond which a tiny value is written as "< 0.000…1"
 MAX_DECIMALS = 9
+# at and above this (after any prefix) a number is written as a power of ten: 1.23×10^18
+MAX_PLAIN = 1e15
 
 
 def _scalar(x: Any) -> Any:
@@ -51,6 +53,8 @@ def significant(x: float, digits: int = 3) -> str:
     if x == 0:
         return "0"
     magnitude = math.floor(math.log10(abs(x)))
+    if abs(x) >= MAX_PLAIN:  # absurd but finite: a power of ten rather than 300 digits
+        return f"{significant(x / 10.0 ** magnitude, digits)}×10^{magnitude}"
     decimals = max(0, digits - 1 - magnitude)
     if decimals > MAX_DECIMALS:
         return f"< {10.0 ** -MAX_DECIMALS:.{MAX_DECIMALS}f}" if x > 0 else f"> -{10.0 ** -MAX_DECIMALS:.{MAX_DECIMALS}f}"
@@ -83,7 +87,7 @@ def _dollars(x: float) -> str:
     sign = "-" if x < 0 else ""
     a = abs(x)
     if a >= 1000:
-        return f"{sign}${a:,.0f}"
+        return f"{sign}${a:,.0f}" if a < MAX_PLAIN else f"{sign}${significant(a)}"
     if a >= 1 or a == 0:
         return f"{sign}${a:,.2f}"
     return f"{sign}${significant(a)}"
@@ -112,7 +116,7 @@ def _format_number(x: float, dimension: str) -> str:
         return _seconds(x)
     if dimension in ("hours", "days"):
         unit = "h" if dimension == "hours" else "days"
-        return f"{significant(x)} {unit}" if abs(x) < 1000 else f"{x:,.0f} {unit}"
+        return f"{significant(x)} {unit}" if abs(x) < 1000 or abs(x) >= MAX_PLAIN else f"{x:,.0f} {unit}"
     if dimension == "dollars":
         return _dollars(x)
     if dimension == "dollars_per_hour":
