@@ -52,6 +52,8 @@ def significant(x: float, digits: int = 3) -> str:
     """`digits` significant digits in fixed notation with thousands commas; never an exponent."""
     if x == 0:
         return "0"
+    if not math.isfinite(x):  # a finite figure scaled past the float range (1e306 kWh in Wh)
+        return UNBOUNDED if x > 0 else f"-{UNBOUNDED}"
     magnitude = math.floor(math.log10(abs(x)))
     if abs(x) >= MAX_PLAIN:  # absurd but finite: a power of ten rather than 300 digits
         return f"{significant(x / 10.0 ** magnitude, digits)}×10^{magnitude}"
