@@ -211,3 +211,32 @@ def test_requested_figures_alone_agree_with_the_full_sweep():
         assert np.array_equal(v, full.columns[k], equal_nan=v.dtype.kind == "f"), k
     with pytest.raises(UserError, match="unknown figure"):
         sweep.sweep(None, [], varies, figures=["pipeline.bussy"])
+
+
+def test_csv_without_pyarrow_reads_back_the_same_rows(monkeypatch):
+    result = sweep.sweep(None, [], ["cluster.cores=0,8.5,24", "data.access=sequential,random"],
+                         figures=["pipeline.busy", "pipeline.bottleneck", "memory.fits", "compute.wall_seconds"])
+    numpy_rows = list(csv.DictReader(io.StringIO(sweep._csv_numpy(result).decode())))
+    assert len(numpy_rows) == 6
+    for row, i in zip(numpy_rows, range(6)):
+        for k, v in result.columns.items():
+            want = v[i]
+            if isinstance(want, (bool, np.bool_)):
+                assert row[k] == ("true" if want else "false")
+            elif isinstance(want, str):
+                assert row[k] == want
+            else:
+                assert float(row[k]) == float(want) or (math.isinf(float(want)) and row[k] == "inf")
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pyarrow(name, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        if name.startswith("pyarrow"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    assert sweep.to_csv(result) == sweep._csv_numpy(result)
+    with pytest.raises(UserError, match="trainplan\\[parquet\\]"):
+        sweep.to_parquet(result)
