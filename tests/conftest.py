@@ -1,4 +1,7 @@
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,15 +12,44 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run `python -m trainplan ARGS` in a subprocess, as a user would."""
+def run_cli_subprocess(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m trainplan ARGS` in a subprocess, as a user would (the smoke tests)."""
     return subprocess.run([sys.executable, "-m", "trainplan", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, timeout=300)
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run `trainplan ARGS` in this process through cli.main(argv): exit status, stdout and stderr as
+    a subprocess would give them, without paying the interpreter's start-up per test."""
+    from trainplan.interfaces.cli import main
+
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    code = 0
+    here = os.getcwd()
+    try:
+        os.chdir(cwd or ROOT)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    finally:
+        os.chdir(here)
+    texts = []
+    for stream in (out, err):
+        stream.flush()
+        texts.append(stream.buffer.getvalue().decode("utf-8", errors="replace"))
+    return subprocess.CompletedProcess(["trainplan", *args], code, texts[0], texts[1])
 
 
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def cli_subprocess():
+    return run_cli_subprocess
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ def test_energy_by_hand() -> None:
 
 
 def test_training_energy_uses_the_table() -> None:
-    e = energy.training_energy(700, 8, 24, 1.2, region="de")
+    e = energy.training_energy(700, 8, 24, 1.2, grid_g_per_kwh=None, region="de")
     assert e.grid_g_per_kwh == 381 and "Ember" in e.grid_source
-    given = energy.training_energy(700, 8, 24, 1.2, grid_g_per_kwh=100)
+    given = energy.training_energy(700, 8, 24, 1.2, grid_g_per_kwh=100, region="world")
     assert given.kg_co2 == pytest.approx(161.28 * 100 / 1000)
     assert given.grid_source == "energy.grid_intensity"
 
@@ -54,7 +54,7 @@ def test_bad_input() -> None:
     with pytest.raises(UserError, match="energy.watts"):
         energy.energy_estimate(-1, 1, 1.2, 400)
     with pytest.raises(UserError, match="cluster.count"):
-        energy.training_energy(700, 0, 1, 1.2)
+        energy.training_energy(700, 0, 1, 1.2, grid_g_per_kwh=None, region="world")
 
 
 def test_measured_mode_without_codecarbon_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

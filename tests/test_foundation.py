@@ -36,16 +36,16 @@ def test_worked_example_to_printed_precision(plan_json):
 
 def test_compute_by_hand():
     # P = 7e9, D = 2e12, 64 devices of 989.5 TFLOP/s, MFU 0.45, s = 0.85
-    a = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85)
+    a = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, "none", False)
     assert a.flops == 6 * 7e9 * 2e12
     rate = 64 * 989.5e12 * 0.45 * 0.85
     assert a.seconds == pytest.approx(6 * 7e9 * 2e12 / rate)
     assert a.tokens_per_step == 64 * 4 * 4096 * 2
     assert a.steps == math.ceil(2e12 / (64 * 4 * 4096 * 2))
-    full = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, recompute="full")
+    full = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, recompute="full", mfu_end_to_end=False)
     assert full.flops == 8 * 7e9 * 2e12
     # an end-to-end measured MFU already contains the scaling loss
-    e2e = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, mfu_end_to_end=True)
+    e2e = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, recompute="none", mfu_end_to_end=True)
     assert e2e.sustained_flops == pytest.approx(64 * 989.5e12 * 0.45)
     assert compute.inference_flops_per_token(7e9) == 14e9
 
@@ -93,10 +93,10 @@ def test_devices_to_train_and_fits():
 def test_ring_allreduce():
     assert network.ring_allreduce_bytes(2e9, 4) == 3e9
     assert network.ring_allreduce_bytes(2e9, 1) == 0
-    a = network.network_account(1e9, 2, 4, 25e9, 0.512, compute.backward_share())
+    a = network.network_account(1e9, 2, 4, 25e9, 0.512, compute.backward_share("none"))
     assert a.floor_seconds_per_step == pytest.approx(0.12)
     assert a.verdict == "overlap"  # 0.12 s fits inside 2/3 of 0.512 s
-    slow = network.network_account(1e9, 2, 4, 1e9, 0.512, compute.backward_share())
+    slow = network.network_account(1e9, 2, 4, 1e9, 0.512, compute.backward_share("none"))
     assert slow.verdict == "bound"
 
 
@@ -172,9 +172,11 @@ def test_did_you_mean(cli, tmp_path):
 
 def test_formats(cli, tmp_path):
     table = cli("plan")
-    assert table.returncode == 0 and "Decode binds" in table.stdout and "assumptions" in table.stdout
+    assert table.returncode == 0 and "Waits on  decode" in table.stdout and "provenance" not in table.stdout
+    full = cli("plan", "--all")
+    assert full.returncode == 0 and "provenance" in full.stdout and "cluster.core_fps_1080p" in full.stdout
     md = cli("plan", "--format", "markdown")
-    assert md.stdout.startswith("# trainplan") and "| busy | 34.6 % | derived |" in md.stdout
+    assert md.stdout.startswith("# trainplan") and "| accelerator busy | 34.6 % | share of time the accelerator computes |" in md.stdout
     out = tmp_path / "r.json"
     res = cli("plan", "--format", "json", "--output", str(out))
     assert res.returncode == 0 and out.read_text().startswith("{")

@@ -61,7 +61,7 @@ def test_training_costs(params: float, tokens: float, devices: int, dollars_text
     flops = 6 * params * tokens
     seconds = flops / (989e12 * 0.40)
     dollars = seconds / 3600 * 5.0
-    hours = cost_mod.accelerator_hours(compute_mod.training_flops(params, tokens), 989e12, 0.40)
+    hours = cost_mod.accelerator_hours(compute_mod.training_flops(params, tokens, "none"), 989e12, 0.40, 1.0)
     bill = cost_mod.training_bill(hours, 5.0, attempts=1)
     assert bill.dollars_per_attempt == pytest.approx(dollars, rel=1e-12)
     if dollars >= 1e6:
@@ -149,7 +149,7 @@ def test_training_budget_180_gb(capsys: pytest.CaptureFixture[str]) -> None:
     one_per_block = weights + grads + master + adam + 4 * 4096 * 32 * 4096 * 1 * 2
     assert round(one_per_block / 1e9) == 116
     extra = (6 + 2) / 6 - 1  # full recomputation runs the forward (2 N D) again
-    assert compute_mod.training_flops(1, 1, "full") / compute_mod.training_flops(1, 1) - 1 == pytest.approx(extra)
+    assert compute_mod.training_flops(1, 1, "full") / compute_mod.training_flops(1, 1, "none") - 1 == pytest.approx(extra)
     assert f"+{extra * 100:.0f} %" == "+33 %"
     out = printed("memory.py", capsys)
     assert "180 GB = 14 + 14 + 28 + 56 + 69" in out

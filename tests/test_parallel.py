@@ -189,7 +189,7 @@ def test_plan_report_keeps_its_keys_and_adds_parallel(plan_json):
 
 
 def test_network_bytes_per_step_of_plain_data_parallelism(plan_json):
-    # SPEC §7's default model (93 M parameters, bf16 gradients, 2 bytes) on 8 devices, no layout:
+    # docs/pipeline-and-bill.md's default model (93 M parameters, bf16 gradients, 2 bytes) on 8 devices, no layout:
     # the ring all-reduce, 2 x 7/8 x 186 MB = 325.5 MB, in both accounts; ZeRO-3 with 4 micro-steps:
     # 4 x 7/8 x (2 x 186 + 186) MB = 1953 MB
     r = plan_json("--set", "cluster.count=8")

@@ -237,7 +237,8 @@ def _pipeline_states():
     """States of §7's pipeline: resolutions, models, cores, access patterns, video engines on/off."""
     base = dict(kind="video", mfu=0.4, peak_flops=989.5e12, core_fps_1080p=120.0, video_decoders=7,
                 nvdec_fps_1080p=771.0, link=1.5e9, host_to_device=25e9, fps=30.0, cameras=3, bitrate=8e6,
-                gop=30, side=224, patch=14)
+                gop=30, side=224, patch=14, bytes_per_token=4.0, tokenizer_rate=1e6, tokenize_online=False,
+                prefetch=True, flops_per_param_token=6.0)
     for (w, h) in ((640, 480), (1920, 1080), (3840, 2160)):
         for params in (20e6, 93e6, 1e9):
             for cores in (2, 8, 23.1, 48):
@@ -267,10 +268,16 @@ def test_agrees_with_the_pipeline_formula_in_every_state():
     assert n > 150
 
 
+# docs/pipeline-and-bill.md's reference point as pipeline arguments: 1080p H.264 at 8 Mbit/s, ViT 224/14, 93 M params, H100
+REFERENCE_ARGS = dict(
+    kind="video", access="sequential", nvdec=False, video_decoders=0, nvdec_fps_1080p=771.0, width=1920,
+    height=1080, fps=30.0, bitrate=8e6, gop=30, side=224, patch=14, bytes_per_token=4.0, tokenizer_rate=1e6,
+    tokenize_online=False, prefetch=True, flops_per_param_token=6.0, params=93e6, mfu=0.4, peak_flops=989.5e12,
+    core_fps_1080p=120.0, link=1.5e9, host_to_device=25e9)
+
+
 def test_simulated_check_keys():
-    account = pipeline_mod.pipeline_account(
-        kind="video", params=93e6, mfu=0.4, peak_flops=989.5e12, cores=8, core_fps_1080p=120.0, link=1.5e9,
-        host_to_device=25e9, cameras=3)
+    account = pipeline_mod.pipeline_account(**REFERENCE_ARGS, cores=8, cameras=3)
     out = simulated_check(account, frames=10_000)
     assert {"busy", "formula_busy", "difference"} <= set(out)
     assert out["busy"] == pytest.approx(0.346, abs=1e-3)
@@ -279,9 +286,7 @@ def test_simulated_check_keys():
 
 
 def test_fractional_cores_keep_the_total_rate():
-    account = pipeline_mod.pipeline_account(
-        kind="video", params=93e6, mfu=0.4, peak_flops=989.5e12, cores=2.5, core_fps_1080p=120.0, link=1.5e9,
-        host_to_device=25e9)
+    account = pipeline_mod.pipeline_account(**REFERENCE_ARGS, cores=2.5, cameras=1)
     spec, notes = queue_spec_from_pipeline(account)
     assert sum(1 / d for d in spec.decoder_seconds_per_frame) == pytest.approx(300.0)
     assert len(spec.decoder_seconds_per_frame) == 3 and notes

@@ -90,13 +90,13 @@ def test_cheapest_accelerator_ranks_by_training_cost():
 
 
 def test_cli_solve_json_and_exit_2(cli):
-    res = cli("solve", "cluster.cores", "--for", "pipeline.busy>=0.95")
+    res = cli("solve", "cluster.cores", "--for", "pipeline.busy>=0.95", "--format", "json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["key"] == "cluster.cores" and out["value"] == 22
     res = cli("solve", "cluster.cores", "--for", "pipeline.busy>=0.95", "--range", "0:10")
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "not met" in res.stderr
-    res = cli("solve", "cluster.accelerator", "--cheapest", "--price", "a100-sxm-80gb=1.2")
+    res = cli("solve", "cluster.accelerator", "--cheapest", "--price", "a100-sxm-80gb=1.2", "--format", "json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["ranked_by"] == "training_cost"
 
@@ -110,3 +110,11 @@ def test_cheapest_uses_the_dated_price_table_when_no_price_is_given():
     assert rows["h100-sxm"]["price_source"] == "prices.accelerator_hour of the workload"  # the workload's own
     for c in rows.values():
         assert c["training_cost"] == pytest.approx(c["wall_seconds"] / 3600 * c["price_hour"])
+
+
+def test_cli_solve_table_reads_in_units(cli):
+    # busy = min(1, 120 c / 2770.78) >= 0.95 first at c = ceil(0.95 x 2770.78 / 120) = ceil(21.93) = 22
+    res = cli("solve", "cluster.cores", "--for", "pipeline.busy>=0.95")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0] == "cluster.cores = 22"
+    assert "accelerator busy (pipeline.busy) = 95.3 %" in res.stdout  # 22 x 120 / 2770.78 = 0.9528

@@ -12,6 +12,7 @@ import pytest
 from trainplan.planning import sweep
 from trainplan.errors import UserError
 from trainplan.planning.evaluate import build_report
+from trainplan.planning.figures import FIGURES
 from trainplan.present.render import flatten
 from trainplan.workload.schema import load_workload
 
@@ -145,3 +146,97 @@ def test_progress_bar_chunks_agree():
     i = 599 * 500 + 499  # the last point: 600 cores, micro-batch 500
     assert big.columns["cluster.cores"][i] == 600 and big.columns["training.micro_batch"][i] == 500
     assert big.columns["pipeline.busy"][i] == 1.0
+
+
+# ---------------------------------------------------------------- sweep at one point == plan, every figure
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+VECTOR_AXES = ["cluster.mfu", "cluster.cores", "cluster.count", "training.micro_batch", "data.bitrate",
+               "prices.core_hour", "storage.copies", "data.hours"]
+
+
+@st.composite
+def point_workloads(draw: st.DrawFn) -> list[str]:
+    """--set overrides of a random valid workload: video or tokens, any access, any accelerator."""
+    kind = draw(st.sampled_from(["video", "tokens"]))
+    sets = [f"data.kind={kind}",
+            f"cluster.accelerator={draw(st.sampled_from(['h100-sxm', 'a100-sxm-80gb', 'b200', 'mi300x', 'h200']))}",
+            f"cluster.mfu={draw(st.floats(0.05, 0.7)):.4f}", f"cluster.cores={draw(st.integers(0, 96))}",
+            f"cluster.count={draw(st.sampled_from([1, 2, 8, 64]))}",
+            f"training.micro_batch={draw(st.integers(1, 64))}", f"training.seq_len={draw(st.integers(64, 8192))}",
+            f"training.zero={draw(st.sampled_from([0, 1, 2, 3]))}",
+            f"training.recompute={draw(st.sampled_from(['none', 'selective', 'full']))}",
+            f"model.params={draw(st.floats(6, 11)).__rpow__(10):.6g}",
+            f"prices.data_hour={draw(st.sampled_from([0, 2.5]))}",
+            f"storage.copies={draw(st.integers(1, 3))}", f"data.hours={draw(st.floats(1, 1e4)):.3f}"]
+    if kind == "video":
+        sets += [f"data.access={draw(st.sampled_from(['sequential', 'random', 'decoded']))}",
+                 f"cluster.nvdec={draw(st.booleans())}".lower(),
+                 f"data.bitrate={draw(st.floats(1e5, 5e7)):.0f}"]
+    else:
+        sets += [f"training.tokens={draw(st.floats(1e8, 1e13)):.6g}", "model.layers=24", "model.width=2048",
+                 f"data.tokenize_online={draw(st.booleans())}".lower()]
+    return sets
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(point_workloads(), st.sampled_from(VECTOR_AXES))
+def test_sweep_at_a_single_point_equals_plan_for_every_figure(sets, axis):
+    """Varying one key over the single value it already has gives the plan's figures, every one."""
+    w = load_workload(None, sets)
+    value = sweep._override(float(getattr(getattr(w, axis.split(".")[0]), axis.split(".")[1])))
+    result = sweep.sweep(None, sets, [f"{axis}={value}"])
+    assert len(result) == 1
+    report = flatten(build_report(w))
+    for column, got in result.columns.items():
+        if column == axis:
+            continue
+        want = report.get(column)
+        if column not in report:
+            assert np.isnan(got[0]), column
+            continue
+        assert _same(got[0], want), f"{column}: sweep {got[0]!r}, plan {want!r}"
+    declared = {f for f, spec in FIGURES.items() if spec.sweep}
+    assert {k for k in report if k in declared} <= set(result.columns)
+
+
+def test_requested_figures_alone_agree_with_the_full_sweep():
+    varies = ["cluster.cores=0:40:8", "data.access=sequential,random", "training.micro_batch=8,32"]
+    full = sweep.sweep(None, [], varies)
+    some = sweep.sweep(None, [], varies, figures=["pipeline.busy", "memory.fits", "bill.total"])
+    assert list(some.columns) == full.keys + ["pipeline.busy", "memory.fits", "bill.total"]
+    for k, v in some.columns.items():
+        assert np.array_equal(v, full.columns[k], equal_nan=v.dtype.kind == "f"), k
+    with pytest.raises(UserError, match="unknown figure"):
+        sweep.sweep(None, [], varies, figures=["pipeline.bussy"])
+
+
+def test_csv_without_pyarrow_reads_back_the_same_rows(monkeypatch):
+    result = sweep.sweep(None, [], ["cluster.cores=0,8.5,24", "data.access=sequential,random"],
+                         figures=["pipeline.busy", "pipeline.bottleneck", "memory.fits", "compute.wall_seconds"])
+    numpy_rows = list(csv.DictReader(io.StringIO(sweep._csv_numpy(result).decode())))
+    assert len(numpy_rows) == 6
+    for row, i in zip(numpy_rows, range(6)):
+        for k, v in result.columns.items():
+            want = v[i]
+            if isinstance(want, (bool, np.bool_)):
+                assert row[k] == ("true" if want else "false")
+            elif isinstance(want, str):
+                assert row[k] == want
+            else:
+                assert float(row[k]) == float(want) or (math.isinf(float(want)) and row[k] == "inf")
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pyarrow(name, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        if name.startswith("pyarrow"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    assert sweep.to_csv(result) == sweep._csv_numpy(result)
+    with pytest.raises(UserError, match="trainplan\\[parquet\\]"):
+        sweep.to_parquet(result)

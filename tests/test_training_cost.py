@@ -21,7 +21,7 @@ def test_accelerator_hours_by_hand() -> None:
 
 def test_bill_has_a_named_attempts_multiplier() -> None:
     assert tc.FAILED_ATTEMPTS == 3.0
-    bill = tc.training_bill(1000.0, 3.0)
+    bill = tc.training_bill(1000.0, 3.0, attempts=3.0)
     assert bill.dollars_per_attempt == 3000.0 and bill.attempts == 3.0 and bill.budget == 9000.0
     assert tc.training_bill(1000.0, 3.0, attempts=1).budget == 3000.0
     with pytest.raises(UserError, match="prices.attempts"):
@@ -31,7 +31,7 @@ def test_bill_has_a_named_attempts_multiplier() -> None:
 def test_comparison_by_hand() -> None:
     options = [tc.AcceleratorOption("fast", 1000e12, 4.0), tc.AcceleratorOption("slow", 250e12, 1.0),
                tc.AcceleratorOption("unpriced", 500e12, None)]
-    rows = tc.compare_accelerators(FLOPS, options, devices=64, mfu=0.4, scaling_efficiency=0.9)
+    rows = tc.compare_accelerators(FLOPS, options, devices=64, mfu=0.4, scaling_efficiency=0.9, attempts=3.0)
     fast, slow, unpriced = rows
     assert fast.accelerator_hours == pytest.approx(FLOPS / (1000e12 * 0.36) / 3600)
     assert slow.accelerator_hours == pytest.approx(4 * fast.accelerator_hours)
@@ -51,7 +51,7 @@ def test_catalogue_comparison() -> None:
     assert h100.dollars_per_hour == 2.5 and h100.peak_flops == 989.5e12
     a100 = options[keys.index("a100-sxm-80gb")]
     assert a100.dollars_per_hour == tc.price_table()["a100-sxm-80gb"].dollars_per_hour
-    rows = tc.compare_accelerators(FLOPS, options, 8, 0.4)
+    rows = tc.compare_accelerators(FLOPS, options, 8, 0.4, 1.0, 3.0)
     by_key = {r.key: r for r in rows}
     assert by_key["a100-sxm-80gb"].accelerator_hours == pytest.approx(
         by_key["h100-sxm"].accelerator_hours * 989.5 / 312)
@@ -64,6 +64,6 @@ def test_price_table_is_sourced() -> None:
 
 def test_bad_input() -> None:
     with pytest.raises(UserError, match="cluster.mfu"):
-        tc.accelerator_hours(1e20, 1e15, 0)
+        tc.accelerator_hours(1e20, 1e15, 0, 1.0)
     with pytest.raises(UserError, match="cluster.count"):
-        tc.compare_accelerators(1e20, [], 0, 0.4)
+        tc.compare_accelerators(1e20, [], 0, 0.4, 1.0, 3.0)

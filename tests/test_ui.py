@@ -76,6 +76,7 @@ def test_default_plan_is_build_report(client: TestClient) -> None:
     assert res.status_code == 200
     data = res.json()
     series = data.pop("series")
+    assert data.pop("display")["compute.wall_seconds"] == {"label": "wall time", "text": "3.91 d"}  # 337,500 s
     assert data == as_json(plan.build_report(load_workload(None)))
     assert data["pipeline"]["busy"] == pytest.approx(960 / 2770.777, rel=1e-5)  # docs/pipeline-and-bill.md: 34.6 %
     assert data["pipeline"]["bottleneck"] == "decode"
@@ -90,6 +91,8 @@ def test_overrides_with_units_match_the_cli_overrides(client: TestClient) -> Non
     assert res.status_code == 200, res.text
     data = res.json()
     data.pop("series")
+    display = data.pop("display")  # labels and texts from planning/figures.py
+    assert display["pipeline.busy"]["label"] == "accelerator busy" and display["pipeline.busy"]["text"].endswith(" %")
     cli_style = ["cluster.cores=16", "data.bitrate=4 Mbit/s", "cluster.nvdec=true",
                  "cluster.accelerator=a100-sxm-80gb", "data.access=random", "data.width=1280",
                  "data.height=720", "model.params=3e8", "prices.core_hour=$0.04"]

@@ -35,8 +35,8 @@ RUNS = (
 def run_costs(peak: float = H100_PEAK, mfu: float = 0.40, price: float = 5.0) -> list[dict]:
     rows = []
     for r in RUNS:
-        flops = compute_mod.training_flops(r.params, r.tokens)
-        hours = cost_mod.accelerator_hours(flops, peak, mfu)
+        flops = compute_mod.training_flops(r.params, r.tokens, "none")
+        hours = cost_mod.accelerator_hours(flops, peak, mfu, 1.0)
         bill = cost_mod.training_bill(hours, price, attempts=1)
         wall = hours * cost_mod.SECONDS_PER_HOUR / r.devices
         rows.append({"name": r.name, "flops": flops, "accelerator_hours": hours, "dollars": bill.dollars_per_attempt,
@@ -55,10 +55,10 @@ HARDWARE = (
 
 
 def one_b_costs() -> list[dict]:
-    flops = compute_mod.training_flops(1e9, 2e11)
+    flops = compute_mod.training_flops(1e9, 2e11, "none")
     rows = []
     for name, peak, mfu, price in HARDWARE:
-        hours = cost_mod.accelerator_hours(flops, peak, mfu)  # hours of the whole box
+        hours = cost_mod.accelerator_hours(flops, peak, mfu, 1.0)  # hours of the whole box
         rows.append({"name": name, "hours": hours, "days": hours / 24,
                      "dollars": cost_mod.training_bill(hours, price, 1).dollars_per_attempt})
     return rows

@@ -50,6 +50,9 @@ COUNT_NOUNS = frozenset({
 # Suffixes people use for counts of parameters and tokens ("7B", "1.5T").
 COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
+# The one declaration of an hour in seconds; accounts import it from here.
+SECONDS_PER_HOUR = 3600.0
+
 TIME_UNITS = {
     "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0,
     "ms": 1e-3, "us": 1e-6,

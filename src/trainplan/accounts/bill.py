@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from trainplan.units import SECONDS_PER_HOUR
 
 GB = 1e9  # prices are quoted per decimal gigabyte
-SECONDS_PER_HOUR = 3600.0
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ FORWARD_FLOPS_PER_PARAM_TOKEN = 2.0
 BACKWARD_FLOPS_PER_PARAM_TOKEN = 4.0
 
 
-def training_flops(params: float, tokens: float, recompute: str = "none") -> float:
+def training_flops(params: float, tokens: float, recompute: str) -> float:
     """F = 6 P D; full recomputation runs the forward pass twice: 8 P D.
 
     Selective recomputation re-runs only the attention core, whose FLOPs are not
@@ -25,7 +25,7 @@ def training_flops(params: float, tokens: float, recompute: str = "none") -> flo
     return passes * params * tokens
 
 
-def backward_share(recompute: str = "none") -> float:
+def backward_share(recompute: str) -> float:
     """Share of a training step spent in backward (where gradient sync can hide)."""
     return BACKWARD_FLOPS_PER_PARAM_TOKEN / training_flops(1.0, 1.0, recompute)
 
@@ -35,14 +35,14 @@ def inference_flops_per_token(params: float) -> float:
     return FORWARD_FLOPS_PER_PARAM_TOKEN * params
 
 
-def scaling_applies(count: Any, mfu_end_to_end: bool = False) -> Any:
+def scaling_applies(count: Any, mfu_end_to_end: bool) -> Any:
     """Scaling efficiency is the loss of going from one device to n: none on one device, and
     never on top of an MFU measured end to end on n devices. Works on arrays."""
     return (np.asarray(count) != 1) & (not mfu_end_to_end)
 
 
 def sustained_flops(count: Any, peak_flops: Any, mfu: Any, scaling_efficiency: Any,
-                    mfu_end_to_end: bool = False) -> Any:
+                    mfu_end_to_end: bool) -> Any:
     """R = n Φ μ s, with s applied only where `scaling_applies`. Works on arrays."""
     s = np.where(scaling_applies(count, mfu_end_to_end), scaling_efficiency, 1.0)
     return count * peak_flops * mfu * s
@@ -63,7 +63,7 @@ class ComputeAccount:
 
 def compute_account(params: Any, tokens: Any, count: Any, micro_batch: Any, seq_len: Any,
                     grad_accum: Any, peak_flops: Any, mfu: Any, scaling_efficiency: Any,
-                    recompute: str = "none", mfu_end_to_end: bool = False) -> ComputeAccount:
+                    recompute: str, mfu_end_to_end: bool) -> ComputeAccount:
     flops = training_flops(params, tokens, recompute)
     rate = sustained_flops(count, peak_flops, mfu, scaling_efficiency, mfu_end_to_end)
     tokens_per_step = np.asarray(count * micro_batch * seq_len * grad_accum, dtype=np.float64)

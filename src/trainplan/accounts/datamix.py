@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainplan.errors import UserError
+from trainplan.units import SECONDS_PER_HOUR
 
 USEFUL_REPEAT_EPOCHS = 4.0
 """Epochs of repeated data worth about as much as unique data (Muennighoff et al. 2023,
 'Scaling Data-Constrained Language Models', §5: up to ~4 epochs, negligible loss change)."""
 
-SECONDS_PER_HOUR = 3600.0
 
 
 @dataclass(frozen=True)

@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import math
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from trainplan.errors import UserError, did_you_mean, require_non_negative
+from trainplan.units import SECONDS_PER_HOUR
 
 JOULES_PER_KWH = 3.6e6
 """1 kWh = 1,000 W x 3,600 s (definition)."""
 
-SECONDS_PER_HOUR = 3600.0
 GRAMS_PER_KG = 1000.0
 
 
@@ -48,20 +46,9 @@ class GridIntensity:
 @lru_cache(maxsize=1)
 def grid_intensity_table() -> dict[str, GridIntensity]:
     """The shipped table, by region key (ISO 3166 alpha-2 lower case, or 'world')."""
-    text = resources.files("trainplan.catalogue").joinpath("grid_intensity.toml").read_text(encoding="utf-8")
-    raw: dict[str, Any] = tomllib.loads(text)
-    return {
-        key: GridIntensity(
-            region=key,
-            g_per_kwh=float(row["g_per_kwh"]),
-            year=int(row["year"]),
-            retrieved=str(row["retrieved"]),
-            verified=bool(row["verified"]),
-            scope=str(row["scope"]),
-            source=str(row["source"]),
-        )
-        for key, row in raw.items()
-    }
+    from trainplan import catalogue
+
+    return catalogue.rows("grid_intensity", GridIntensity, key_field="region")
 
 
 REGION_ALIASES = {"uk": "gb", "usa": "us", "global": "world"}
@@ -111,7 +98,7 @@ def energy_estimate(watts: float, hours: float, pue: float, grid_g_per_kwh: floa
 
 
 def training_energy(watts_per_device: float, devices: int, hours: float, pue: float,
-                    grid_g_per_kwh: float | None = None, region: str = "world") -> EnergyEstimate:
+                    grid_g_per_kwh: float | None, region: str) -> EnergyEstimate:
     """Energy of `devices` accelerators drawing `watts_per_device` for `hours` wall-clock hours.
     The grid figure is `grid_g_per_kwh` if given, else the table's row for `region`."""
     if devices < 1:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from trainplan.units import SECONDS_PER_HOUR
 
 # The frame size that decoder rates are quoted at (docs/pipeline-and-bill.md: "frames/s at 1080p").
 REFERENCE_PIXELS = 1920 * 1080
@@ -25,7 +26,6 @@ YUV420_BYTES_PER_PIXEL = 1.5
 # Bytes per pixel of the resized RGB uint8 image sent to the device.
 RGB_BYTES_PER_PIXEL = 3.0
 BITS_PER_BYTE = 8.0
-SECONDS_PER_HOUR = 3600.0
 
 STAGES = ("read", "decode", "tokenize", "transfer")
 BOTTLENECKS = ("accelerator",) + STAGES
@@ -50,7 +50,7 @@ def decoded_per_used(access: str, gop: Any) -> Any:
 
 
 def demand_fps(mfu: Any, peak_flops: Any, params: Any, tokens_per_frame_: Any,
-               flops_per_param_token: float = 6.0) -> Any:
+               flops_per_param_token: float) -> Any:
     """D = μ Φ / (6 P n): frames/s the accelerator trains on if never kept waiting."""
     return mfu * peak_flops / (flops_per_param_token * params * tokens_per_frame_)
 
@@ -70,31 +70,31 @@ def _capacity(rate_units_per_s: Any, units_per_token: Any) -> Any:
 
 def pipeline_arrays(
     *,
-    kind: str = "video",
-    access: str = "sequential",
+    kind: str,
+    access: str,
     params: Any,
     mfu: Any,
     peak_flops: Any,
     cores: Any,
     core_fps_1080p: Any,
-    nvdec: Any = False,
-    video_decoders: Any = 0,
-    nvdec_fps_1080p: Any = 771.0,
+    nvdec: Any,
+    video_decoders: Any,
+    nvdec_fps_1080p: Any,
     link: Any,
     host_to_device: Any,
-    width: Any = 1920,
-    height: Any = 1080,
-    fps: Any = 30.0,
-    cameras: Any = 1,
-    bitrate: Any = 8e6,
-    gop: Any = 30,
-    side: Any = 224,
-    patch: Any = 14,
-    bytes_per_token: Any = 4.0,
-    tokenizer_rate: Any = 1e6,
-    tokenize_online: bool = False,
-    prefetch: bool = True,
-    flops_per_param_token: float = 6.0,
+    width: Any,
+    height: Any,
+    fps: Any,
+    cameras: Any,
+    bitrate: Any,
+    gop: Any,
+    side: Any,
+    patch: Any,
+    bytes_per_token: Any,
+    tokenizer_rate: Any,
+    tokenize_online: bool,
+    prefetch: bool,
+    flops_per_param_token: float,
 ) -> dict[str, Any]:
     """Every figure of the pipeline account, each an array broadcast over the arguments.
 
@@ -148,9 +148,13 @@ def pipeline_arrays(
     demand_frames = demand_fps(mfu, peak_flops, params, n, flops_per_param_token)
     demand_tokens = demand_frames * n
     caps = np.broadcast_arrays(read_cap, decode_cap, tokenize_cap, transfer_cap)
-    stacked = np.stack(caps)
-    supply_tokens = stacked.min(axis=0)
-    slowest = stacked.argmin(axis=0) + 1
+    # the slowest stage, the first of equals (as argmin over the stages would pick), pairwise: a stacked
+    # argmin over four arrays costs more than the rest of the account
+    supply_tokens, slowest = caps[0], np.ones(caps[0].shape, dtype=np.int64)
+    for stage, cap in enumerate(caps[1:], start=2):
+        smaller = cap < supply_tokens
+        supply_tokens = np.where(smaller, cap, supply_tokens)
+        slowest = np.where(smaller, stage, slowest)
     bound = supply_tokens < demand_tokens
     bottleneck_index = np.where(bound, slowest, 0)
     if prefetch:
@@ -235,11 +239,11 @@ class PipelineAccount:
 def pipeline_account(**kwargs: Any) -> PipelineAccount:
     """The scalar account: same arguments as `pipeline_arrays`, each a number."""
     a = {k: float(np.asarray(v)) for k, v in pipeline_arrays(**kwargs).items()}
-    engines = float(kwargs.get("video_decoders", 0)) if kwargs.get("nvdec", False) else 0.0
+    engines = float(kwargs["video_decoders"]) if kwargs["nvdec"] else 0.0
     return PipelineAccount(
-        kind=kwargs.get("kind", "video"),
-        access=kwargs.get("access", "sequential"),
-        prefetch=bool(kwargs.get("prefetch", True)),
+        kind=kwargs["kind"],
+        access=kwargs["access"],
+        prefetch=bool(kwargs["prefetch"]),
         tokens_per_frame=a["tokens_per_frame"],
         decoded_per_used=a["decoded_per_used"],
         demand_fps=a["demand_fps"],

@@ -38,6 +38,7 @@ from typing import Literal
 
 from trainplan.catalogue import dtypes
 from trainplan.errors import UserError, require_fraction, require_non_negative, require_positive
+from trainplan.units import SECONDS_PER_HOUR
 
 # ---------------------------------------------------------------- constants
 
@@ -58,7 +59,6 @@ MEMORY_UTILIZATION = 0.9
 """Share of device memory given to weights and KV cache; the rest is activations, CUDA
 context and allocator slack. vLLM's default `gpu_memory_utilization=0.9`."""
 
-SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 86400.0
 
 MAX_BATCH_BY_KV = "weights and KV cache"
@@ -82,7 +82,7 @@ def weights_bytes(params: float, dtype: str) -> float:
     return params * bytes_per_param(dtype)
 
 
-def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: float, bytes_per_element: float = 2.0) -> float:
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: float, bytes_per_element: float) -> float:
     """2 x L x kv_heads x head_dim x bytes: the K and V one token adds to one sequence's cache."""
     require_positive("model.layers", layers)
     require_positive("model.kv_heads", kv_heads)

@@ -13,13 +13,12 @@ Pure apart from `price_table` (reads data/accelerator_prices.toml). Floats in SI
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 from trainplan.errors import UserError, require_fraction, require_non_negative, require_positive
+from trainplan.units import SECONDS_PER_HOUR
 
 FAILED_ATTEMPTS = 3.0
 """Budget multiplier over one clean run, for failed attempts, restarts and ablations. An
@@ -27,11 +26,10 @@ assumption (issue 5; the workload's `prices.attempts` has the same default): pub
 'training cost' figures usually count the final run only (e.g. DeepSeek-V3's report excludes
 'prior research and ablation experiments'), and the whole spend is a multiple of it."""
 
-SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 86400.0
 
 
-def accelerator_hours(flops: float, peak_flops: float, mfu: float, scaling_efficiency: float = 1.0) -> float:
+def accelerator_hours(flops: float, peak_flops: float, mfu: float, scaling_efficiency: float) -> float:
     """Device-hours to do `flops` FLOP: F / (Phi mu s) / 3600 (the same on any number of devices)."""
     require_positive("compute.flops", flops)
     require_positive("peak_flops", peak_flops)
@@ -50,7 +48,7 @@ class TrainingBill:
 
 
 def training_bill(accelerator_hours_: float, dollars_per_accelerator_hour: float,
-                  attempts: float = FAILED_ATTEMPTS) -> TrainingBill:
+                  attempts: float) -> TrainingBill:
     """accelerator-hours x price, and that x `attempts` as the budget."""
     require_non_negative("accelerator_hours", accelerator_hours_)
     require_non_negative("prices.accelerator_hour", dollars_per_accelerator_hour)
@@ -84,8 +82,7 @@ class AcceleratorComparison:
 
 
 def compare_accelerators(flops: float, options: Sequence[AcceleratorOption], devices: int, mfu: float,
-                         scaling_efficiency: float = 1.0,
-                         attempts: float = FAILED_ATTEMPTS) -> tuple[AcceleratorComparison, ...]:
+                         scaling_efficiency: float, attempts: float) -> tuple[AcceleratorComparison, ...]:
     """One workload of `flops` FLOP on `devices` of each accelerator, same MFU and efficiency.
     Rows in the order given; rows without a price have no dollars."""
     if devices < 1:
@@ -119,10 +116,9 @@ class PriceRow:
 @lru_cache(maxsize=1)
 def price_table() -> Mapping[str, PriceRow]:
     """Indicative on-demand prices by catalogue key (data/accelerator_prices.toml)."""
-    text = resources.files("trainplan.catalogue").joinpath("accelerator_prices.toml").read_text(encoding="utf-8")
-    raw = tomllib.loads(text)
-    return {k: PriceRow(k, float(v["dollars_per_hour"]), str(v["as_of"]), str(v["retrieved"]), str(v["source"]))
-            for k, v in raw.items()}
+    from trainplan import catalogue
+
+    return catalogue.rows("accelerator_prices", PriceRow)
 
 
 
@@ -131,7 +127,7 @@ def price_table() -> Mapping[str, PriceRow]:
 
 
 
-def catalogue_options(precision: str = "bf16", own_key: str | None = None,
+def catalogue_options(precision: str, own_key: str | None = None,
                       own_price: float | None = None) -> tuple[AcceleratorOption, ...]:
     """Every catalogue accelerator with a peak in `precision`, priced from the price table;
     `own_key` (the workload's accelerator) is priced at `own_price` (its prices.accelerator_hour)."""

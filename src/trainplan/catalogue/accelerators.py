@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import difflib
-import tomllib
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from trainplan import units
@@ -40,13 +38,11 @@ class Accelerator:
                         f"it has {', '.join(sorted(self.peak_flops))}")
 
 
-def _data_text(name: str) -> str:
-    return resources.files("trainplan.catalogue").joinpath(name).read_text(encoding="utf-8")
-
-
 @lru_cache(maxsize=1)
 def accelerators() -> dict[str, Accelerator]:
-    raw = tomllib.loads(_data_text("accelerators.toml"))
+    from trainplan import catalogue
+
+    raw = catalogue.table("accelerators")
     return {key: _accelerator_from_table(key, table, where="catalogue") for key, table in raw.items()}
 
 

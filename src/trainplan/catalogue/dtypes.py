@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 
 @lru_cache(maxsize=1)
 def _table() -> dict:
-    text = resources.files("trainplan.catalogue").joinpath("dtypes.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    from trainplan import catalogue
+
+    return catalogue.table("dtypes")
 
 
 def bytes_per_element(dtype: str) -> float:

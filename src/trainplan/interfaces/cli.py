@@ -1,7 +1,11 @@
-"""The command line: a thin layer over plan.build_report and the accounts.
+"""The command line: a thin layer over planning.evaluate.build_report and the accounts.
 
-Commands live in trainplan/commands/*.py, each with `register(app)`; this module
-discovers them, so adding a command touches no shared file.
+Commands live in interfaces/commands/*.py, each with `register(app)`. COMMANDS below names
+each command and its module with a one-line help: `trainplan --help` lists them from the
+table and a command's module is imported only when that command runs, so start-up pays
+for what is used (benchmarks/bench_startup.py). A module in commands/ that the table does
+not name is still discovered and registered (imported at start-up): add it to COMMANDS to
+make it lazy.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ import pkgutil
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
+from typer.core import TyperGroup
 
 # typer >= 0.20 vendors its own click (and click itself may be absent); older typer uses click.
 try:
@@ -29,8 +34,73 @@ _USAGE = (_click_exceptions.ClickException,)
 from trainplan.errors import UserError
 from trainplan.interfaces.helptext import WordedGroup
 
+# command name -> (module in interfaces/commands, one-line help shown by `trainplan --help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "params": ("params", "Exact parameter count of a Hugging Face config.json."),
+    "profile": ("profile", "Run a training script: measured busy fraction, slowest hop."),
+    "serve": ("serve", "Serving: KV cache, batch, tokens/s, cost per request."),
+    "roofline": ("serve", "Roofline of the accelerator: ridge point and intensities."),
+    "simulate": ("simulate", "The input pipeline as a queue: busy fraction, waits."),
+    "solve": ("solve", "The smallest (or largest) value of a key that meets a target."),
+    "sweep": ("sweep", "The report's figures over a grid of workloads."),
+    "ui": ("ui", "An interactive page: the workload on sliders."),
+    "data": ("data", "Data: epochs of a mixture; person-hours of demonstrations."),
+    "probe": ("probe", "Measure what the plan assumes; write a calibration file."),
+    "scaling": ("scaling", "Scaling laws: compute-optimal N and D; fit a law to runs."),
+    "formats": ("formats", "Number formats: bytes, bits, stored values and their errors."),
+    "layout": ("layout", "Parallel layouts of a model on N devices: the fastest that fit."),
+    "validate-against": ("layout", "Predicted against published step times (Megatron runs)."),
+}
+
+
+def _command_from_module(name: str) -> Any:
+    """The click command `name` as its module registers it (imported now, not at start-up)."""
+    module = importlib.import_module(f"trainplan.interfaces.commands.{COMMANDS[name][0]}")
+    holder = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False)
+    module.register(holder)
+    group = typer.main.get_group(holder)
+    return group.commands.get(name)
+
+
+class LazyGroup(WordedGroup):
+    """The top-level group: commands of COMMANDS are listed from the table and built on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(super().list_commands(ctx)) + [n for n in COMMANDS if n not in self.commands]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            command = _command_from_module(cmd_name)
+            if command is not None:
+                self.commands[cmd_name] = command
+        return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is not None:
+                if command.hidden:
+                    continue
+                rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+            else:
+                rows.append((name, COMMANDS[name][1]))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from trainplan import __version__
+
+        typer.echo(f"trainplan {__version__}")
+        raise typer.Exit()
+
+
 app = typer.Typer(
-    cls=WordedGroup,  # values in help texts in words (KEY=VALUE, FILE), not Python types
+    cls=LazyGroup,
     name="trainplan",
     help="What a training or serving job needs: compute, memory, network, storage, input pipeline, bill.",
     add_completion=False,
@@ -40,6 +110,12 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _options(version: Annotated[Optional[bool], typer.Option(
+        "--version", callback=_version, is_eager=True, help="print the version and exit")] = None) -> None:
+    """What a training or serving job needs: compute, memory, network, storage, input pipeline, bill."""
+
+
 class Format(str, Enum):
     table = "table"
     json = "json"
@@ -47,13 +123,17 @@ class Format(str, Enum):
     html = "html"
 
 
-WorkloadArg = Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE (units allowed)")]
-CalibrationOpt = Annotated[Optional[Path], typer.Option("--calibration", help="calibration TOML written by `trainplan probe`")]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file instead of stdout")]
+WorkloadArg = Annotated[Optional[Path], typer.Argument(metavar="WORKLOAD.toml",
+                                                       help="workload TOML file; the built-in default without one")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE",
+                                                     help="override a workload key (units allowed); repeat for more")]
+CalibrationOpt = Annotated[Optional[Path], typer.Option("--calibration", metavar="FILE",
+                                                        help="calibration TOML written by `trainplan probe`")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE",
+                                                   help="write to this file instead of stdout")]
 
 
-def render(report: dict, fmt: Format, workload=None) -> str:  # noqa: ANN001
+def render(report: dict, fmt: Format, workload=None, detail: bool = False) -> str:  # noqa: ANN001
     from trainplan.present import render as r
 
     if fmt == Format.json:
@@ -66,7 +146,7 @@ def render(report: dict, fmt: Format, workload=None) -> str:  # noqa: ANN001
         except ImportError:
             raise UserError("--format", "html output needs trainplan.present.html (not installed)") from None
         return render_html(report, workload)
-    return r.to_table(report)
+    return r.to_table(report, detail=detail)
 
 
 @app.command()
@@ -74,12 +154,15 @@ def plan(
     file: WorkloadArg = None,
     set_: SetOpt = None,
     calibration: CalibrationOpt = None,
-    format: Annotated[Format, typer.Option("--format", "-f", help="how to print the report")] = Format.table,  # noqa: A002
+    format: Annotated[Format, typer.Option("--format", "-f", metavar="table|json|markdown|html",  # noqa: A002
+                                           help="a table for people (default) or a file format")] = Format.table,
     output: OutputOpt = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="check the busy fraction with the queue simulation")] = False,
-    frames: Annotated[int, typer.Option(help="frames for --simulate", min=1000)] = 200_000,
+    frames: Annotated[int, typer.Option(metavar="N", help="frames for --simulate (at least 1,000)", min=1000)] = 200_000,
+    detail: Annotated[bool, typer.Option("--all", "--detail", help="every figure with its meaning, and the "
+                                         "assumptions with their sources")] = False,
 ) -> None:
-    """The whole estimate: compute, memory, network, storage, pipeline, bill."""
+    """The plan: fit, time, cost, and what the accelerator waits on."""
     from trainplan.present.outputs import write_output
     from trainplan.planning.evaluate import build_report
     from trainplan.workload.schema import load_workload
@@ -90,11 +173,11 @@ def plan(
         from trainplan.simulate.queue import simulated_check
 
         report["simulation"] = simulated_check(workload, frames=frames)
-    write_output(render(report, format, workload), output)
+    write_output(render(report, format, workload, detail), output)
 
 
 @app.command()
-def validate(file: Annotated[Path, typer.Argument(help="workload TOML file")],
+def validate(file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml", help="workload TOML file")],
              set_: SetOpt = None, calibration: CalibrationOpt = None) -> None:
     """Check a workload without planning it."""
     from trainplan.planning.evaluate import resolve_model
@@ -106,9 +189,13 @@ def validate(file: Annotated[Path, typer.Argument(help="workload TOML file")],
 
 
 def _register_commands() -> None:
+    """Register, eagerly, the command modules COMMANDS does not name (the rest are lazy)."""
     from trainplan.interfaces import commands
 
+    named = {module for module, _ in COMMANDS.values()}
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name in named:
+            continue
         module = importlib.import_module(f"trainplan.interfaces.commands.{info.name}")
         register = getattr(module, "register", None)
         if register is not None:

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.accounts import pipeline as pipeline_mod
 from trainplan.planning import evaluate as plan_mod
 from trainplan.errors import UserError
 from trainplan.workload.schema import DataSection, Workload, load_workload
@@ -86,14 +85,16 @@ def cores_series(w: Workload, cores_now: float, cores_needed: float) -> dict[str
         top = max(top, min(float(SERIES_MAX_CORES), cores_needed * SERIES_PAST_NEEDED))
     step = max(1, math.ceil(top / (SERIES_MAX_POINTS - 1)))
     cores = np.arange(0, math.ceil(top / step) * step + step, step, dtype=float)
-    a = pipeline_mod.pipeline_arrays(**plan_mod.pipeline_inputs(w, cores=cores))
-    busy = np.broadcast_to(a["busy"], cores.shape)
-    index = np.broadcast_to(a["bottleneck_index"], cores.shape).astype(int)
+    from trainplan.planning.inputs import PlanInputs
+
+    figures = plan_mod.evaluate(PlanInputs.of(w, {"cluster.cores": cores}), ["pipeline.busy", "pipeline.bottleneck"])
+    busy = np.broadcast_to(figures["pipeline.busy"], cores.shape)
+    bottleneck = np.broadcast_to(figures["pipeline.bottleneck"], cores.shape)
     return {
         "x": "cluster.cores",
         "cores": _finite_list(cores),
         "busy": _finite_list(busy),
-        "bottleneck": [pipeline_mod.BOTTLENECKS[i] for i in index],
+        "bottleneck": [str(b) for b in bottleneck],
     }
 
 
@@ -104,7 +105,17 @@ def plan_response(settings: Any) -> dict[str, Any]:
     p = report["pipeline"]
     needed = p["cores_needed"] if p["cores_needed"] is not None else math.inf
     report["series"] = cores_series(w, w.cluster.cores, needed) if w.data.kind == "video" else None
+    report["display"] = display_of(report)
     return report
+
+
+def display_of(report: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Each declared figure's label and text as the CLI writes it (planning/figures.py), for the page."""
+    from trainplan.present.render import flatten, format_value, label_of
+
+    return {k: {"label": label_of(k), "text": format_value(k, v)}
+            for k, v in flatten({s: report[s] for s in report if isinstance(report[s], dict)}).items()
+            if not isinstance(v, list)}
 
 
 def options() -> dict[str, Any]:

@@ -195,8 +195,9 @@ class ProfileResult:
     busy_relative_error: float | None = None  # (measured - predicted) / predicted
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+        from trainplan.present.quantities import json_safe
+
+        return json_safe(asdict(self))
 
     def mfu(self, flops_per_frame: float, peak_flops: float, devices: int = 1) -> float:
         """End-to-end MFU of the measured step: demand × FLOPs per frame / (devices × peak)."""

@@ -193,6 +193,15 @@ def _finite(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
+def has_serving_side(w: Any) -> bool:
+    """Whether the workload plans serving at all: some serving.* key written in the file, on the
+    command line or measured (the defaults alone describe no serving side)."""
+    return any(key.startswith("serving.") and (prov.kind in ("given", "measured")
+                                               or prov.source == "--set on the command line"
+                                               or prov.source.startswith("workload file"))
+               for key, prov in w.provenance.items())
+
+
 def decide(w: Any, report: dict[str, Any]) -> dict[str, Any]:
     """The `decisions` section of a plan report: checks, attempts, recurring cost, overlap, sentences."""
     out: dict[str, Any] = {}
@@ -205,7 +214,7 @@ def decide(w: Any, report: dict[str, Any]) -> dict[str, Any]:
         sentences.append(attempts_sentence(float(tc["dollars_per_attempt"]), float(tc["attempts"]), budget))
 
     sv = report.get("serving", {})
-    serving = "skipped" not in sv and sv.get("fits") is True
+    serving = has_serving_side(w) and "skipped" not in sv and sv.get("fits") is True
     checks = []
     if serving:
         per_day = _finite(sv.get("serving_cost_per_day"))

@@ -1,14 +1,21 @@
-"""From a validated Workload to the report: calls each account with plain numbers.
+"""The one evaluation: from typed inputs to every figure of the report, for a point or an array of points.
 
-This is the only place that knows both the workload schema and the accounts'
-signatures; the CLI, the HTML page, the sweep and the UI all go through it.
+`evaluate(inputs)` calls each account once with numbers or arrays and returns the figures
+by their dotted JSON key (planning/figures.py declares each one). `build_report` nests the
+figures of one point into the JSON report and adds the sections that are decisions or
+point-only accounts (SECTIONS below); `trainplan sweep` and `solve` call `evaluate` with
+arrays. Nothing downstream recomputes an account.
+
+Adding a section to the report (parallel layout, activation memory, ...): write one
+function `build(ctx: PlanContext) -> dict | None` (None leaves the section out), declare
+its figures in planning/figures.py with `declare(...)`, and add one line to SECTIONS.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable, Collection
 
 import numpy as np
 
@@ -24,6 +31,10 @@ from trainplan.accounts import training_cost as cost_mod
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
 from trainplan.planning import decisions as decisions_mod
+from trainplan.planning.figures import FIGURES
+from trainplan.planning.inputs import PlanInputs
+from trainplan.units import SECONDS_PER_HOUR
+from trainplan.present.quantities import json_safe as clean  # noqa: F401 - callers import it from here
 from trainplan.workload.schema import Workload, leaf_value
 from trainplan.workload import model_source
 
@@ -88,216 +99,328 @@ def resolve_model(w: Workload) -> ModelFacts:
     vocab = count.vocab if count is not None and m.vocab is None else m.vocab
     return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source)
 
-
-def training_tokens(w: Workload) -> float:
-    """training.tokens if given; for video, data.hours of every camera at n tokens a frame, times epochs."""
-    if w.training.tokens is not None:
-        return float(w.training.tokens)
-    d = w.data
-    n = float(pipeline_mod.tokens_per_frame(d.side, d.patch))
-    return d.hours * pipeline_mod.SECONDS_PER_HOUR * d.fps * d.cameras * n * w.training.epochs
+# The bill over this many epochs (bill.per_epochs).
+BILL_EPOCHS = (1, 10)
 
 
 def pipeline_inputs(w: Workload, model: ModelFacts | None = None, **changes: Any) -> dict[str, Any]:
     """Keyword arguments of pipeline.pipeline_arrays for this workload (`changes` override)."""
-    model = model or resolve_model(w)
-    c, d = w.cluster, w.data
-    acc = w.accelerator
-    args = dict(
-        kind=d.kind, access=d.access, params=model.active_params, mfu=c.mfu,
-        peak_flops=acc.peak(w.training.precision), cores=c.cores, core_fps_1080p=c.core_fps_1080p,
-        nvdec=c.nvdec, video_decoders=acc.video_decoders, nvdec_fps_1080p=c.nvdec_fps_1080p, link=c.link,
-        host_to_device=c.host_to_device, width=d.width, height=d.height, fps=d.fps, cameras=d.cameras,
-        bitrate=d.bitrate, gop=d.gop, side=d.side, patch=d.patch, bytes_per_token=d.bytes_per_token,
-        tokenizer_rate=d.tokenizer_rate, tokenize_online=d.tokenize_online, prefetch=c.prefetch,
-        flops_per_param_token=compute_mod.training_flops(1.0, 1.0, w.training.recompute),
-    )
-    args.update(changes)
-    return args
+    return PlanInputs.of(w, model=model).pipeline_args(**changes)
 
 
-def _bill_for(w: Workload, p: pipeline_mod.PipelineAccount, cores: float) -> bill_mod.BillAccount:
-    pr = w.prices
-    if p.kind == "video":
-        frames_per_hour = p.frames_per_hour
-        stored = p.decoded_bytes_per_hour if p.access == "decoded" else p.stored_bytes_per_hour
-        read = p.read_bytes_per_token * p.tokens_per_hour
-        demand = p.demand_fps
+def training_tokens(w: Workload) -> float:
+    """training.tokens if given; for video, data.hours of every camera at n tokens a frame, times epochs."""
+    return float(evaluate(PlanInputs.of(w))["workload.tokens"])
+
+
+# ---------------------------------------------------------------- the one evaluation
+
+
+def bill_account(inputs: PlanInputs, p: dict[str, Any], cores: Any, kind: str | None = None,
+                 access: str | None = None) -> bill_mod.BillAccount:
+    """The bill per hour of data (docs/pipeline-and-bill.md) of pipeline figures `p` with `cores` decode cores
+    (`kind` and `access` of the source when they differ from the workload's)."""
+    kind, access = kind or inputs.workload.data.kind, access or inputs.workload.data.access
+    if kind == "video":
+        frames_per_hour = p["frames_per_hour"]
+        stored = p["decoded_bytes_per_hour"] if access == "decoded" else p["stored_bytes_per_hour"]
+        read = p["read_bytes_per_token"] * p["tokens_per_hour"]
+        demand = p["demand_fps"]
     else:
         # a token source: an "hour" of data is an hour of training on it at full speed
-        frames_per_hour = p.demand_tokens_per_second * bill_mod.SECONDS_PER_HOUR
-        stored = read = frames_per_hour * p.read_bytes_per_token
-        demand = p.demand_tokens_per_second
+        frames_per_hour = p["demand_tokens_per_second"] * SECONDS_PER_HOUR
+        stored = read = frames_per_hour * p["read_bytes_per_token"]
+        demand = p["demand_tokens_per_second"]
     return bill_mod.bill_per_hour(
-        frames_per_hour=frames_per_hour, demand_fps=demand, busy=p.busy, cores=cores,
-        stored_bytes_per_hour=stored, read_bytes_per_hour=read, accelerator_hour=pr.accelerator_hour,
-        core_hour=pr.core_hour, storage_gb_month=pr.storage_gb_month, transfer_gb=pr.transfer_gb,
-        storage_months=pr.storage_months)
+        frames_per_hour=frames_per_hour, demand_fps=demand, busy=p["busy"], cores=cores,
+        stored_bytes_per_hour=stored, read_bytes_per_hour=read, accelerator_hour=inputs["prices.accelerator_hour"],
+        core_hour=inputs["prices.core_hour"], storage_gb_month=inputs["prices.storage_gb_month"],
+        transfer_gb=inputs["prices.transfer_gb"], storage_months=inputs["prices.storage_months"])
 
 
-def _whole(x: Any) -> int | None:
-    """A count as an int, or None where it is infinite or undefined (JSON has neither)."""
-    x = float(x)
-    return int(x) if math.isfinite(x) else None
+def epoch_seconds(inputs: PlanInputs, p: dict[str, Any]) -> Any:
+    """Wall time of one pass over data.hours of video: frames / (devices x demand), stretched by busy."""
+    frames = inputs["data.hours"] * p["frames_per_hour"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return pipeline_mod.wall_seconds(frames / (inputs["cluster.count"] * p["demand_fps"]), p["busy"])
 
 
-def _num(x: Any) -> Any:
-    """JSON-safe number: numpy scalars become Python ones, inf/nan become None (JSON has neither)."""
-    if isinstance(x, np.ndarray) and x.ndim == 0:
-        x = x[()]
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
+# The accounts each section's figures need computed first (the pipeline is always computed).
+NEEDS: dict[str, frozenset[str]] = {
+    "workload": frozenset({"workload"}), "pipeline": frozenset(), "bill": frozenset({"bill"}),
+    "compute": frozenset({"workload", "compute"}), "memory": frozenset({"memory"}),
+    "network": frozenset({"workload", "compute", "network"}),
+    "storage": frozenset({"workload", "compute", "storage"}),
+}
 
 
-def clean(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean(v) for v in obj]
-    return _num(obj)
+def evaluate(inputs: PlanInputs, figures: Collection[str] | None = None) -> dict[str, Any]:
+    """Every account's figures by dotted JSON key: numbers, or arrays where `inputs` vary keys.
+
+    With `figures` (say ["pipeline.busy"] for a sweep of it alone) only the accounts those
+    figures need are computed and only those figures returned; all by default. Figures that do
+    not exist at a point are NaN (arrays) or absent (transport_share without a price per hour
+    of data, the video-only figures of a token corpus).
+    """
+    sections = {f.split(".", 1)[0] for f in figures} if figures is not None else set(NEEDS)
+    need: set[str] = set().union(*(NEEDS.get(x, {x}) for x in sections))
+    # the pipeline first (docs/pipeline-and-bill.md): its figures feed the tokens (video), the wall time and the bill
+    p = pipeline_mod.pipeline_arrays(**inputs.pipeline_args())
+    out: dict[str, Any] = {}
+    if need & {"workload", "compute", "network", "storage"}:
+        out.update(_compute_figures(inputs, p))
+    if "memory" in need:
+        out.update(_memory_figures(inputs))
+    out.update(_pipeline_figures(inputs, p, bottleneck=figures is None or "pipeline.bottleneck" in figures))
+    if "bill" in need:
+        out.update(_bill_figures(inputs, p))
+    if figures is not None:
+        return {k: out[k] for k in figures if k in out}
+    return {k: out[k] for k in sorted(out, key=lambda k: _ORDER.get(k, len(_ORDER)))}  # the report's order
+
+
+_ORDER = {k: i for i, k in enumerate(FIGURES)}
+
+
+def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
+    """workload, compute, network and storage figures (docs/accounts.md, §5, §6): they share tokens and time."""
+    w, model = inputs.workload, inputs.model
+    t, c, d = w.training, w.cluster, w.data
+    acc = w.accelerator
+    a = inputs.array
+    active = inputs.active_params
+    state = state_bytes_per_param(t.precision, t.optimizer)
+    params = inputs["model.params"]
+    if inputs["training.tokens"] is not None:
+        tokens = inputs["training.tokens"]
+        tokens = a("training.tokens") if "training.tokens" in inputs.varied else float(tokens)
+    else:  # data.hours of every camera at n tokens a frame, times epochs
+        tokens = (inputs["data.hours"] * SECONDS_PER_HOUR * inputs["data.fps"] * inputs["data.cameras"]
+                  * p["tokens_per_frame"] * inputs["training.epochs"])
+
+    # compute (docs/accounts.md)
+    comp = compute_mod.compute_account(
+        active, tokens, inputs["cluster.count"], inputs["training.micro_batch"], inputs["training.seq_len"],
+        inputs["training.grad_accum"], inputs.peak_flops, inputs["cluster.mfu"], inputs["cluster.scaling_efficiency"],
+        t.recompute, c.mfu_end_to_end)
+    wall = pipeline_mod.wall_seconds(comp.seconds, p["busy"])
+
+    # network (docs/accounts.md)
+    net = network_mod.network_account(params, state.grads, inputs["cluster.count"], inputs.link_rate,
+                                      comp.seconds_per_step, compute_mod.backward_share(t.recompute),
+                                      zero=t.zero, weight_bytes_per_param=state.weights,
+                                      micro_steps=inputs["training.grad_accum"])
+
+    # storage (docs/accounts.md)
+    if d.kind == "video":
+        per_token = p["decoded_bytes_per_token"] if d.access == "decoded" else p["stored_bytes_per_token"]
+        data_bytes = inputs["data.hours"] * p["frames_per_hour"] * per_token * p["tokens_per_frame"]
+    else:
+        data_bytes = tokens / inputs["training.epochs"] * inputs["data.bytes_per_token"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sto = storage_mod.storage_account(
+            data_bytes, params, state.restart, inputs["storage.checkpoints_kept"], state.weights,
+            inputs["storage.exports"], inputs["storage.copies"], inputs["storage.write_rate"],
+            inputs["storage.save_every"], wall, inputs["training.epochs"])
+
+    out: dict[str, Any] = {
+        "workload.accelerator": acc.key, "workload.accelerator_name": acc.name, "workload.params": model.params,
+        "workload.active_params": model.active_params, "workload.params_source": model.source,
+        "workload.tokens": tokens,
+        "compute.flops": comp.flops, "compute.steps": comp.steps, "compute.seconds": comp.seconds,
+        "compute.seconds_per_step": comp.seconds_per_step, "compute.tokens_per_step": comp.tokens_per_step,
+        "compute.sustained_flops": comp.sustained_flops, "compute.scaling_applied": comp.scaling_applied,
+        "compute.wall_seconds": wall,
+    }
+    out.update({
+        "network.gradient_bytes": net.gradient_bytes, "network.ring_bytes_per_step": net.ring_bytes_per_step,
+        "network.link_rate": net.link_rate, "network.floor_seconds_per_step": net.floor_seconds_per_step,
+        "network.backward_seconds_per_step": net.backward_seconds, "network.share_of_step": net.share_of_step,
+        "network.verdict": net.verdict,
+    })
+    for name in ("data_bytes", "checkpoint_bytes", "checkpoints_bytes", "exports_bytes", "retained_bytes",
+                 "input_byte_rate", "save_seconds", "save_share"):
+        out[f"storage.{name}"] = getattr(sto, name)
+    return out
+
+
+def _memory_figures(inputs: PlanInputs) -> dict[str, Any]:
+    """Memory per device (docs/accounts.md)."""
+    t, acc = inputs.workload.training, inputs.workload.accelerator
+    state = state_bytes_per_param(t.precision, t.optimizer)
+    params = inputs["model.params"]
+    if inputs["model.width"] is not None and inputs["model.layers"] is not None:
+        k = memory_mod.retained_tensors(inputs["training.saved_tensors_per_layer"], t.recompute,
+                                        inputs["training.selective_keep"])
+        activations = memory_mod.activation_bytes(
+            inputs["training.micro_batch"], inputs["training.seq_len"], inputs["model.width"],
+            inputs["model.layers"], bytes_per_element(t.precision), k)
+    else:
+        activations = 0.0  # no shape given: activations cannot be sized (said in the assumptions)
+    mem = memory_mod.memory_account(params, state, t.zero, inputs["cluster.count"], activations,
+                                    inputs["cluster.runtime_buffers"], inputs["cluster.headroom"], acc.memory)
+
+    out: dict[str, Any] = {}
+    for name in ("state_bytes", "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes",
+                 "runtime_buffers", "headroom_bytes", "per_device_bytes", "device_memory", "fits",
+                 "devices_to_run", "devices_to_train"):
+        out[f"memory.{name}"] = getattr(mem, name)
+    return out
+
+
+def _pipeline_figures(inputs: PlanInputs, p: dict[str, Any], bottleneck: bool = True) -> dict[str, Any]:
+    """The pipeline account (docs/pipeline-and-bill.md) by JSON key (the bottleneck's name only when `bottleneck`)."""
+    d, c, acc = inputs.workload.data, inputs.workload.cluster, inputs.workload.accelerator
+    out: dict[str, Any] = {}
+    out.update({"pipeline.kind": d.kind, "pipeline.access": d.access, "pipeline.prefetch": bool(c.prefetch)})
+    for name, value in p.items():
+        if name == "bottleneck_index":
+            if bottleneck:
+                out["pipeline.bottleneck"] = np.asarray(pipeline_mod.BOTTLENECKS)[np.asarray(value, int)]
+        elif name.endswith("_tokens_per_second") and name.split("_", 1)[0] in pipeline_mod.STAGES:
+            out[f"pipeline.stages.{name.split('_', 1)[0]}.tokens_per_second"] = value
+        else:
+            out[f"pipeline.{name}"] = value
+    out["pipeline.cores"] = inputs["cluster.cores"]
+    out["pipeline.video_decoders"] = float(acc.video_decoders) if c.nvdec else 0.0
+    return out
+
+
+def _bill_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
+    """The bill per hour of data (docs/pipeline-and-bill.md) and, for video, the epoch time."""
+    w = inputs.workload
+    bill = bill_account(inputs, p, inputs["cluster.cores"])
+    out: dict[str, Any] = {}
+    out.update({
+        "bill.total": bill.total, "bill.bytes": bill.bytes, "bill.storage": bill.storage,
+        "bill.transfer": bill.transfer, "bill.cores": bill.cores, "bill.idle_accelerator": bill.idle_accelerator,
+    })
+    out.update({f"bill.shares.{term}": share for term, share in bill.shares.items()})
+    out["bill.accelerator_seconds_per_hour"] = bill.accelerator_seconds
+    out["bill.useful_seconds_per_hour"] = bill.useful_seconds
+    for e in BILL_EPOCHS:
+        out[f"bill.per_epochs.{e}"] = bill_mod.over_epochs(bill, e)
+    if w.prices.data_hour > 0 or "prices.data_hour" in inputs.varied:
+        data_hour = inputs["prices.data_hour"]
+        if "prices.data_hour" in inputs.varied:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # NaN where the plan has no such figure (no price per hour of data)
+                out["bill.transport_share"] = np.where(
+                    data_hour > 0, bill_mod.transport_share(bill.total, np.where(data_hour > 0, data_hour, 1.0)),
+                    np.nan)
+        else:
+            out["bill.transport_share"] = bill_mod.transport_share(bill.total, data_hour)
+    if w.data.kind == "video":
+        out["bill.epoch_seconds"] = epoch_seconds(inputs, p)
+    return out
+
+
+# ---------------------------------------------------------------- the report of one point
+
+
+@dataclass
+class PlanContext:
+    """What a section builder reads: the workload, its inputs, the figures of the point, the report so far."""
+
+    workload: Workload
+    inputs: PlanInputs
+    figures: dict[str, Any]
+    report: dict[str, Any]
+
+    @property
+    def model(self) -> ModelFacts:
+        return self.inputs.model
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the report: `build` returns its dict (merged into an existing section of the
+    same name), or None to leave it out."""
+
+    name: str
+    build: Callable[[PlanContext], dict[str, Any] | None]
+
+
+def _point_value(key: str, value: Any) -> Any:
+    """A figure of a single-point evaluation as a plain Python value (whole counts as int)."""
+    if isinstance(value, np.ndarray):
+        value = value.reshape(-1)[0] if value.size else float("nan")
+    if isinstance(value, np.generic):
+        value = value.item()
+    spec = FIGURES.get(key)
+    if spec is not None and spec.whole and isinstance(value, float):
+        return int(value) if math.isfinite(value) else None  # JSON has no infinite count
+    return value
+
+
+def nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """{"a.b": 1} -> {"a": {"b": 1}}, declared figures first in their declared order."""
+    out: dict[str, Any] = {}
+    ordered = [k for k in FIGURES if k in flat] + [k for k in flat if k not in FIGURES]
+    for key in ordered:
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = flat[key]
+    return out
 
 
 def build_report(w: Workload) -> dict[str, Any]:
-    """Every account of the plan as plain numbers in SI base units."""
-    model = resolve_model(w)
-    t, c = w.training, w.cluster
-    acc = w.accelerator
-    tokens = training_tokens(w)
-    peak = acc.peak(t.precision)
-
-    comp = compute_mod.compute_account(
-        model.active_params, tokens, c.count, t.micro_batch, t.seq_len, t.grad_accum, peak, c.mfu,
-        c.scaling_efficiency, t.recompute, c.mfu_end_to_end)
-
-    state = state_bytes_per_param(t.precision, t.optimizer)
-    act_bytes_per_value = bytes_per_element(t.precision)
-    if model.width is not None and model.layers is not None:
-        k = memory_mod.retained_tensors(t.saved_tensors_per_layer, t.recompute, t.selective_keep)
-        activations = memory_mod.activation_bytes(t.micro_batch, t.seq_len, model.width, model.layers,
-                                                  act_bytes_per_value, k)
-    else:
-        activations = 0.0  # no shape given: activations cannot be sized (said in the assumptions)
-    mem = memory_mod.memory_account(model.params, state, t.zero, c.count, activations, c.runtime_buffers,
-                                    c.headroom, acc.memory)
-
-    link_rate = c.interconnect if c.interconnect is not None else acc.interconnect
-    net = network_mod.network_account(model.params, state.grads, c.count, link_rate, comp.seconds_per_step,
-                                      compute_mod.backward_share(t.recompute), zero=t.zero,
-                                      weight_bytes_per_param=state.weights, micro_steps=t.grad_accum)
-
-    pipe = pipeline_mod.pipeline_account(**pipeline_inputs(w, model))
-    wall_seconds = float(pipeline_mod.wall_seconds(comp.seconds, pipe.busy))
-
-    if w.data.kind == "video":
-        unique_frames = w.data.hours * pipe.frames_per_hour
-        data_bytes = unique_frames * (pipe.decoded_bytes_per_token if w.data.access == "decoded"
-                                      else pipe.stored_bytes_per_token) * pipe.tokens_per_frame
-    else:
-        data_bytes = tokens / t.epochs * w.data.bytes_per_token
-    sto = storage_mod.storage_account(
-        data_bytes, model.params, state.restart, w.storage.checkpoints_kept, state.weights,
-        w.storage.exports, w.storage.copies, w.storage.write_rate, w.storage.save_every, wall_seconds,
-        t.epochs)
-
-    bill = _bill_for(w, pipe, c.cores)
-    report: dict[str, Any] = {
-        "workload": {"accelerator": acc.key, "accelerator_name": acc.name, "params": model.params,
-                     "active_params": model.active_params, "params_source": model.source, "tokens": tokens},
-        "compute": {
-            "flops": comp.flops, "steps": _whole(comp.steps), "seconds": comp.seconds,
-            "seconds_per_step": comp.seconds_per_step, "tokens_per_step": comp.tokens_per_step,
-            "sustained_flops": comp.sustained_flops, "scaling_applied": comp.scaling_applied,
-            "wall_seconds": wall_seconds,
-        },
-        "memory": {
-            "state_bytes": mem.state_bytes, "weights_bytes": mem.weights_bytes, "grads_bytes": mem.grads_bytes,
-            "optimizer_bytes": mem.optimizer_bytes, "activation_bytes": mem.activation_bytes,
-            "runtime_buffers": mem.runtime_buffers, "headroom_bytes": mem.headroom_bytes,
-            "per_device_bytes": mem.per_device_bytes, "device_memory": mem.device_memory, "fits": mem.fits,
-            "devices_to_run": _whole(mem.devices_to_run), "devices_to_train": _whole(mem.devices_to_train),
-        },
-        "network": {
-            "gradient_bytes": net.gradient_bytes, "ring_bytes_per_step": net.ring_bytes_per_step,
-            "link_rate": net.link_rate, "floor_seconds_per_step": net.floor_seconds_per_step,
-            "backward_seconds_per_step": net.backward_seconds, "share_of_step": net.share_of_step,
-            "verdict": net.verdict,
-        },
-        "storage": {
-            "data_bytes": sto.data_bytes, "checkpoint_bytes": sto.checkpoint_bytes,
-            "checkpoints_bytes": sto.checkpoints_bytes, "exports_bytes": sto.exports_bytes,
-            "retained_bytes": sto.retained_bytes, "input_byte_rate": sto.input_byte_rate,
-            "save_seconds": sto.save_seconds, "save_share": sto.save_share,
-        },
-        "pipeline": pipeline_report(pipe),
-        "bill": bill_report(w, model, pipe, bill),
-    }
-    extra_accounts(w, model, report)
-    attach_parallel(w, model, report)
-    report["decisions"] = decisions_mod.decide(w, clean(report))
-    report["verdict"] = verdict(report)
-    report["assumptions"] = assumptions(w)
+    """Every account of the plan as plain numbers in SI base units (the JSON report)."""
+    inputs = PlanInputs.of(w)
+    figures = {k: _point_value(k, v) for k, v in evaluate(inputs).items()}
+    report = nest(figures)
+    ctx = PlanContext(w, inputs, figures, report)
+    for section in SECTIONS:
+        part = section.build(ctx)
+        if part is None:
+            continue
+        if isinstance(report.get(section.name), dict) and isinstance(part, dict):
+            report[section.name].update(part)
+        else:
+            report[section.name] = part
     return clean(report)
 
 
-def attach_parallel(w: Workload, model: ModelFacts, report: dict[str, Any]) -> None:
-    """`parallel`: the layout's memory per device and time per step (issue 13, planning/layout.py);
-    `network.bytes_per_step`: every collective of its step, per device (SPEC §12)."""
-    from trainplan.planning.layout import parallel_section
-
-    report["parallel"] = section = parallel_section(w, model)
-    if "network" in section:
-        report["network"]["bytes_per_step"] = section["network"]["bytes_per_step"]
+# ---------------------------------------------------------------- sections: decisions and point-only accounts
 
 
-def pipeline_report(p: pipeline_mod.PipelineAccount) -> dict[str, Any]:
-    out = asdict(p)
-    stages = out.pop("stage_tokens_per_second")
-    out["stages"] = {name: {"tokens_per_second": v} for name, v in stages.items()}
-    return out
+def bill_decisions(ctx: PlanContext) -> dict[str, Any] | None:
+    """Decisions the bill exists for (video): pre-decode or not, the epoch at the cores needed, add cores."""
+    w, inputs, f = ctx.workload, ctx.inputs, ctx.figures
+    pr, c = w.prices, w.cluster
+    out: dict[str, Any] = {}
+    if f["pipeline.kind"] == "video":
+        if f["pipeline.access"] != "decoded" and f["pipeline.core_fps"] > 0:
+            per_epoch = bill_mod.decode_cost_per_epoch(f["pipeline.frames_per_hour"], f["pipeline.decoded_per_used"],
+                                                       f["pipeline.core_fps"], pr.core_hour)
+            out["decoded_break_even_epochs_per_month"] = bill_mod.decoded_break_even_epochs_per_month(
+                f["pipeline.stored_bytes_per_hour"], f["pipeline.decoded_bytes_per_hour"], pr.storage_gb_month,
+                per_epoch)
+        cores_needed = f["pipeline.cores_needed"]
+        if math.isfinite(cores_needed):  # else a decoder rate so small that no number of cores will do
+            # whole cores; rounding first so 23.0000000001 (float noise) asks for 23, and at least one
+            # core wherever decoding needs any
+            needed = math.ceil(round(cores_needed, 6)) if cores_needed > 0 else 0
+            full = pipeline_mod.pipeline_arrays(**inputs.pipeline_args(cores=max(needed, c.cores)))
+            out["epoch_seconds_at_cores_needed"] = float(epoch_seconds(inputs, full))
+            added = max(0, needed - math.ceil(c.cores)) if c.cores < cores_needed else 0
+            if added > 0:
+                p_now = pipeline_mod.pipeline_arrays(**inputs.pipeline_args())
+                bill_now = bill_account(inputs, p_now, c.cores)
+                bill_after = bill_account(inputs, full, c.cores + added)
+                dec = bill_mod.add_cores_decision(bill_now, bill_after, c.cores, added, f["pipeline.busy"],
+                                                  float(full["busy"]))
+                out["add_cores"] = asdict(dec)
+        if w.sources:
+            out["sources"] = rank_sources(inputs)
+    return out or None
 
 
-def bill_report(w: Workload, model: ModelFacts, p: pipeline_mod.PipelineAccount,
-                bill: bill_mod.BillAccount) -> dict[str, Any]:
-    pr, c, d = w.prices, w.cluster, w.data
-    out: dict[str, Any] = {
-        "total": bill.total, "bytes": bill.bytes, "storage": bill.storage, "transfer": bill.transfer,
-        "cores": bill.cores, "idle_accelerator": bill.idle_accelerator, "shares": bill.shares,
-        "accelerator_seconds_per_hour": bill.accelerator_seconds, "useful_seconds_per_hour": bill.useful_seconds,
-        "per_epochs": {str(e): bill_mod.over_epochs(bill, e) for e in (1, 10)},
-    }
-    if pr.data_hour > 0:
-        out["transport_share"] = bill_mod.transport_share(bill.total, pr.data_hour)
-    if p.kind != "video":
-        return out
-    # decisions the bill exists for
-    frames = d.hours * p.frames_per_hour
-    out["epoch_seconds"] = float(pipeline_mod.wall_seconds(frames / (c.count * p.demand_fps), p.busy))
-    if p.access != "decoded" and p.core_fps > 0:
-        per_epoch = bill_mod.decode_cost_per_epoch(p.frames_per_hour, p.decoded_per_used, p.core_fps, pr.core_hour)
-        out["decoded_break_even_epochs_per_month"] = bill_mod.decoded_break_even_epochs_per_month(
-            p.stored_bytes_per_hour, p.decoded_bytes_per_hour, pr.storage_gb_month, per_epoch)
-    if math.isfinite(p.cores_needed):  # else a decoder rate so small that no number of cores will do
-        # whole cores; rounding first so 23.0000000001 (float noise) asks for 23, and at least one
-        # core wherever decoding needs any
-        needed = math.ceil(round(p.cores_needed, 6)) if p.cores_needed > 0 else 0
-        full = pipeline_mod.pipeline_account(**pipeline_inputs(w, model, cores=max(needed, c.cores)))
-        out["epoch_seconds_at_cores_needed"] = float(
-            pipeline_mod.wall_seconds(frames / (c.count * full.demand_fps), full.busy))
-        added = max(0, needed - math.ceil(c.cores)) if c.cores < p.cores_needed else 0
-        if added > 0:
-            bill_after = _bill_for(w, full, c.cores + added)
-            dec = bill_mod.add_cores_decision(bill, bill_after, c.cores, added, p.busy, full.busy)
-            out["add_cores"] = asdict(dec)
-    if w.sources:
-        out["sources"] = rank_sources(w, model)
-    return out
-
-
-def rank_sources(w: Workload, model: ModelFacts) -> list[dict[str, Any]]:
+def rank_sources(inputs: PlanInputs) -> list[dict[str, Any]]:
     """Each [[sources]] entry's transport t under its own format, ranked by (p + t) / ρ."""
+    w = inputs.workload
     rows = []
     for s in w.sources:
         changes: dict[str, Any] = {}
@@ -308,21 +431,100 @@ def rank_sources(w: Workload, model: ModelFacts) -> list[dict[str, Any]]:
             changes["access"] = "decoded"
         elif s.format == "tokens":
             changes["kind"] = "tokens"
-        p = pipeline_mod.pipeline_account(**pipeline_inputs(w, model, **changes))
-        b = _bill_for(w, p, w.cluster.cores)
-        rows.append({
+        args = inputs.pipeline_args(**changes)
+        p = pipeline_mod.pipeline_arrays(**args)
+        b = bill_account(inputs, p, w.cluster.cores, args["kind"], args["access"])
+        rows.append(clean({
             "name": s.name, "format": s.format, "price_hour": s.price_hour, "exchange_rate": s.exchange_rate,
-            "transport_per_hour": b.total, "busy": p.busy, "bottleneck": p.bottleneck,
+            "transport_per_hour": b.total, "busy": p["busy"],
+            "bottleneck": pipeline_mod.BOTTLENECKS[int(p["bottleneck_index"])],
             "cost_per_useful_hour": bill_mod.cost_per_useful_hour(s.price_hour, b.total, s.exchange_rate),
-        })
+        }))
     rows.sort(key=lambda r: r["cost_per_useful_hour"])
     for rank, r in enumerate(rows, 1):
         r["rank"] = rank
     return rows
 
 
+def _no_wall_time(ctx: PlanContext) -> str | None:
+    # device-seconds, not only seconds: a wall time near the float limit overflows once multiplied
+    if math.isfinite(ctx.figures["compute.wall_seconds"] * ctx.workload.cluster.count):
+        return None
+    # the input pipeline supplies nothing: the run never ends, so it has no bill to state
+    return "the input pipeline supplies nothing (busy 0): no finite wall time to price"
+
+
+def training_cost_section(ctx: PlanContext) -> dict[str, Any]:
+    """Device-hours x price x attempts, and the same FLOPs on each catalogue accelerator (docs/serving-scaling-energy.md)."""
+    why = _no_wall_time(ctx)
+    if why:
+        return {"skipped": why}
+    w = ctx.workload
+    bill = training_bill_of(w, ctx.report)
+    c = w.cluster
+    options = cost_mod.catalogue_options(w.training.precision, own_key=w.accelerator.key,
+                                         own_price=w.prices.accelerator_hour)
+    comparison = cost_mod.compare_accelerators(
+        float(ctx.figures["compute.flops"]), options, c.count, c.mfu,
+        1.0 if c.mfu_end_to_end or c.count == 1 else c.scaling_efficiency, w.prices.attempts)
+    return clean({
+        "accelerator_hours": bill.accelerator_hours, "dollars_per_accelerator_hour": bill.dollars_per_accelerator_hour,
+        "dollars_per_attempt": bill.dollars_per_attempt, "attempts": bill.attempts, "budget": bill.budget,
+        "accelerators": [vars(r) for r in comparison if r.key != "cpu-core"],
+        "accelerators_note": "compute-bound hours F / (peak x MFU x efficiency) on each accelerator; the input "
+                             "pipeline is not re-planned per accelerator, so stalls are in the bill above only",
+    })
+
+
+def energy_section(ctx: PlanContext) -> dict[str, Any]:
+    why = _no_wall_time(ctx)
+    if why:
+        return {"skipped": why}
+    return clean(vars(energy_of(ctx.workload, float(ctx.figures["compute.wall_seconds"]))))
+
+
+def parallel_section(ctx: PlanContext) -> dict[str, Any]:
+    """`parallel`: the layout's memory per device and time per step (planning/layout.py, docs/parallel.md);
+    it also adds `network.bytes_per_step`: every collective of the step, per device."""
+    from trainplan.planning.layout import parallel_section as layout_section
+
+    section = layout_section(ctx.workload, ctx.model)
+    if "network" in section and isinstance(ctx.report.get("network"), dict):
+        ctx.report["network"]["bytes_per_step"] = section["network"]["bytes_per_step"]
+    return section
+
+
+def serving_section(ctx: PlanContext) -> dict[str, Any]:
+    why = _no_wall_time(ctx)
+    if why:
+        return {"skipped": why}
+    w, model = ctx.workload, ctx.model
+    training = (w.serving.training_cost if w.serving.training_cost is not None
+                else ctx.report["training_cost"]["budget"])
+    try:
+        return serving_estimate(w, model, training).as_dict()
+    except UserError as err:
+        return {"skipped": f"{err.where}: {err.expected}"}
+
+
+# The report's sections after the accounts `evaluate` returns, in order. Add a section here:
+# Section("name", builder) with its figures declared in planning/figures.py.
+SECTIONS: list[Section] = [
+    Section("bill", bill_decisions),
+    Section("training_cost", training_cost_section),
+    Section("energy", energy_section),
+    Section("serving", serving_section),
+    Section("parallel", parallel_section),
+    Section("decisions", lambda ctx: decisions_mod.decide(ctx.workload, clean(ctx.report))),
+    Section("verdict", lambda ctx: verdict(ctx.report)),
+    Section("assumptions", lambda ctx: assumptions(ctx.workload)),
+]
+
+
 def verdict(report: dict[str, Any]) -> str:
     """One plain sentence: which hop binds, how busy the accelerator is, the cheapest change."""
+    from trainplan.present.quantities import format_figure
+
     p, b, m = report["pipeline"], report["bill"], report["memory"]
     parts = []
     if p["bottleneck"] == "accelerator":
@@ -331,10 +533,13 @@ def verdict(report: dict[str, Any]) -> str:
         parts.append(f"{p['bottleneck'].capitalize()} binds: the accelerator is busy {p['busy'] * 100:.1f} %.")
     if p["bottleneck"] == "decode" and "add_cores" in b:
         a = b["add_cores"]
-        parts.append(
-            f"{p['cores_needed']:.1f} cores needed, {p['cores']:g} present: add {a['cores_added']} cores, "
-            f"+${a['extra_core_cost'] * 10:,.2f} over ten epochs per hour of data, "
-            f"removing ${a['idle_removed'] * 10:,.2f} of idle accelerator time.")
+        text = f"{p['cores_needed']:.1f} cores needed, {p['cores']:g} present: add {a['cores_added']} cores"
+        if not all(v is not None and math.isfinite(v) for v in (a["extra_core_cost"], a["idle_removed"])):
+            text += " (without them the accelerator never computes)."
+        else:
+            text += (f", +{format_figure(a['extra_core_cost'] * 10, 'dollars')} over ten epochs per hour of data, "
+                     f"removing {format_figure(a['idle_removed'] * 10, 'dollars')} of idle accelerator time.")
+        parts.append(text)
     elif p["bottleneck"] == "read":
         need = p["read_bytes_per_token"] * p["demand_tokens_per_second"]
         parts.append(f"The read hop needs {need / 1e9:.2f} GB/s to keep up.")
@@ -412,39 +617,3 @@ def energy_of(w: Any, wall_seconds: float) -> energy_mod.EnergyEstimate:
     watts = e.watts if e.watts is not None else w.accelerator.tdp
     return energy_mod.training_energy(watts, w.cluster.count, wall_seconds / energy_mod.SECONDS_PER_HOUR, e.pue,
                                       grid_g_per_kwh=e.grid_intensity, region=e.region)
-
-
-def extra_accounts(w: Workload, model: ModelFacts, report: dict[str, Any]) -> None:
-    """Add `training_cost`, `energy` and `serving` (docs/serving-scaling-energy.md) to a plan report."""
-    if not math.isfinite(report["compute"]["wall_seconds"]):
-        # the input pipeline supplies nothing: the run never ends, so it has no bill to state
-        why = "the input pipeline supplies nothing (busy 0): no finite wall time to price"
-        report["training_cost"] = {"skipped": why}
-        report["energy"] = {"skipped": why}
-        report["serving"] = {"skipped": why}
-        return
-    bill = training_bill_of(w, report)
-    c = w.cluster
-    options = cost_mod.catalogue_options(w.training.precision, own_key=w.accelerator.key,
-                                         own_price=w.prices.accelerator_hour)
-    comparison = cost_mod.compare_accelerators(
-        float(report["compute"]["flops"]), options, c.count, c.mfu,
-        1.0 if c.mfu_end_to_end or c.count == 1 else c.scaling_efficiency, w.prices.attempts)
-    report["training_cost"] = clean({
-        "accelerator_hours": bill.accelerator_hours, "dollars_per_accelerator_hour": bill.dollars_per_accelerator_hour,
-        "dollars_per_attempt": bill.dollars_per_attempt, "attempts": bill.attempts, "budget": bill.budget,
-        "accelerators": [vars(r) for r in comparison if r.key != "cpu-core"],
-        "accelerators_note": "compute-bound hours F / (peak x MFU x efficiency) on each accelerator; the input "
-                             "pipeline is not re-planned per accelerator, so stalls are in the bill above only",
-    })
-    wall = float(report["compute"].get("wall_seconds", report["compute"]["seconds"]))
-    en = energy_of(w, wall)
-    report["energy"] = clean(vars(en))
-    if model.layers is not None:
-        training = w.serving.training_cost if w.serving.training_cost is not None else bill.budget
-        try:
-            report["serving"] = serving_estimate(w, model, training).as_dict()
-        except UserError as err:
-            report["serving"] = {"skipped": f"{err.where}: {err.expected}"}
-    else:
-        report["serving"] = {"skipped": "model.layers: a shape is needed to size the KV cache"}

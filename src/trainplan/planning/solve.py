@@ -26,6 +26,7 @@ import numpy as np
 
 from trainplan.planning import sweep
 from trainplan.errors import UserError, did_you_mean
+from trainplan.units import SECONDS_PER_HOUR
 from trainplan.workload.schema import SECTIONS, Workload, load_workload
 
 # Integers evaluated in the first block; each further block doubles.
@@ -72,18 +73,18 @@ def parse_target(text: str) -> Target:
 
 def _figure_value(figure: str, raw: str) -> float:
     from trainplan import units
-    from trainplan.present.render import DIMENSIONS
+    from trainplan.planning.figures import units_dimension
 
     raw = raw.strip().strip("\"'")
     if raw.lower() in ("true", "yes"):
         return 1.0
     if raw.lower() in ("false", "no"):
         return 0.0
-    dim = DIMENSIONS.get(figure)
-    if figure == COST_FIGURE or figure.startswith("bill."):
-        dim = "dollars"
+    dim, factor = ("dollars", 1.0) if figure == COST_FIGURE else units_dimension(figure)
     try:
-        return float(units.parse(raw, dim, figure)) if dim and dim != "frequency" else float(raw.replace("_", ""))
+        if dim is None or dim == "frequency":
+            return float(raw.replace("_", ""))
+        return float(units.parse(raw, dim, figure)) * factor  # type: ignore[arg-type]
     except (UserError, ValueError):
         try:
             return float(raw)
@@ -131,7 +132,7 @@ class _Evaluator:
         values = np.asarray(values, dtype=float)
         self.evaluations += len(values)
         if vectorized:
-            figs = sweep.evaluate(self.base, {self.key: values})
+            figs = sweep.evaluate(self.base, {self.key: values}, [t.figure for t in self.targets])
         else:
             per = [sweep.evaluate(self._load(f"{self.key}={sweep._override(float(v))}"), {}) for v in values]
             figs = {t.figure: np.concatenate([p[t.figure] for p in per]) for t in self.targets}
@@ -342,7 +343,7 @@ def cheapest_accelerator(file: Any, sets: list[str], targets: list[str] = (), ca
             continue
         price, price_source = _price_of(name, prices, own_accelerator, w.prices.accelerator_hour)
         wall = float(figs["compute.wall_seconds"][0])
-        cost = wall / 3600.0 * w.cluster.count * price
+        cost = wall / SECONDS_PER_HOUR * w.cluster.count * price
         figs[COST_FIGURE] = np.asarray([cost])
         row.update(price_hour=price, price_source=price_source, wall_seconds=_plain(wall),
                    training_cost=_plain(cost))

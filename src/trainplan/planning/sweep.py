@@ -7,12 +7,9 @@ grid; every other key (the accelerator kind, the access pattern, the ZeRO stage,
 any string or switch) is looped over, one workload per distinct value, and the
 numeric grid evaluated inside each.
 
-The figures come from the same pure functions the plan uses (compute.training_flops,
-memory.sharded_state / activation_bytes / retained_tensors / usable_memory,
-network.ring_allreduce_bytes, storage.storage_account, pipeline.pipeline_arrays,
-bill.over_epochs), compute.compute_account, memory.memory_account,
-network.network_account and bill.bill_per_hour, all of which take arrays;
-tests/test_sweep.py checks every column against plan.build_report point by point.
+The figures come from planning.evaluate.evaluate, the one evaluation `trainplan plan`
+uses too, called with arrays; the columns are the figures planning/figures.py declares
+for the sweep. tests/test_sweep.py checks every column against build_report point by point.
 """
 
 from __future__ import annotations
@@ -25,16 +22,12 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from pydantic import ValidationError
 
-from trainplan.accounts import bill as bill_mod
-from trainplan.accounts import compute as compute_mod
-from trainplan.accounts import memory as memory_mod
-from trainplan.accounts import network as network_mod
-from trainplan.accounts import pipeline as pipeline_mod
-from trainplan.planning import evaluate as plan_mod
-from trainplan.accounts import storage as storage_mod
-from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
-from trainplan.workload.schema import SECTIONS, Workload, leaf_keys, leaf_value, load_workload
+from trainplan.planning import evaluate as plan_mod
+from trainplan.planning import inputs as inputs_mod
+from trainplan.planning.figures import FIGURES
+from trainplan.planning.inputs import PlanInputs
+from trainplan.workload.schema import SECTIONS, Workload, leaf_keys, load_workload
 
 # Points evaluated per numpy call: bounds the memory of a long sweep (about 100 arrays of this length).
 CHUNK_POINTS = 250_000
@@ -45,26 +38,8 @@ GRID_SLACK = 1e-9
 # The most points a sweep may have (a guard against a typo such as 1:1e9).
 MAX_POINTS = 50_000_000
 
-# Numeric workload keys evaluated as arrays, and the pipeline_arrays argument each one is (if any).
-PIPELINE_ARGS: dict[str, str] = {
-    "cluster.mfu": "mfu", "cluster.cores": "cores", "cluster.core_fps_1080p": "core_fps_1080p",
-    "cluster.nvdec_fps_1080p": "nvdec_fps_1080p", "cluster.link": "link",
-    "cluster.host_to_device": "host_to_device", "data.width": "width", "data.height": "height",
-    "data.fps": "fps", "data.cameras": "cameras", "data.bitrate": "bitrate", "data.gop": "gop",
-    "data.side": "side", "data.patch": "patch", "data.bytes_per_token": "bytes_per_token",
-    "data.tokenizer_rate": "tokenizer_rate",
-}
-VECTOR_KEYS: frozenset[str] = frozenset(PIPELINE_ARGS) | frozenset({
-    "model.params", "training.tokens", "training.micro_batch", "training.seq_len", "training.grad_accum",
-    "training.saved_tensors_per_layer", "training.selective_keep", "training.epochs",
-    "cluster.count", "cluster.scaling_efficiency", "cluster.interconnect", "cluster.runtime_buffers",
-    "cluster.headroom", "data.hours",
-    "storage.checkpoints_kept", "storage.write_rate", "storage.save_every", "storage.exports", "storage.copies",
-    "prices.accelerator_hour", "prices.core_hour", "prices.storage_gb_month", "prices.transfer_gb",
-    "prices.storage_months", "prices.data_hour",
-})
-# Shape keys: arrays only while the count is model.params and the shape sizes activations alone.
-SHAPE_KEYS: frozenset[str] = frozenset({"model.layers", "model.width"})
+# Keys evaluated as arrays (planning/inputs.py).
+PIPELINE_ARGS, VECTOR_KEYS, SHAPE_KEYS = inputs_mod.PIPELINE_ARGS, inputs_mod.VECTOR_KEYS, inputs_mod.SHAPE_KEYS
 
 
 @dataclass(frozen=True)
@@ -209,161 +184,14 @@ def _count_is_params(w: Workload) -> bool:
     return m.params is not None and m.hf_config is None and m.vocab is None and m.family == "standard"
 
 
-def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every figure of the report for workload `w` with the keys in `arrays` replaced by arrays
-    (all of one length). Returns {dotted figure name: array}."""
-    model = plan_mod.resolve_model(w)
-    t, c, d = w.training, w.cluster, w.data
-    acc = w.accelerator
-    length = len(next(iter(arrays.values()))) if arrays else 1
-
-    def get(key: str) -> Any:
-        if key in arrays:
-            return arrays[key]
-        return leaf_value(w, key)
-
-    f = np.float64
-    params = np.asarray(get("model.params") if "model.params" in arrays else model.params, f)
-    active = params * (model.active_params / model.params) if "model.params" in arrays else \
-        np.asarray(model.active_params, f)
-    count = np.asarray(get("cluster.count"), f)
-    mfu = np.asarray(get("cluster.mfu"), f)
-    peak = acc.peak(t.precision)
-
-    # the pipeline first: its figures feed the tokens (video), the wall time and the bill
-    changes = {arg: arrays[key] for key, arg in PIPELINE_ARGS.items() if key in arrays}
-    changes["params"] = active
-    p = pipeline_mod.pipeline_arrays(**plan_mod.pipeline_inputs(w, model, **changes))
-
-    if "training.tokens" in arrays or t.tokens is not None:
-        tokens = np.asarray(get("training.tokens"), f)
-    else:  # plan.training_tokens: data.hours of every camera at n tokens a frame, times epochs
-        tokens = np.asarray(get("data.hours"), f) * p["tokens_per_hour"] * np.asarray(get("training.epochs"), f)
-
-    # compute (docs/accounts.md)
-    comp = compute_mod.compute_account(
-        active, tokens, count, np.asarray(get("training.micro_batch"), f), np.asarray(get("training.seq_len"), f),
-        np.asarray(get("training.grad_accum"), f), peak, mfu, np.asarray(get("cluster.scaling_efficiency"), f),
-        t.recompute, c.mfu_end_to_end)
-    flops, rate, tokens_per_step, steps = comp.flops, comp.sustained_flops, comp.tokens_per_step, comp.steps
-    seconds, seconds_per_step = comp.seconds, comp.seconds_per_step
-    wall = pipeline_mod.wall_seconds(seconds, p["busy"])
-
-    # memory (docs/accounts.md)
-    state = state_bytes_per_param(t.precision, t.optimizer)
-    layers = get("model.layers") if "model.layers" in arrays else model.layers
-    width = get("model.width") if "model.width" in arrays else model.width
-    if width is not None and layers is not None:
-        k = memory_mod.retained_tensors(np.asarray(get("training.saved_tensors_per_layer"), f), t.recompute,
-                                        np.asarray(get("training.selective_keep"), f))
-        activations = memory_mod.activation_bytes(
-            np.asarray(get("training.micro_batch"), f), np.asarray(get("training.seq_len"), f),
-            np.asarray(width, f), np.asarray(layers, f), bytes_per_element(t.precision), k)
-    else:
-        activations = np.zeros(1)
-    buffers = np.asarray(get("cluster.runtime_buffers"), f)
-    mem = memory_mod.memory_account(params, state, t.zero, count, activations, buffers,
-                                    np.asarray(get("cluster.headroom"), f), acc.memory)
-
-    # network (docs/accounts.md)
-    link_rate = np.asarray(get("cluster.interconnect") if get("cluster.interconnect") is not None
-                           else acc.interconnect, f)
-    net = network_mod.network_account(params, state.grads, count, link_rate, seconds_per_step,
-                                      compute_mod.backward_share(t.recompute), zero=t.zero,
-                                      weight_bytes_per_param=state.weights,
-                                      micro_steps=np.asarray(get("training.grad_accum"), f))
-
-    # storage (docs/accounts.md)
-    if d.kind == "video":
-        per_token = p["decoded_bytes_per_token"] if d.access == "decoded" else p["stored_bytes_per_token"]
-        data_bytes = np.asarray(get("data.hours"), f) * p["frames_per_hour"] * per_token * p["tokens_per_frame"]
-    else:
-        data_bytes = tokens / np.asarray(get("training.epochs"), f) * np.asarray(get("data.bytes_per_token"), f)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sto = storage_mod.storage_account(
-            data_bytes, params, state.restart, np.asarray(get("storage.checkpoints_kept"), f), state.weights,
-            np.asarray(get("storage.exports"), f), np.asarray(get("storage.copies"), f),
-            np.asarray(get("storage.write_rate"), f), np.asarray(get("storage.save_every"), f), wall,
-            np.asarray(get("training.epochs"), f))
-
-    # bill (docs/pipeline-and-bill.md), per hour of data moved once
-    bill = _bill_arrays(w, p, np.asarray(get("cluster.cores"), f), get, "prices.data_hour" in arrays)
-
-    out: dict[str, Any] = {
-        "compute.flops": flops, "compute.steps": steps, "compute.seconds": seconds,
-        "compute.seconds_per_step": seconds_per_step, "compute.tokens_per_step": tokens_per_step,
-        "compute.sustained_flops": rate, "compute.wall_seconds": wall,
-        "memory.state_bytes": mem.state_bytes, "memory.weights_bytes": mem.weights_bytes,
-        "memory.grads_bytes": mem.grads_bytes, "memory.optimizer_bytes": mem.optimizer_bytes,
-        "memory.activation_bytes": mem.activation_bytes, "memory.runtime_buffers": mem.runtime_buffers,
-        "memory.headroom_bytes": mem.headroom_bytes, "memory.per_device_bytes": mem.per_device_bytes,
-        "memory.device_memory": np.asarray(acc.memory, f), "memory.fits": mem.fits,
-        "memory.devices_to_run": mem.devices_to_run, "memory.devices_to_train": mem.devices_to_train,
-        "network.gradient_bytes": net.gradient_bytes, "network.ring_bytes_per_step": net.ring_bytes_per_step,
-        "network.link_rate": net.link_rate, "network.floor_seconds_per_step": net.floor_seconds_per_step,
-        "network.backward_seconds_per_step": net.backward_seconds, "network.share_of_step": net.share_of_step,
-        "network.verdict": net.verdict,
-        "storage.data_bytes": sto.data_bytes, "storage.checkpoint_bytes": sto.checkpoint_bytes,
-        "storage.checkpoints_bytes": sto.checkpoints_bytes, "storage.exports_bytes": sto.exports_bytes,
-        "storage.retained_bytes": sto.retained_bytes, "storage.input_byte_rate": sto.input_byte_rate,
-        "storage.save_seconds": sto.save_seconds, "storage.save_share": sto.save_share,
-    }
-    for name, value in p.items():
-        if name == "bottleneck_index":
-            out["pipeline.bottleneck"] = np.asarray(pipeline_mod.BOTTLENECKS)[np.asarray(value, int)]
-        elif name.endswith("_tokens_per_second") and name.split("_", 1)[0] in pipeline_mod.STAGES:
-            out[f"pipeline.stages.{name.split('_', 1)[0]}.tokens_per_second"] = value
-        else:
-            out[f"pipeline.{name}"] = value
-    out["pipeline.cores"] = np.asarray(get("cluster.cores"), f)
-    out.update(bill)
-    return {k: np.broadcast_to(np.asarray(v), (length,)) for k, v in out.items()}
-
-
-def _bill_arrays(w: Workload, p: dict[str, Any], cores: np.ndarray, get: Callable[[str], Any],
-                 data_hour_varied: bool = False) -> dict[str, Any]:
-    """plan._bill_for over arrays."""
-    f = np.float64
-    if w.data.kind == "video":
-        frames_per_hour = p["frames_per_hour"]
-        stored = p["decoded_bytes_per_hour"] if w.data.access == "decoded" else p["stored_bytes_per_hour"]
-        read = p["read_bytes_per_token"] * p["tokens_per_hour"]
-        demand = p["demand_fps"]
-    else:
-        frames_per_hour = p["demand_tokens_per_second"] * bill_mod.SECONDS_PER_HOUR
-        stored = read = frames_per_hour * p["read_bytes_per_token"]
-        demand = p["demand_tokens_per_second"]
-    busy = p["busy"]
-    account = bill_mod.bill_per_hour(
-        frames_per_hour=frames_per_hour, demand_fps=demand, busy=busy, cores=cores,
-        stored_bytes_per_hour=stored, read_bytes_per_hour=read,
-        accelerator_hour=np.asarray(get("prices.accelerator_hour"), f), core_hour=np.asarray(get("prices.core_hour"), f),
-        storage_gb_month=np.asarray(get("prices.storage_gb_month"), f),
-        transfer_gb=np.asarray(get("prices.transfer_gb"), f), storage_months=np.asarray(get("prices.storage_months"), f))
-    total = account.total
-    out: dict[str, Any] = {
-        "bill.total": total, "bill.bytes": account.bytes, "bill.storage": account.storage,
-        "bill.transfer": account.transfer, "bill.cores": account.cores, "bill.idle_accelerator": account.idle_accelerator,
-        "bill.accelerator_seconds_per_hour": account.accelerator_seconds,
-        "bill.useful_seconds_per_hour": account.useful_seconds,
-    }
-    out.update({f"bill.shares.{term}": share for term, share in account.shares.items()})
-    for e in (1, 10):
-        out[f"bill.per_epochs.{e}"] = bill_mod.over_epochs(account, e)
-    data_hour = np.asarray(get("prices.data_hour"), f)
-    if w.prices.data_hour > 0 or data_hour_varied:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            # NaN where the plan has no such figure (no price per hour of data)
-            out["bill.transport_share"] = np.where(
-                data_hour > 0, bill_mod.transport_share(total, np.where(data_hour > 0, data_hour, 1.0)), np.nan)
-    if w.data.kind == "video":
-        with np.errstate(divide="ignore", invalid="ignore"):
-            hours = np.asarray(get("data.hours"), f)
-            count = np.asarray(get("cluster.count"), f)
-            out["bill.epoch_seconds"] = np.where(
-                busy > 0, hours * p["frames_per_hour"] / (count * np.where(busy > 0, busy, 1.0) * p["demand_fps"]),
-                np.inf)
-    return out
+def evaluate(w: Workload, arrays: dict[str, np.ndarray], figures: list[str] | None = None) -> dict[str, np.ndarray]:
+    """The sweep's figures (planning/figures.py, `sweep=True`) for workload `w` with the keys in
+    `arrays` replaced by arrays of one length: planning.evaluate.evaluate, broadcast to columns.
+    With `figures`, only the accounts those figures need are computed."""
+    inputs = PlanInputs.of(w, arrays)
+    values = plan_mod.evaluate(inputs, [f for f in figures if f not in arrays] if figures else None)
+    keep = {k: v for k, v in values.items() if (FIGURES[k].sweep if k in FIGURES else True)}
+    return {k: np.broadcast_to(np.asarray(v), (inputs.length,)) for k, v in keep.items()}
 
 
 # ---------------------------------------------------------------- the grid
@@ -412,7 +240,9 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
     per_combo = math.prod(len(a.values) for a in vector)
     _check_vector_values(base, vector)
 
-    chunks: list[dict[str, np.ndarray]] = []
+    keys = names
+    columns: dict[str, np.ndarray] = {}  # preallocated on the first chunk, filled chunk by chunk
+    offset = 0
     show = progress if progress is not None else total > PROGRESS_POINTS
     with _progress(total, show) as advance:
         for combo in itertools.product(*(a.values for a in looped)):
@@ -421,29 +251,43 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
             for start in range(0, per_combo, CHUNK_POINTS):
                 stop = min(per_combo, start + CHUNK_POINTS)
                 arrays = _mesh(vector, start, stop) if vector else {}
-                figs = evaluate(w, arrays)
+                figs = evaluate(w, arrays, figures)
                 n = stop - start
-                cols: dict[str, np.ndarray] = {}
-                for a, v in zip(looped, combo):
-                    cols[a.key] = np.full(n, v, dtype=float if a.numeric else object)
-                cols.update({k: np.broadcast_to(v, (n,)) for k, v in arrays.items()})
+                cols: dict[str, Any] = {a.key: v for a, v in zip(looped, combo)}
+                cols.update(arrays)
                 cols.update(figs)
-                chunks.append(cols)
+                if not columns:
+                    wanted = _wanted(cols, keys, figures)
+                    columns = {k: np.empty(total, dtype=_dtype(cols[k])) for k in wanted}
+                for k, column in columns.items():
+                    column[offset:offset + n] = cols[k]  # a scalar or a broadcast view: no temporary copy
+                offset += n
                 advance(n)
     # rows in the order of the grid as written: the first --vary slowest
-    keys = names
-    columns = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
     order = _grid_order(axes, looped, vector)
     if order is not None:
         columns = {k: v[order] for k, v in columns.items()}
-    if figures:
-        unknown = [f for f in figures if f not in columns]
-        if unknown:
-            raise UserError("--figures", f"unknown figure {unknown[0]!r}; expected one of {', '.join(columns)}")
-        columns = {k: columns[k] for k in keys + [f for f in figures if f not in keys]}
-    else:
-        columns = {**{k: columns[k] for k in keys}, **{k: v for k, v in columns.items() if k not in keys}}
     return SweepResult(keys, columns)
+
+
+def _dtype(value: Any) -> Any:
+    """Column dtype of a chunk's value: object for strings (the accelerator, the bottleneck), else its own."""
+    if isinstance(value, str):
+        return object
+    dtype = np.asarray(value).dtype
+    if dtype.kind in "OUS":
+        return object
+    return np.float64 if dtype.kind in "iuf" else dtype  # a count constant in one chunk may vary in the next
+
+
+def _wanted(cols: dict[str, Any], keys: list[str], figures: list[str] | None) -> list[str]:
+    """The columns written: the varied keys, then the requested figures (all by default)."""
+    if figures:
+        unknown = [f for f in figures if f not in cols]
+        if unknown:
+            raise UserError("--figures", f"unknown figure {unknown[0]!r}; expected one of {', '.join(cols)}")
+        return keys + [f for f in figures if f not in keys]
+    return keys + [k for k in cols if k not in keys]
 
 
 def _grid_order(axes: list[Axis], looped: list[Axis], vector: list[Axis]) -> np.ndarray | None:
@@ -506,17 +350,45 @@ def _to_arrow(result: SweepResult):  # noqa: ANN202 - pyarrow.Table
 
 
 def to_csv(result: SweepResult) -> bytes:
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
+    """CSV of the rows: Arrow's writer where pyarrow is installed (the `parquet` extra), else a
+    vectorised numpy formatter; both write floats so that they read back to the same value."""
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+    except ImportError:
+        return _csv_numpy(result)
     sink = pa.BufferOutputStream()
     pacsv.write_csv(_to_arrow(result), sink)
     return sink.getvalue().to_pybytes()
 
 
+def _csv_fields(column: np.ndarray) -> list[str]:
+    """One column as CSV fields: shortest round-trip floats, true/false, strings quoted where needed."""
+    if column.dtype == bool:
+        return ["true" if v else "false" for v in column.tolist()]
+    if column.dtype.kind in "iuf":
+        return list(map(repr, column.astype(np.float64).tolist()))  # repr reads back to the same float
+    out = []
+    for v in map(str, column.tolist()):
+        out.append('"' + v.replace('"', '""') + '"' if ("," in v or '"' in v or "\n" in v) else v)
+    return out
+
+
+def _csv_numpy(result: SweepResult) -> bytes:
+    """CSV without pyarrow: each column formatted once, rows joined (about 1 s per 6 million fields)."""
+    header = ",".join(f'"{k}"' for k in result.columns)
+    fields = [_csv_fields(np.asarray(v)) for v in result.columns.values()]
+    body = "\n".join(map(",".join, zip(*fields)))
+    return (header + "\n" + body + ("\n" if body else "")).encode("utf-8")
+
+
 def to_parquet(result: SweepResult) -> bytes:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError("--format", "parquet needs pyarrow: pip install 'trainplan[parquet]' "
+                        "(csv and json need nothing more)") from None
 
     sink = pa.BufferOutputStream()
     pq.write_table(_to_arrow(result), sink)
@@ -526,18 +398,10 @@ def to_parquet(result: SweepResult) -> bytes:
 def to_json(result: SweepResult) -> str:
     import json
 
-    cols = list(result.columns)
-    rows = []
-    for i in range(len(result)):
-        row = {}
-        for k in cols:
-            v = result.columns[k][i]
-            if isinstance(v, np.generic):
-                v = v.item()
-            if isinstance(v, float) and not math.isfinite(v):
-                v = None
-            row[k] = v
-        rows.append(row)
+    from trainplan.present.quantities import json_safe
+
+    cols = {k: v.tolist() for k, v in result.columns.items()}
+    rows = [json_safe({k: cols[k][i] for k in cols}) for i in range(len(result))]
     return json.dumps(rows, indent=1, allow_nan=False)
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.present.render import ACCOUNTS, flatten, format_value
+from trainplan.present.quantities import format_input
+from trainplan.present.render import ACCOUNTS, flatten, format_value, label_of, section_rows
 
 # Points of the busy-against-cores curve.
 CURVE_POINTS = 400
@@ -30,7 +31,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;mar
 color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 .verdict{font-size:1.1em;background:#f4f6f8;border-left:4px solid #3b6ea5;padding:.6em 1em}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em;display:block;max-width:100%;overflow-x:auto}
 td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
 td.v{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f6f8}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plot{flex:0 1 540px}.plot svg{width:100%;height:auto}
@@ -66,8 +67,8 @@ def _pyplot() -> Any:
 
 def busy_plot(report: dict[str, Any], workload: Any) -> str | None:
     """Busy fraction against CPU cores per accelerator, the workload's point marked."""
-    from trainplan.accounts import pipeline
-    from trainplan.planning import evaluate as plan
+    from trainplan.planning.evaluate import evaluate
+    from trainplan.planning.inputs import PlanInputs
 
     p = report["pipeline"]
     if workload is None or p.get("kind") != "video":
@@ -76,10 +77,11 @@ def busy_plot(report: dict[str, Any], workload: Any) -> str | None:
     needed = p.get("cores_needed") or 0.0
     top = max(4.0, 1.5 * max(cores_now, needed if math.isfinite(needed) else 0.0))
     cores = np.linspace(0.0, top, CURVE_POINTS)
-    arrays = pipeline.pipeline_arrays(**plan.pipeline_inputs(workload, cores=cores))
+    busy = np.broadcast_to(evaluate(PlanInputs.of(workload, {"cluster.cores": cores}), ["pipeline.busy"])
+                           ["pipeline.busy"], cores.shape)  # the plan's own evaluation over the cores
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(cores, arrays["busy"], color="#3b6ea5", label="busy fraction")
+    ax.plot(cores, busy, color="#3b6ea5", label="busy fraction")
     ax.plot([cores_now], [p["busy"]], "o", color="#c0392b",
             label=f"this workload: {cores_now:g} cores, {p['busy'] * 100:.1f} %")
     if needed and math.isfinite(needed) and needed <= top:
@@ -214,15 +216,15 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
         parts.append(f"<h2>queue timeline</h2><div class=plot id=plot-timeline>{timeline}</div>")
     sim = report.get("simulation")
     if isinstance(sim, dict):
-        rows = [(k, format_value(f"simulation.{k}", v)) for k, v in flatten(sim).items()
+        rows = [(label_of(f"simulation.{k}"), format_value(f"simulation.{k}", v)) for k, v in flatten(sim).items()
                 if k not in ("timeline", "buffer_trace", "stages") and not isinstance(v, list)]
         parts.append("<h2>simulation</h2>" + _table(rows, ("figure", "value")))
     for account in ACCOUNTS:
         if account not in report or not isinstance(report[account], dict):
             continue
         flat = flatten(report[account], f"{account}.")
-        rows = [(k.split(".", 1)[1], format_value(k, v)) for k, v in flat.items() if not isinstance(v, list)]
-        parts.append(f"<h2 id={_esc(account)}>{_esc(account)}</h2>" + _table(rows, ("figure", "value")))
+        rows = list(section_rows(report, account))
+        parts.append(f"<h2 id={_esc(account)}>{_esc(account)}</h2>" + _table(rows, ("figure", "value", "meaning")))
         for k, v in flat.items():
             if isinstance(v, list) and v and isinstance(v[0], dict):
                 cols = list(v[0])
@@ -230,7 +232,7 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
                     [tuple(format_value(f"{k}.{c}", r.get(c)) for c in cols) for r in v], tuple(cols)))
     assumptions = report.get("assumptions", {})
     if assumptions:
-        rows = [(k, "" if a.get("value") is None else str(a.get("value")), a.get("provenance", ""),
+        rows = [(k, format_input(a.get("value")), a.get("provenance", ""),
                  a.get("source", "")) for k, a in assumptions.items()]
         parts.append("<h2 id=assumptions>assumptions</h2>" + _table(rows, ("key", "value", "provenance", "source")))
     parts.append("<p class=muted>Written by trainplan; formulas in the docs/ folder of trainplan.</p></body></html>")

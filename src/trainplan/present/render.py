@@ -1,59 +1,18 @@
-"""Renderings of a report: a rich table, JSON and Markdown (HTML lives in html.py)."""
+"""Renderings of a report: a rich table, JSON and Markdown (HTML lives in html.py).
+
+Labels, units and the order of figures come from planning/figures.py (FIGURES), the
+formatting from present/quantities.py; nothing here knows what a figure means.
+"""
 
 from __future__ import annotations
 
-import io
 import json
-from typing import Any
+from typing import Any, Iterator
 
-from rich.console import Console
-from rich.table import Table
+from trainplan.planning.figures import FIGURES, SECTION_ORDER
+from trainplan.present.quantities import format_figure, format_input
 
-from trainplan.units import format_quantity
-
-# The dimension of each figure, by dotted name, for formatting. Figures not named here are
-# printed as plain numbers.
-DIMENSIONS: dict[str, str] = {
-    "compute.flops": "flops", "compute.seconds": "time", "compute.seconds_per_step": "time",
-    "compute.tokens_per_step": "count", "compute.steps": "count", "compute.sustained_flops": "flop_rate",
-    "compute.wall_seconds": "time",
-    "memory.state_bytes": "bytes", "memory.weights_bytes": "bytes", "memory.grads_bytes": "bytes",
-    "memory.optimizer_bytes": "bytes", "memory.activation_bytes": "bytes", "memory.runtime_buffers": "bytes",
-    "memory.headroom_bytes": "bytes", "memory.per_device_bytes": "bytes", "memory.device_memory": "bytes",
-    "network.gradient_bytes": "bytes", "network.ring_bytes_per_step": "bytes", "network.link_rate": "byte_rate",
-    "network.floor_seconds_per_step": "time", "network.backward_seconds_per_step": "time",
-    "network.share_of_step": "fraction",
-    "storage.data_bytes": "bytes", "storage.checkpoint_bytes": "bytes", "storage.checkpoints_bytes": "bytes",
-    "storage.exports_bytes": "bytes", "storage.retained_bytes": "bytes", "storage.input_byte_rate": "byte_rate",
-    "storage.save_seconds": "time", "storage.save_share": "fraction",
-    "pipeline.demand_fps": "frequency", "pipeline.supply_fps": "frequency", "pipeline.decoder_fps": "frequency",
-    "pipeline.core_fps": "frequency", "pipeline.busy": "fraction", "pipeline.threshold_params": "count",
-    "pipeline.demand_tokens_per_second": "frequency", "pipeline.supply_tokens_per_second": "frequency",
-    "pipeline.stored_bytes_per_hour": "bytes", "pipeline.decoded_bytes_per_hour": "bytes",
-    "pipeline.frames_per_hour": "count", "pipeline.tokens_per_hour": "count",
-    "bill.total": "dollars", "bill.bytes": "dollars", "bill.storage": "dollars", "bill.transfer": "dollars",
-    "bill.cores": "dollars", "bill.idle_accelerator": "dollars", "bill.transport_share": "fraction",
-    "bill.accelerator_seconds_per_hour": "time", "bill.useful_seconds_per_hour": "time",
-    "bill.epoch_seconds": "time", "bill.epoch_seconds_at_cores_needed": "time",
-    "simulation.busy": "fraction", "simulation.formula_busy": "fraction", "simulation.pipeline_busy": "fraction",
-    "simulation.difference": "fraction", "simulation.throughput_fps": "frequency",
-    "simulation.demand_fps": "frequency",
-}
-
-ACCOUNTS = ("compute", "memory", "network", "storage", "pipeline", "bill", "energy", "training_cost", "serving",
-            "simulation")
-ACCOUNTS += ("parallel",)  # issue 13: the layout's memory per device and time per step
-DIMENSIONS.update({f"parallel.{k}": "bytes" for k in (
-    "memory.weights_bytes", "memory.grads_bytes", "memory.optimizer_bytes", "memory.activation_bytes",
-    "memory.first_stage_bytes", "memory.last_stage_bytes", "memory.per_device_bytes", "memory.device_memory",
-    "network.bytes_per_step")})
-DIMENSIONS.update({f"parallel.time.{k}": "time" for k in (
-    "step_seconds", "compute_seconds", "memory_bound_seconds", "tensor_seconds", "context_seconds",
-    "expert_seconds", "pipeline_send_seconds", "bubble_seconds", "data_parallel_seconds", "optimizer_seconds")})
-DIMENSIONS.update({"parallel.time.bubble_share": "fraction", "parallel.mfu": "fraction",
-                   "parallel.model_flops_per_step": "flops", "parallel.executed_flops_per_device": "flops",
-                   "parallel.network.intra_bus_bandwidth": "byte_rate",
-                   "parallel.network.inter_bus_bandwidth": "byte_rate", "network.bytes_per_step": "bytes"})
+ACCOUNTS = SECTION_ORDER
 
 
 def flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -69,29 +28,34 @@ def flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def format_value(key: str, value: Any) -> str:
-    if value is None:
-        return "∞ / n.a."
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)):
-        dim = DIMENSIONS.get(key)
-        if dim == "frequency" and ("tokens" in key):
-            return f"{value:,.0f} tokens/s"
-        if dim == "frequency":
-            return f"{value:,.1f} frames/s"
-        if dim is not None:
-            return format_quantity(float(value), dim)  # type: ignore[arg-type]
-        if isinstance(value, int) or float(value).is_integer():
-            return f"{value:,.0f}"
-        return f"{value:,.4g}"
-    if isinstance(value, list):
-        return f"{len(value)} rows"
-    return str(value)
+    """A figure of the report by its dotted key, in its declared dimension."""
+    spec = FIGURES.get(key)
+    return format_figure(value, spec.dimension if spec else None)
 
 
-def _rows(report: dict[str, Any], account: str) -> list[tuple[str, str]]:
-    flat = flatten(report[account], f"{account}.")
-    return [(k.split(".", 1)[1], format_value(k, v)) for k, v in flat.items() if not isinstance(v, list)]
+def label_of(key: str) -> str:
+    spec = FIGURES.get(key)
+    return spec.label if spec else key.split(".", 1)[-1]
+
+
+def section_rows(report: dict[str, Any], section: str, detail: bool = True) -> Iterator[tuple[str, str, str]]:
+    """(label, formatted value, meaning) of each figure of a section, declared order first.
+
+    Figures that do not exist at this point (null) are left out; so are lists (their own tables)
+    and, unless `detail`, the figures declared as detail.
+    """
+    flat = flatten(report.get(section) or {}, f"{section}.")
+    video = report.get("pipeline", {}).get("kind", "video") == "video"
+    if "skipped" in (report.get(section) or {}):
+        yield ("not computed", str(report[section]["skipped"]), "")
+        return
+    for key, value in flat.items():
+        if isinstance(value, list) or value is None:
+            continue
+        spec = FIGURES.get(key)
+        if spec is not None and not detail and (spec.detail or (spec.video and not video)):
+            continue
+        yield (label_of(key), format_value(key, value), spec.meaning if spec else "")
 
 
 def verdict_text(report: dict[str, Any]) -> str:
@@ -105,42 +69,107 @@ def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, allow_nan=False, default=str)
 
 
-def to_table(report: dict[str, Any], width: int = 110) -> str:
+def terminal_width() -> int:
+    """Columns of the terminal stdout is, or 80 when it is piped or a file."""
+    import shutil
+    import sys
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((80, 24)).columns
+    return 80
+
+
+def _console(width: int | None):  # noqa: ANN202 - rich.console.Console
+    import io
+
+    from rich.console import Console
+
     buf = io.StringIO()
-    console = Console(file=buf, width=width, force_terminal=False, color_system=None)
-    console.print(f"[bold]{verdict_text(report)}[/bold]")
-    for account in ACCOUNTS:
-        if account not in report:
+    return buf, Console(file=buf, width=width or terminal_width(), force_terminal=False, color_system=None,
+                        highlight=False, emoji=False)
+
+
+def given(assumption: dict[str, Any]) -> bool:
+    """Whether a workload key was written by the user (file or --set) or measured, not a default."""
+    source = str(assumption.get("source", ""))
+    return (assumption.get("provenance") in ("given", "measured") or source == "--set on the command line"
+            or source.startswith("workload file"))
+
+
+def applies(report: dict[str, Any], section: str) -> bool:
+    """Whether a section belongs in the default view of this workload: serving only when the
+    workload gives serving keys, the per-hour-of-data bill only for video, nothing skipped."""
+    part = report.get(section)
+    if not isinstance(part, dict) or "skipped" in part:
+        return False
+    if section == "serving":
+        return any(k.startswith("serving.") and given(a) for k, a in report.get("assumptions", {}).items())
+    if section == "bill":
+        return report.get("pipeline", {}).get("kind") == "video"
+    if section == "decisions":  # its sentences are the first screen's "Decide" line; figures with --all
+        return False
+    if section == "parallel":  # a layout: shown when one is given or there is more than one device
+        assumptions = report.get("assumptions", {})
+        return (any(k.startswith("parallel.") and given(a) for k, a in assumptions.items())
+                or (assumptions.get("cluster.count", {}).get("value") or 1) > 1)
+    return True
+
+
+def to_table(report: dict[str, Any], width: int | None = None, detail: bool = False) -> str:
+    """The first screen, then one compact table per account that applies; with `detail`, every
+    figure of every section with its meaning, then the assumptions."""
+    from rich.table import Table
+
+    from trainplan.present.summary import first_screen
+
+    width = width or terminal_width()
+    buf, console = _console(width)
+    console.print("\n".join(first_screen(report, min(width, 80))), soft_wrap=True)
+    for section in ACCOUNTS:
+        if section not in report or not (detail or applies(report, section)):
             continue
-        table = Table(title=account, title_justify="left", show_header=True)
-        table.add_column("figure")
-        table.add_column("value", justify="right")
-        table.add_column("provenance")
-        for name, text in _rows(report, account):
-            table.add_row(name, text, "derived")
+        rows = list(section_rows(report, section, detail))
+        if not rows:
+            continue
+        table = Table(title=section.replace("_", " "), title_justify="left", show_header=False, box=None,
+                      pad_edge=False)
+        table.add_column("figure", overflow="fold", ratio=2 if detail else None)
+        table.add_column("value", justify="right", overflow="fold")
+        if detail:
+            table.add_column("meaning", overflow="fold", style="dim", ratio=3)
+        for label, text, meaning in rows:
+            table.add_row(label, text, meaning) if detail else table.add_row(label, text)
+        console.print()
         console.print(table)
+    if detail and "assumptions" in report:
+        console.print()
+        console.print(assumptions_table(report))
+    return buf.getvalue()
+
+
+def assumptions_table(report: dict[str, Any]):  # noqa: ANN201 - rich.table.Table
+    from rich.table import Table
+
     table = Table(title="assumptions", title_justify="left")
-    table.add_column("key")
-    table.add_column("value", justify="right")
+    table.add_column("key", overflow="fold")
+    table.add_column("value", justify="right", overflow="fold")
     table.add_column("provenance")
     table.add_column("source", overflow="fold")
     for key, a in report["assumptions"].items():
-        value = a["value"]
-        table.add_row(key, "" if value is None else str(value), a["provenance"], a["source"])
-    console.print(table)
-    return buf.getvalue()
+        table.add_row(key, format_input(a["value"]), a["provenance"], a["source"])
+    return table
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     lines = ["# trainplan", "", f"**{verdict_text(report)}**", ""]
-    for account in ACCOUNTS:
-        if account not in report:
+    for section in ACCOUNTS:
+        if section not in report:
             continue
-        lines += [f"## {account}", "", "| figure | value | provenance |", "|---|---:|---|"]
-        lines += [f"| {name} | {text} | derived |" for name, text in _rows(report, account)]
+        lines += [f"## {section}", "", "| figure | value | meaning |", "|---|---:|---|"]
+        lines += [f"| {label} | {text} | {meaning} |" for label, text, meaning in section_rows(report, section)]
         lines.append("")
     lines += ["## assumptions", "", "| key | value | provenance | source |", "|---|---:|---|---|"]
     for key, a in report["assumptions"].items():
-        value = "" if a["value"] is None else str(a["value"]).replace("|", "\\|")
+        value = format_input(a["value"]).replace("|", "\\|")
         lines.append(f"| {key} | {value} | {a['provenance']} | {a['source'].replace('|', '/')} |")
     return "\n".join(lines) + "\n"

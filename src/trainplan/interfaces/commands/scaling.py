@@ -39,7 +39,9 @@ def _law(text: str | None) -> scaling.ScalingLaw:
 def _emit(out: dict[str, Any], fmt: str) -> None:
     if fmt not in FORMATS:
         raise UserError("--format", f"one of {', '.join(FORMATS)}, got {fmt!r}")
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in out.items()}
+    from trainplan.present.quantities import json_safe
+
+    clean = json_safe(out)
     if fmt == "json":
         typer.echo(json.dumps(clean, indent=2))
     else:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -34,8 +32,9 @@ SERVE_KEYS = ("tokens_per_second", "requests_per_second", "cost_per_million_requ
 
 @lru_cache(maxsize=1)
 def reference_shapes() -> dict[str, dict[str, Any]]:
-    text = resources.files("trainplan.catalogue").joinpath("serving_ladder.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    from trainplan import catalogue
+
+    return catalogue.table("serving_ladder")
 
 
 def ladder_models(model: Any) -> list[serving_mod.ServedModel]:

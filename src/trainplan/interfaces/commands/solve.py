@@ -12,21 +12,21 @@ from trainplan.errors import UserError
 
 
 def solve_command(
-    key: Annotated[str, typer.Argument(help="the workload key to solve for, e.g. cluster.cores")],
-    file: Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")] = None,
+    key: Annotated[str, typer.Argument(metavar="KEY", help="the workload key to solve for, e.g. cluster.cores")],
+    file: Annotated[Optional[Path], typer.Argument(metavar="WORKLOAD.toml", help="workload TOML file; the built-in default without one")] = None,
     for_: Annotated[Optional[list[str]], typer.Option(
-        "--for", help='target, e.g. "pipeline.busy>=0.95", "compute.seconds<=4 h", "memory.fits"; repeat for all of them')] = None,
+        "--for", metavar="TARGET", help='target, e.g. "pipeline.busy>=0.95", "compute.seconds<=4 h", "memory.fits"; repeat for all of them')] = None,
     largest: Annotated[bool, typer.Option("--largest", help="the largest value meeting the target, not the smallest")] = False,
     cheapest: Annotated[bool, typer.Option(
         "--cheapest", help="with cluster.accelerator: rank the catalogue by training cost")] = False,
-    search_range: Annotated[Optional[str], typer.Option("--range", help="search START:STOP (units allowed)")] = None,
+    search_range: Annotated[Optional[str], typer.Option("--range", metavar="START:STOP", help="search START:STOP (units allowed)")] = None,
     price: Annotated[Optional[list[str]], typer.Option(
-        "--price", help="KIND=DOLLARS per accelerator-hour for cluster.accelerator (default prices.accelerator_hour)")] = None,
-    among: Annotated[Optional[str], typer.Option("--among", help="comma-separated catalogue entries to consider")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")] = None,
-    calibration: Annotated[Optional[Path], typer.Option("--calibration", help="calibration TOML")] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="json or table")] = "json",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file")] = None,
+        "--price", metavar="KIND=DOLLARS", help="KIND=DOLLARS per accelerator-hour for cluster.accelerator (default prices.accelerator_hour)")] = None,
+    among: Annotated[Optional[str], typer.Option("--among", metavar="KIND,...", help="comma-separated catalogue entries to consider")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE", help="override a workload key (units allowed)")] = None,
+    calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="FILE", help="calibration TOML")] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", metavar="table|json", help="a table for people (default) or json")] = "table",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="write to this file")] = None,
 ) -> None:
     """The smallest (or largest) value of KEY that meets a target; the cheapest accelerator kind."""
     from trainplan.planning import solve
@@ -45,16 +45,18 @@ def solve_command(
     if output_format == "json":
         write_output(json.dumps(result, indent=2, allow_nan=False), output)
     else:
-        lines = [f"{result['key']} = {result['value']}"]
+        from trainplan.present.quantities import format_figure, format_input
+        from trainplan.present.render import format_value, label_of
+
+        lines = [f"{result['key']} = {format_input(result['value'])}"]
         if "candidates" in result:
             lines.append(f"ranked by {result['ranked_by']} = {result['cost_formula']}")
             for c in result["candidates"]:
-                cost = c.get("training_cost")
-                shown = f"${cost:,.2f}" if isinstance(cost, (int, float)) else "n.a."
+                shown = format_figure(c.get("training_cost"), "dollars")
                 lines.append(f"  {c.get('rank', '-')!s:>2}  {c['accelerator']:<16} {shown:>14}  "
                              f"{'meets' if c['meets'] else 'misses'} {c.get('reason', '')}".rstrip())
         else:
-            lines += [f"  {f} = {v}" for f, v in result["figures"].items()]
+            lines += [f"  {label_of(f)} ({f}) = {format_value(f, v)}" for f, v in result["figures"].items()]
         write_output("\n".join(lines), output)
 
 

@@ -14,18 +14,18 @@ PLOT_FORMATS = ("svg", "png", "pdf")
 
 
 def sweep_command(
-    file: Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")] = None,
+    file: Annotated[Optional[Path], typer.Argument(metavar="WORKLOAD.toml", help="workload TOML file; the built-in default without one")] = None,
     vary: Annotated[Optional[list[str]], typer.Option(
-        "--vary", help="KEY=START:STOP[:STEP] (STOP included, STEP 1 by default), KEY=START:STOP:xFACTOR, "
+        "--vary", metavar="KEY=GRID", help="KEY=START:STOP[:STEP] (STOP included, STEP 1 by default), KEY=START:STOP:xFACTOR, "
                        "or KEY=a,b,c; units allowed")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")] = None,
-    calibration: Annotated[Optional[Path], typer.Option("--calibration", help="calibration TOML")] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="csv, parquet or json")] = "csv",
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE", help="override a workload key (units allowed)")] = None,
+    calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="FILE", help="calibration TOML")] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", metavar="csv|parquet|json", help="file format of the rows")] = "csv",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="write to this file")] = None,
     figures: Annotated[Optional[str], typer.Option(
-        "--figures", help="comma-separated figures to keep (all by default), e.g. pipeline.busy,bill.total")] = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", help="draw this figure instead of writing the table")] = None,
-    against: Annotated[Optional[str], typer.Option("--against", help="the varied key on the x axis of --plot")] = None,
+        "--figures", metavar="FIGURE,...", help="comma-separated figures to keep (all by default), e.g. pipeline.busy,bill.total")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FIGURE", help="draw this figure instead of writing the table")] = None,
+    against: Annotated[Optional[str], typer.Option("--against", metavar="KEY", help="the varied key on the x axis of --plot")] = None,
 ) -> None:
     """The report's figures over a grid of workloads: one row per point."""
     from trainplan.planning import sweep

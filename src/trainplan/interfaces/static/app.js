@@ -30,13 +30,6 @@ function siCount(x) {
   }
   return `${+x.toPrecision(3)}`;
 }
-function bytes(x) {
-  const steps = [[1e12, "TB"], [1e9, "GB"], [1e6, "MB"], [1e3, "kB"]];
-  for (const [scale, unit] of steps) {
-    if (Math.abs(x) >= scale) return `${(x / scale).toFixed(1)} ${unit}`;
-  }
-  return `${x.toFixed(0)} B`;
-}
 function dollars(x) {
   if (x === null || x === undefined) return "—";
   return x < 10 ? `$${x.toFixed(3)}` : `$${x.toLocaleString("en-US", { maximumFractionDigits: 2 })}`;
@@ -45,10 +38,6 @@ function percent(fraction) { return `${(fraction * 100).toFixed(1)} %`; }
 function number(x, digits = 1) {
   if (x === null || x === undefined) return "—";
   return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
-}
-function rate(x) {
-  if (x === null || x === undefined) return "—";
-  return Math.abs(x) >= 100 ? number(x, 0) : `${+x.toPrecision(3)}`;
 }
 function roundSignificant(x, digits) { return Number(x.toPrecision(digits)); }
 
@@ -208,25 +197,24 @@ function renderBill(b) {
   }
 }
 
+// The figures of the details table, by JSON key: labels and texts come from the server's
+// `display` (planning/figures.py and the CLI's formatter), so the page reads as the CLI does.
+const DETAIL_FIGURES = [
+  "pipeline.demand_fps", "pipeline.supply_fps", "pipeline.tokens_per_frame", "pipeline.pixels_per_token",
+  "pipeline.threshold_params", "pipeline.stored_bytes_per_hour", "pipeline.decoded_bytes_per_hour",
+  "workload.accelerator_name",
+];
+
 function renderDetails(report) {
-  const p = report.pipeline;
-  const rows = [
-    ["Demand (frames/s the accelerator would train on)", rate(p.demand_fps)],
-    ["Supply (frames/s the slowest stage delivers)", rate(p.supply_fps)],
-    ["Tokens per frame", number(p.tokens_per_frame, 0)],
-    ["Pixels decoded per token", number(p.pixels_per_token, 0)],
-    ["Model size below which these cores stall the accelerator",
-      p.threshold_params === null ? "—" : siCount(p.threshold_params)],
-    ["Stored per hour", p.stored_bytes_per_hour === null ? "—" : bytes(p.stored_bytes_per_hour)],
-    ["Decoded per hour", p.decoded_bytes_per_hour === null ? "—" : bytes(p.decoded_bytes_per_hour)],
-    ["Accelerator", report.workload.accelerator_name],
-  ];
+  const display = report.display || {};
   const body = $("details").tBodies[0];
   body.replaceChildren();
-  for (const [label, value] of rows) {
+  for (const key of DETAIL_FIGURES) {
+    const figure = display[key];
+    if (!figure || figure.text === "n/a") continue;  // a figure this workload does not have
     const tr = body.insertRow();
-    tr.insertCell().textContent = label;
-    tr.insertCell().textContent = value;
+    tr.insertCell().textContent = figure.label;
+    tr.insertCell().textContent = figure.text;
   }
 }
 

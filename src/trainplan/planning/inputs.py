@@ -1,0 +1,111 @@
+"""Typed inputs of the evaluation, built from a Workload once.
+
+`PlanInputs` holds the workload (for its switches and names), the resolved model, and the
+value of every numeric key the formulas read, each a number, or an array where a sweep
+varies it. The accounts are called from these values directly: there is no intermediate
+kwargs dict copied field by field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+from trainplan.workload.schema import Workload, leaf_value
+
+if TYPE_CHECKING:
+    from trainplan.planning.evaluate import ModelFacts
+
+# Numeric workload keys that enter the formulas as plain arithmetic (a sweep may make any an array),
+# and the pipeline_arrays argument each one is (if any).
+PIPELINE_ARGS: dict[str, str] = {
+    "cluster.mfu": "mfu", "cluster.cores": "cores", "cluster.core_fps_1080p": "core_fps_1080p",
+    "cluster.nvdec_fps_1080p": "nvdec_fps_1080p", "cluster.link": "link",
+    "cluster.host_to_device": "host_to_device", "data.width": "width", "data.height": "height",
+    "data.fps": "fps", "data.cameras": "cameras", "data.bitrate": "bitrate", "data.gop": "gop",
+    "data.side": "side", "data.patch": "patch", "data.bytes_per_token": "bytes_per_token",
+    "data.tokenizer_rate": "tokenizer_rate",
+}
+VECTOR_KEYS: frozenset[str] = frozenset(PIPELINE_ARGS) | frozenset({
+    "model.params", "training.tokens", "training.micro_batch", "training.seq_len", "training.grad_accum",
+    "training.saved_tensors_per_layer", "training.selective_keep", "training.epochs",
+    "cluster.count", "cluster.scaling_efficiency", "cluster.interconnect", "cluster.runtime_buffers",
+    "cluster.headroom", "data.hours",
+    "storage.checkpoints_kept", "storage.write_rate", "storage.save_every", "storage.exports", "storage.copies",
+    "prices.accelerator_hour", "prices.core_hour", "prices.storage_gb_month", "prices.transfer_gb",
+    "prices.storage_months", "prices.data_hour",
+})
+# Shape keys: arrays only while the count is model.params and the shape sizes activations alone.
+SHAPE_KEYS: frozenset[str] = frozenset({"model.layers", "model.width"})
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What `evaluate` reads: the workload, its resolved model, and each numeric key's value."""
+
+    workload: Workload
+    model: ModelFacts
+    values: Mapping[str, Any]  # workload key -> number (or None where unset), or an array where varied
+    varied: frozenset[str] = field(default_factory=frozenset)
+    length: int = 1
+
+    @classmethod
+    def of(cls, w: Workload, arrays: Mapping[str, np.ndarray] | None = None,
+           model: ModelFacts | None = None) -> PlanInputs:
+        """Inputs of workload `w`, with the keys in `arrays` replaced by arrays of one length."""
+        from trainplan.planning.evaluate import resolve_model
+
+        model = model or resolve_model(w)
+        arrays = dict(arrays or {})
+        values: dict[str, Any] = {k: leaf_value(w, k) for k in VECTOR_KEYS | SHAPE_KEYS}
+        # the model as planned (a count from a shape or a config.json), not only as written
+        values["model.params"], values["model.layers"], values["model.width"] = model.params, model.layers, model.width
+        values.update(arrays)
+        length = len(next(iter(arrays.values()))) if arrays else 1
+        return cls(w, model, values, frozenset(arrays), length)
+
+    def replace(self, **changes: Any) -> PlanInputs:
+        """The same inputs with some keys given as KEY=value (dots written as '__')."""
+        values = dict(self.values)
+        values.update({k.replace("__", "."): v for k, v in changes.items()})
+        return PlanInputs(self.workload, self.model, values, self.varied, self.length)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def array(self, key: str) -> np.ndarray:
+        return np.asarray(self.values[key], np.float64)
+
+    @property
+    def active_params(self) -> Any:
+        """Parameters used per token; scales with model.params where that is varied."""
+        m = self.model
+        if "model.params" in self.varied:
+            return self.array("model.params") * (m.active_params / m.params)
+        return m.active_params
+
+    @property
+    def peak_flops(self) -> float:
+        return self.workload.accelerator.peak(self.workload.training.precision)
+
+    @property
+    def link_rate(self) -> Any:
+        """Interconnect per device: cluster.interconnect when given, else the accelerator's."""
+        given = self.values["cluster.interconnect"]
+        return given if given is not None else self.workload.accelerator.interconnect
+
+    def pipeline_args(self, **changes: Any) -> dict[str, Any]:
+        """Arguments of accounts.pipeline.pipeline_arrays (`changes` by argument name override)."""
+        from trainplan.accounts.compute import training_flops
+
+        w = self.workload
+        args: dict[str, Any] = {arg: self.values[key] for key, arg in PIPELINE_ARGS.items()}
+        args.update(
+            kind=w.data.kind, access=w.data.access, params=self.active_params, peak_flops=self.peak_flops,
+            nvdec=w.cluster.nvdec, video_decoders=w.accelerator.video_decoders,
+            tokenize_online=w.data.tokenize_online, prefetch=w.cluster.prefetch,
+            flops_per_param_token=training_flops(1.0, 1.0, w.training.recompute))
+        args.update(changes)
+        return args
