@@ -830,3 +830,21 @@ def load_hf_config(path: str | Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise UserError(where, f"a JSON object of model settings, got a JSON {type(config).__name__}")
     return config
+
+
+def matmul_params(count: ParamCount) -> tuple[int, int]:
+    """(N, head): parameters that take part in a matrix product per token, and the head's share.
+
+    N counts q, k, v, o, the MLP's matrices (top-k experts for a mixture) and the router of
+    every layer, and the output head (V d, tied or not: the head's product runs either way);
+    it leaves out the input embedding (a lookup, no product), position embeddings, norms and
+    biases (elementwise). This is the N of the 6 N FLOPs per token.
+    """
+    traits = _TRAITS.get(count.family)
+    mlp_matrices = traits.mlp_matrices if traits is not None else GATED_MLP_MATRICES
+    d = count.width
+    attention = 2 * d * count.heads * count.head_dim + 2 * d * count.kv_heads * count.head_dim
+    mlp = mlp_matrices * d * count.ffn_width * count.experts_per_token
+    router = d * count.experts if count.experts > 1 or count.family == "mixtral" else 0
+    head = count.vocab * d
+    return count.layers * (attention + mlp + router) + head, head
