@@ -48,22 +48,21 @@ def test_model_flops_within_2_percent_of_flop_counter(name, s):
 
 
 def test_moe_expert_matrices():
-    """Mixtral: the plan counts the top-k experts a token is routed to. On the meta device
-    routing has no data, so which experts run is an artefact of the meta kernels; the counted
-    figure must lie between the top-k figure and the all-experts figure."""
+    """Mixtral: the plan counts the top-k experts a token is routed to. On the meta device the
+    routing has no data, transformers' expert loop finds no expert hit and runs none, so the
+    counted figure is everything but the experts: it checks attention, router and head terms;
+    the expert term (k experts x 3 d f, 6 FLOPs per parameter) is checked by hand."""
     import dataclasses
 
     config = CONFIGS["mixtral"]
     counted = mp.counted_flops(config, 512) / 512
     count = count_from_hf_config(config)
-    dense = dataclasses.replace(count, experts_per_token=count.experts)
-    n, head = matmul_params(dense)
-    all_experts = compute.flops_per_token(n, count.layers, count.heads * count.head_dim, 512, head_params=head)
-    active_model = _predicted(config, 512).model
-    assert active_model <= counted * 1.02 and counted <= all_experts.model * 1.02
-    # active: top-2 of 4 experts, each 3 d f, fewer by (E - k) 3 d f per layer
+    no_experts = dataclasses.replace(count, experts_per_token=0)
+    n, head = matmul_params(no_experts)
+    without = compute.flops_per_token(n, count.layers, count.heads * count.head_dim, 512, head_params=head)
+    assert without.model == pytest.approx(counted, rel=0.02)
     active = _predicted(config, 512).model
-    assert all_experts.model - active == pytest.approx(6 * 2 * (4 - 2) * 3 * 64 * 128)
+    assert active - without.model == pytest.approx(6 * 2 * 2 * 3 * 64 * 128)  # L=2 layers, top-2, d=64, f=128
 
 
 def test_six_p_alone_misses_attention_at_long_context():
