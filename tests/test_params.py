@@ -342,9 +342,9 @@ def test_param_count_is_frozen() -> None:
 
 def test_unsupported_model_type_lists_the_supported_ones() -> None:
     with pytest.raises(UserError) as caught:
-        count_from_hf_config({"model_type": "no_such_model", "hidden_size": 768})  # bert counts on meta now
+        count_from_hf_config({"model_type": "bert", "hidden_size": 768})  # an encoder, not a decoder-only model
     assert caught.value.where == "model_type"
-    assert "'no_such_model'" in caught.value.expected
+    assert "'bert'" in caught.value.expected
     for model_type in SUPPORTED_MODEL_TYPES:
         assert model_type in caught.value.expected
     with pytest.raises(UserError, match="model_type"):
@@ -464,7 +464,7 @@ def test_cli_bad_input_raises_user_error(app: typer.Typer, tmp_path: Path) -> No
     result = runner.invoke(app, ["params", str(tmp_path / "missing.json")])
     assert isinstance(result.exception, UserError)
     bert = tmp_path / "bert.json"
-    bert.write_text('{"model_type": "no_such_model"}')  # bert now counts on the meta device
+    bert.write_text('{"model_type": "bert"}')
     result = runner.invoke(app, ["params", str(bert)])
     assert isinstance(result.exception, UserError)
     assert result.exception.where == f"{bert}: model_type"

@@ -65,6 +65,7 @@ class ActivationShape:
     experts_per_token: int = 1
     rotary_dim: int | None = None  # rotary width per head; None: the whole head (when the family is rotary)
     mlp: str | None = None  # an MLP kind of the catalogue; None: the family's
+    norm: str | None = None  # a norm kind of the catalogue; None: the family's
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,10 @@ def layer_bytes_per_token(shape: ActivationShape, seq_len: int, attention: str =
     hk, gk, h, s = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.heads, seq_len
     mask = t["dropout"]["mask_bytes_per_value"] if mask_bytes is None else mask_bytes
 
-    one_norm, norm_input = _norm_bytes(fam["norm"], d, a)
+    norm_kind = shape.norm or fam["norm"]
+    if norm_kind not in t["norm"]:
+        raise UserError("model.norm", f"one of {', '.join(t['norm'])}, got {norm_kind!r}")
+    one_norm, norm_input = _norm_bytes(norm_kind, d, a)
     norms = 2 * one_norm - (norm_input if fam["parallel_residual"] else 0.0)
     linear_inputs = 2 * a * d
 
@@ -162,7 +166,7 @@ def outside_bytes_per_token(shape: ActivationShape, micro_batch: int, bytes_per_
     fam, out = t["family"][shape.family], t["outside"]
     a, d = bytes_per_value, shape.width
     mask = t["dropout"]["mask_bytes_per_value"] if mask_bytes is None else mask_bytes
-    final_norm, _ = _norm_bytes(fam["norm"], d, a)
+    final_norm, _ = _norm_bytes(shape.norm or fam["norm"], d, a)
     per_token = (out["token_id_bytes"] + final_norm + a * d + out["log_softmax_bytes"] * shape.vocab
                  + out["label_bytes"])
     if fam["learned_positions"]:

@@ -63,8 +63,11 @@ class ComputeAccount:
 
 def compute_account(params: Any, tokens: Any, count: Any, micro_batch: Any, seq_len: Any,
                     grad_accum: Any, peak_flops: Any, mfu: Any, scaling_efficiency: Any,
-                    recompute: str = "none", mfu_end_to_end: bool = False) -> ComputeAccount:
-    flops = training_flops(params, tokens, recompute)
+                    recompute: str = "none", mfu_end_to_end: bool = False,
+                    flops_per_token: float | None = None) -> ComputeAccount:
+    """`flops_per_token` (from flops_per_token(), with `mfu` the matching utilisation) replaces 6 P."""
+    per_token = training_flops(params, 1.0, recompute) if flops_per_token is None else flops_per_token
+    flops = per_token * tokens
     rate = sustained_flops(count, peak_flops, mfu, scaling_efficiency, mfu_end_to_end)
     tokens_per_step = np.asarray(count * micro_batch * seq_len * grad_accum, dtype=np.float64)
     return ComputeAccount(
@@ -73,7 +76,7 @@ def compute_account(params: Any, tokens: Any, count: Any, micro_batch: Any, seq_
         tokens_per_step=tokens_per_step,
         steps=np.ceil(tokens / tokens_per_step),
         seconds=flops / rate,
-        seconds_per_step=training_flops(params, tokens_per_step, recompute) / rate,
+        seconds_per_step=per_token * tokens_per_step / rate,
         scaling_applied=scaling_applies(count, mfu_end_to_end),
     )
 

@@ -5,8 +5,8 @@ o optimizer moments, p the precision of the gradient partition ZeRO-2/3 keep. Ov
 data-parallel devices, P parameters, P_layer the largest layer's parameters:
 
     no sharding   (w + g + m + o) P
-    ZeRO-1        (w + g) P + (m + o) P / n
-    ZeRO-2        (w + g) P + (m + o + p) P / n      DeepSpeed: 4 P + 16 P / n for mixed Adam
+    ZeRO-1, -2    (w + g) P + (m + o + p) P / n      DeepSpeed: 4 P + 16 P / n for mixed Adam
+                  (the ZeRO paper's 4 P + 12 P / n for stage 1 leaves out the fp32 gradient partition)
     ZeRO-3        (w + p + m + o) P / n + 4 P_layer  DeepSpeed: 18 P / n + 4 P_layer
     FSDP          (w + g + m + o) P / n + u w P_layer (u units unsharded at once)
 
@@ -26,6 +26,8 @@ from typing import Any
 
 from trainplan.errors import UserError
 
+# DeepSpeed reduces gradients into an fp32 partition for the optimizer (stage_1_and_2.py, stage3.py)
+FP32_GRAD_PARTITION_BYTES = 4.0
 SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp")
 METHODS = ("full", "lora", "qlora")
 
@@ -90,9 +92,10 @@ def sharded(params: float, r: Recipe, sharding: str, devices: int, largest_layer
     gathered = 0.0
     if sharding == "none":
         w, gr, opt = r.weights * params, r.grads * params, (r.master + r.moments) * params
-    elif sharding == "zero1":
-        w, gr, opt = r.weights * params, r.grads * params, (r.master + r.moments) * params / n
-    elif sharding == "zero2":
+    elif sharding in ("zero1", "zero2"):
+        # DeepSpeed runs stages 1 and 2 with one optimizer (stage_1_and_2.py): both reduce the 16-bit
+        # gradients into an fp32 partition before the step; stage 2 frees the full 16-bit gradients
+        # bucket by bucket during backward, a transient saving its estimator does not count either
         w, gr = r.weights * params, r.grads * params
         opt = (r.master + r.moments + r.grad_partition) * params / n
     elif sharding == "zero3":

@@ -21,6 +21,7 @@ from trainplan.accounts import pipeline as pipeline_mod
 from trainplan.accounts import serving as serving_mod
 from trainplan.accounts import storage as storage_mod
 from trainplan.accounts import training_cost as cost_mod
+from trainplan.planning import model_terms
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
 from trainplan.workload.schema import Workload, leaf_value
@@ -37,6 +38,7 @@ class ModelFacts:
     head_dim: int | None
     vocab: int | None
     source: str  # how the count was obtained
+    count: Any = None  # the ParamCount when one was made (issue 12: the architecture's terms)
 
 
 def resolve_model(w: Workload) -> ModelFacts:
@@ -58,7 +60,7 @@ def resolve_model(w: Workload) -> ModelFacts:
         try:
             count = params_mod.count_from_shape(
                 m.layers, m.width, m.vocab or 0, m.ffn_width, m.heads, m.kv_heads, m.family, m.tied,
-                m.experts, m.experts_per_token)
+                m.experts, m.experts_per_token, head_dim=m.head_dim)
         except UserError as err:  # name the workload key, not the function argument
             where = err.where if err.where.startswith("model.") else f"model.{err.where}"
             raise UserError(where, err.expected) from None
@@ -83,8 +85,10 @@ def resolve_model(w: Workload) -> ModelFacts:
         kv_heads = heads
     head_dim = (count.head_dim if count is not None and m.hf_config else
                 (width // heads if width is not None and heads else None))
+    if m.head_dim is not None:
+        head_dim = m.head_dim
     vocab = count.vocab if count is not None and m.vocab is None else m.vocab
-    return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source)
+    return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source, count)
 
 
 def training_tokens(w: Workload) -> float:
@@ -110,6 +114,9 @@ def pipeline_inputs(w: Workload, model: ModelFacts | None = None, **changes: Any
         tokenizer_rate=d.tokenizer_rate, tokenize_online=d.tokenize_online, prefetch=c.prefetch,
         flops_per_param_token=compute_mod.training_flops(1.0, 1.0, w.training.recompute),
     )
+    terms = model_terms.evaluate(w, model)  # issue 12: the architecture's FLOPs per token when known
+    if terms.flops_per_token_model is not None:
+        args.update(mfu=terms.mfu, flops_per_param_token=terms.flops_per_token_model / model.active_params)
     args.update(changes)
     return args
 
@@ -166,20 +173,17 @@ def build_report(w: Workload) -> dict[str, Any]:
     tokens = training_tokens(w)
     peak = acc.peak(t.precision)
 
+    terms = model_terms.evaluate(w, model)  # the architecture's activations, state and FLOPs (issue 12)
     comp = compute_mod.compute_account(
-        model.active_params, tokens, c.count, t.micro_batch, t.seq_len, t.grad_accum, peak, c.mfu,
-        c.scaling_efficiency, t.recompute, c.mfu_end_to_end)
+        model.active_params, tokens, c.count, t.micro_batch, t.seq_len, t.grad_accum, peak,
+        terms.utilisation or c.mfu, c.scaling_efficiency, t.recompute, c.mfu_end_to_end,
+        flops_per_token=terms.rate_flops_per_token)
 
     state = state_bytes_per_param(t.precision, t.optimizer)
-    act_bytes_per_value = bytes_per_element(t.precision)
-    if model.width is not None and model.layers is not None:
-        k = memory_mod.retained_tensors(t.saved_tensors_per_layer, t.recompute, t.selective_keep)
-        activations = memory_mod.activation_bytes(t.micro_batch, t.seq_len, model.width, model.layers,
-                                                  act_bytes_per_value, k)
-    else:
-        activations = 0.0  # no shape given: activations cannot be sized (said in the assumptions)
-    mem = memory_mod.memory_account(model.params, state, t.zero, c.count, activations, c.runtime_buffers,
-                                    c.headroom, acc.memory)
+    st = terms.state
+    mem = memory_mod.memory_account_from_state(
+        st.weights_bytes, st.grads_bytes, st.optimizer_bytes, st.gathered_bytes, model.params, state.weights,
+        state.total, terms.activations, c.runtime_buffers, c.headroom, acc.memory)
 
     link_rate = c.interconnect if c.interconnect is not None else acc.interconnect
     net = network_mod.network_account(model.params, state.grads, c.count, link_rate, comp.seconds_per_step,
@@ -207,7 +211,7 @@ def build_report(w: Workload) -> dict[str, Any]:
             "flops": comp.flops, "steps": _whole(comp.steps), "seconds": comp.seconds,
             "seconds_per_step": comp.seconds_per_step, "tokens_per_step": comp.tokens_per_step,
             "sustained_flops": comp.sustained_flops, "scaling_applied": comp.scaling_applied,
-            "wall_seconds": wall_seconds,
+            "wall_seconds": wall_seconds, **terms.flops_report,
         },
         "memory": {
             "state_bytes": mem.state_bytes, "weights_bytes": mem.weights_bytes, "grads_bytes": mem.grads_bytes,
@@ -215,6 +219,7 @@ def build_report(w: Workload) -> dict[str, Any]:
             "runtime_buffers": mem.runtime_buffers, "headroom_bytes": mem.headroom_bytes,
             "per_device_bytes": mem.per_device_bytes, "device_memory": mem.device_memory, "fits": mem.fits,
             "devices_to_run": _whole(mem.devices_to_run), "devices_to_train": _whole(mem.devices_to_train),
+            **terms.activation_report, **terms.state_report,
         },
         "network": {
             "gradient_bytes": net.gradient_bytes, "ring_bytes_per_step": net.ring_bytes_per_step,

@@ -1120,6 +1120,16 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
         raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, "
                         f"or {MODEL_EXTRA_HINT}; got {model_type!r}") from None
     kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
+    causal = getattr(transformers, "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", None)
+    if causal is None:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal
+    class_name = causal.get(model_type, "")
+    if not class_name.endswith("ForCausalLM"):
+        # e.g. BERT's BertLMHeadModel: an encoder with a head, not a decoder-only language model
+        raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, or a "
+                        f"decoder-only model (a transformers ...ForCausalLM class); got {model_type!r}")
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # building on meta logs advice nobody asked for
     try:
         cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
         with torch.device("meta"):
@@ -1127,6 +1137,8 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, or a "
                         f"causal language model transformers can build; got {model_type!r} ({err})") from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
     unique = {id(p): p for p in model.parameters()}  # parameters() yields a shared tensor once
     total = sum(p.numel() for p in unique.values())
     emb = model.get_input_embeddings()
