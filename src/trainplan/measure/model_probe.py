@@ -102,7 +102,10 @@ class SavedBytes:
 
     @property
     def outside_per_token(self) -> float:
-        return self.outside / self.tokens
+        """Outside the layers, plus what the first layer holds beyond the last: tables all layers
+        share (rotary cos/sin) are saved first in layer 0, but belong to no layer."""
+        shared = self.per_layer[0] - self.per_layer[-1] if self.per_layer else 0.0
+        return (self.outside + max(shared, 0.0)) / self.tokens
 
     @property
     def total(self) -> float:
