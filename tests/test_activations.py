@@ -66,7 +66,8 @@ def _formula_and_measured(config, b, s, attention):
     model = mp.build_model(config, attention=attention)
     measured = mp.saved_bytes(model, b, s)
     shape = act.shape_from_hf_config(config)
-    dropout = config.get("resid_pdrop", 0.0) > 0
+    built = model.config  # the configuration class's defaults included (GPT-2: dropout 0.1)
+    dropout = (getattr(built, "resid_pdrop", 0.0) or getattr(built, "hidden_dropout", 0.0) or 0.0) > 0
     layer = act.layer_bytes_per_token(shape, s, attention, 2.0, attention_dropout=dropout, hidden_dropout=dropout)
     outside = act.outside_bytes_per_token(shape, b, 2.0, embedding_dropout=dropout)
     return layer.total, outside, measured
@@ -129,6 +130,27 @@ def test_recomputation_kinds_by_hand():
     assert full.layers_bytes == b * s * (L * 2 * d + layer.total)
     # the head and the loss are never recomputed
     assert none.outside_saved_bytes == sel.outside_saved_bytes == full.outside_saved_bytes
+
+
+WIDE_CASES = [
+    (dict(model_type="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=2,
+          num_attention_heads=32, num_key_value_heads=8, vocab_size=2000), 1, 256, "sdpa"),
+    (dict(model_type="qwen2", hidden_size=896, intermediate_size=4864, num_hidden_layers=2,
+          num_attention_heads=14, num_key_value_heads=2, vocab_size=2000), 2, 512, "sdpa"),
+    (dict(model_type="gpt2", n_embd=768, n_layer=2, n_head=12, vocab_size=2000), 2, 256, "eager"),
+    (dict(model_type="gpt_neox", hidden_size=768, intermediate_size=3072, num_hidden_layers=2,
+          num_attention_heads=12, vocab_size=2000), 2, 256, "sdpa"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config,b,s,attention", WIDE_CASES, ids=lambda x: x["model_type"] if isinstance(x, dict) else str(x))
+def test_released_widths(config, b, s, attention):
+    """The released models' widths (Llama-3-8B, Qwen2-0.5B, GPT-2 124M with its default gelu_new and
+    dropout 0.1, Pythia-160M), two layers and a small vocabulary so a CPU holds them."""
+    layer, outside, measured = _formula_and_measured(config, b, s, attention)
+    total = b * s * (shape_layers(config) * layer + outside)
+    assert total == pytest.approx(measured.total, rel=0.05 if attention == "sdpa" else 0.10)
 
 
 def test_bad_names_are_user_errors():

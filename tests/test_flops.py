@@ -95,3 +95,20 @@ def test_input_embedding_not_counted():
     n, head = matmul_params(count)
     assert n == count.total - count.embedding - count.layers * 2 * 64 - count.final_norm
     assert head == 1000 * 64
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", ["llama-3-8b.json", "mistral-7b-v0.1.json", "qwen2-0.5b.json", "gpt2.json",
+                                     "pythia-160m.json"])
+@pytest.mark.parametrize("s", [512, 32768])
+def test_released_configs_within_2_percent(fixture, s):
+    """The published configs, full size, built on the meta device (nothing allocated)."""
+    from pathlib import Path
+
+    from trainplan.workload.params import load_hf_config
+
+    config = load_hf_config(Path(__file__).parent / "fixtures" / "hf_configs" / fixture)
+    if config["model_type"] == "gpt2":
+        config = {**config, "n_positions": s}  # learned positions must cover S
+    counted = mp.counted_flops(config, s) / s
+    assert _predicted(config, s).model == pytest.approx(counted, rel=0.02)
