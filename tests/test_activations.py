@@ -123,7 +123,8 @@ def test_recomputation_kinds_by_hand():
     sel = act.activation_account(shape, b, s, "eager", recompute="selective")
     full = act.activation_account(shape, b, s, "eager", recompute="full")
     assert none.layers_bytes == b * s * L * layer.total
-    # selective drops the S^2 softmax (fp32 4 h S) and its bf16 copy (2 h S) from every layer but the running one
+    # selective drops the S^2 softmax (fp32 4 h S) and its bf16 copy (2 h S) from every layer but the
+    # running one (h = g here, so k and v are the same size repeated or not)
     assert sel.kept_per_layer_bytes_per_token == layer.total - h * s * (4 + 2)
     assert sel.layers_bytes == b * s * (L * (layer.total - 6 * h * s) + 6 * h * s)
     # full keeps one hidden state (2 d) per layer plus the layer being recomputed
@@ -151,6 +152,28 @@ def test_released_widths(config, b, s, attention):
     layer, outside, measured = _formula_and_measured(config, b, s, attention)
     total = b * s * (shape_layers(config) * layer + outside)
     assert total == pytest.approx(measured.total, rel=0.05 if attention == "sdpa" else 0.10)
+
+
+SELECTIVE_CASES = [
+    (llama(128, 3, 352, 4, 2), 2, 64, "eager"),
+    (llama(128, 3, 352, 4, 2), 2, 64, "sdpa"),
+    (mistral(128, 2, 352, 8, 2), 1, 128, "eager"),
+    (gpt2(128, 3, 4), 2, 64, "eager"),
+    (neox(128, 3, 4), 2, 64, "eager"),
+]
+
+
+@pytest.mark.parametrize("config,b,s,attention", SELECTIVE_CASES,
+                         ids=lambda x: x["model_type"] if isinstance(x, dict) else str(x))
+def test_selective_recomputation_against_checkpointed_core(config, b, s, attention):
+    """Selective recomputation measured: every attention core run under torch.utils.checkpoint
+    (reentrant, which saves the core's inputs), the rest of the layer as it is."""
+    model = mp.build_model(config, attention=attention)
+    measured = mp.saved_bytes(model, b, s, selective=True)
+    shape = act.shape_from_hf_config(config)
+    layer = act.layer_bytes_per_token(shape, s, attention)
+    kept = act.selective_kept_per_token(layer, shape, attention)
+    assert kept == pytest.approx(measured.per_layer_per_token, rel=0.05 if attention == "sdpa" else 0.10)
 
 
 def test_bad_names_are_user_errors():

@@ -151,11 +151,19 @@ def layer_bytes_per_token(shape: ActivationShape, seq_len: int, attention: str =
     return LayerBytes(norms, linear_inputs, core, scores, mlp, hidden, in_core)
 
 
-def selective_kept_per_token(layer: LayerBytes, shape: ActivationShape, attention: str) -> float:
-    """Selective recomputation re-runs the attention core: its S^2 tensors, its dropout
-    and its log-sum-exp are not kept; q, k, v (its inputs) and its output are."""
-    lse = traits_table()["attention"][attention]["fp32_lse_per_head"] * FP32_BYTES * shape.heads
-    return layer.total - layer.attention_scores - layer.attention_dropout - lse
+def selective_kept_per_token(layer: LayerBytes, shape: ActivationShape, attention: str,
+                             bytes_per_value: float = 2.0) -> float:
+    """Selective recomputation re-runs the attention core (Korthikanti et al. 2022): the core's
+    inputs q, k, v are kept (k, v at the KV heads: repeat_kv is re-run; a fused projection kept
+    alive by a view stays whole) and its output (the o_proj input); its S^2 tensors, dropout and
+    log-sum-exp are not. Measured with the core under torch.utils.checkpoint (tests)."""
+    fam = traits_table()["family"][shape.family]
+    a = bytes_per_value
+    hk, gk = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    core = a * hk + 2 * a * gk + a * hk
+    if fam["fused_qkv_kept"]:
+        core += a * (hk + 2 * gk) - a * gk
+    return layer.total - layer.attention - layer.attention_scores - layer.attention_dropout + core
 
 
 def outside_bytes_per_token(shape: ActivationShape, micro_batch: int, bytes_per_value: float = 2.0,
@@ -193,7 +201,7 @@ def activation_account(shape: ActivationShape, micro_batch: int, seq_len: int, a
         kept = layer.total
         layers_bytes = tokens * shape.layers * kept
     elif recompute == "selective":
-        kept = selective_kept_per_token(layer, shape, attention)
+        kept = selective_kept_per_token(layer, shape, attention, bytes_per_value)
         # the core of one layer is re-materialised during that layer's backward
         layers_bytes = tokens * (shape.layers * kept + (layer.total - kept))
     else:

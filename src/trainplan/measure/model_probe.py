@@ -112,8 +112,43 @@ class SavedBytes:
         return sum(self.per_layer) + self.outside
 
 
-def saved_bytes(model: Any, micro_batch: int, seq_len: int, seed: int = 0, keep_listing: bool = False) -> SavedBytes:
-    """Bytes of the tensors one forward pass saves for backward, by layer, deduplicated by storage."""
+def _checkpointed_attention_core() -> Any:
+    """A context in which every attention core (transformers' attention interface: eager or SDPA)
+    runs under torch.utils.checkpoint: selective recomputation as Megatron defines it. The
+    reentrant form saves the core's inputs (q, k, v) with save_for_backward, so the saved-tensor
+    hooks see what selective recomputation keeps."""
+    import contextlib
+
+    import torch.utils.checkpoint as checkpoint
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    @contextlib.contextmanager
+    def patched() -> Any:
+        original = ALL_ATTENTION_FUNCTIONS.get_interface
+
+        def get_interface(*args: Any, **kwargs: Any) -> Any:
+            core = original(*args, **kwargs)
+
+            def recomputed(module: Any, q: Any, k: Any, v: Any, mask: Any, **kw: Any) -> Any:
+                return checkpoint.checkpoint(lambda q_, k_, v_: core(module, q_, k_, v_, mask, **kw), q, k, v,
+                                             use_reentrant=True)
+            return recomputed
+
+        ALL_ATTENTION_FUNCTIONS.get_interface = get_interface
+        try:
+            yield
+        finally:
+            del ALL_ATTENTION_FUNCTIONS.get_interface  # the class's method again
+
+    return patched()
+
+
+def saved_bytes(model: Any, micro_batch: int, seq_len: int, seed: int = 0, keep_listing: bool = False,
+                selective: bool = False) -> SavedBytes:
+    """Bytes of the tensors one forward pass saves for backward, by layer, deduplicated by storage.
+    `selective`: the attention core runs under checkpoint (selective recomputation)."""
+    import contextlib
+
     torch, _ = _imports()
     torch.manual_seed(seed)
     model.train()
@@ -140,7 +175,8 @@ def saved_bytes(model: Any, micro_batch: int, seq_len: int, seed: int = 0, keep_
     device = next(model.parameters()).device
     ids = torch.randint(0, model.config.vocab_size, (micro_batch, seq_len), device=device)
     try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+                (_checkpointed_attention_core() if selective else contextlib.nullcontext()):
             out = model(input_ids=ids, labels=ids)
         out.loss.backward()
     finally:
