@@ -91,3 +91,72 @@ def test_bad_names():
         ts.recipe("fp64")
     with pytest.raises(UserError, match="training.lora_targets"):
         ts.lora_params_per_layer(64, 128, 2, 2, 32, 4, ["qq"])
+
+
+# ---------------------------------------------------------------- through the plan
+
+
+def _plan(doc_text: str, tmp_path, *sets: str) -> dict:
+    from trainplan.planning.evaluate import build_report
+    from trainplan.workload.schema import load_workload
+
+    path = tmp_path / "w.toml"
+    path.write_text(doc_text)
+    return build_report(load_workload(path, list(sets)))
+
+
+LLAMA_SHAPE = ('[model]\nlayers = 32\nwidth = 4096\nvocab = 32000\nffn_width = 11008\nheads = 32\n'
+               'family = "llama"\ntied = false\n[training]\ntokens = "1B"\nmicro_batch = 1\nseq_len = 4096\n'
+               '[data]\nkind = "tokens"\n[cluster]\ncount = 8\n')
+LLAMA2_7B = 6_738_415_616
+
+
+def test_plan_zero3_is_deepspeeds_figure(tmp_path):
+    r = _plan(LLAMA_SHAPE, tmp_path, "training.zero=3")
+    # DeepSpeed's largest_layer_params is the module with the most parameters of its own: the
+    # 32000 x 4096 embedding (or the untied head), not a whole 202 M-parameter decoder block
+    largest = 32000 * 4096
+    assert r["workload"]["params"] == LLAMA2_7B
+    assert r["memory"]["state_bytes"] == pytest.approx(deepspeed_zero3_gpu(LLAMA2_7B, largest, 8), rel=1e-6)
+    assert r["memory"]["gathered_bytes"] == 4 * largest
+
+
+def test_plan_lora_state(tmp_path):
+    r = _plan(LLAMA_SHAPE, tmp_path, 'training.method="lora"', "training.lora_rank=8",
+              'training.lora_targets=["q", "v"]')
+    m = r["memory"]
+    assert m["trainable_params"] == 4_194_304
+    assert m["state_bytes"] == pytest.approx(2 * LLAMA2_7B + 16 * 4_194_304)
+
+
+def test_plan_kv_heads_without_heads_is_refused(tmp_path):
+    from trainplan.errors import UserError
+
+    with pytest.raises(UserError, match="model.heads"):
+        _plan('[model]\nlayers = 2\nwidth = 256\nkv_heads = 2\n', tmp_path)
+
+
+def test_plan_head_dim_sizes_attention(tmp_path):
+    """Gemma-style head_dim (256 with 8 heads at width 2048): q is d -> 8 * 256 = 2048 either way, but
+    with 4 heads of 256 the attention width is 1024 and q/o shrink to 2 d 1024."""
+    r = _plan('[model]\nlayers = 2\nwidth = 2048\nvocab = 1000\nffn_width = 4096\nheads = 4\nhead_dim = 256\n'
+              'family = "llama"\n[training]\ntokens = "1M"\n[data]\nkind = "tokens"\n', tmp_path)
+    d, f, V = 2048, 4096, 1000
+    per_layer = 2 * d * 1024 + 2 * d * 1024 + 3 * d * f + 2 * d
+    assert r["workload"]["params"] == V * d + 2 * per_layer + d  # model.tied defaults to true
+
+
+def test_plan_hfu_and_mfu_give_the_same_time_when_consistent(tmp_path):
+    """Time = model FLOPs / (peak MFU) = executed FLOPs / (peak HFU): give the HFU that corresponds to
+    MFU 0.4 and the time must not change; compute.mfu comes back as 0.4."""
+    base = _plan(LLAMA_SHAPE, tmp_path, 'training.recompute="full"')
+    c = base["compute"]
+    hfu = 0.4 * c["flops_per_token_executed"] / c["flops_per_token_model"]
+    other = _plan(LLAMA_SHAPE, tmp_path, 'training.recompute="full"', f"cluster.hfu={hfu}")
+    assert other["compute"]["seconds"] == pytest.approx(c["seconds"])
+    assert other["compute"]["mfu"] == pytest.approx(0.4)
+    # full recomputation: executed = model - causal half of attention + re-run forward (by hand)
+    n, L, d_attn, S, head = c["matmul_params"], 32, 4096, 4096, 32000 * 4096
+    attn_fwd = 4 * L * d_attn * S
+    assert c["flops_per_token_model"] == pytest.approx(6 * n + 3 * attn_fwd)
+    assert c["flops_per_token_executed"] == pytest.approx(6 * n + 1.5 * attn_fwd + 2 * (n - head) + 0.5 * attn_fwd)

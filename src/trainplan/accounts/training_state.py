@@ -10,6 +10,8 @@ data-parallel devices, P parameters, P_layer the largest layer's parameters:
     ZeRO-3        (w + p + m + o) P / n + 4 P_layer  DeepSpeed: 18 P / n + 4 P_layer
     FSDP          (w + g + m + o) P / n + u w P_layer (u units unsharded at once)
 
+P_layer is, for ZeRO-3, the module with the most parameters of its own (DeepSpeed's
+largest_layer_params: usually the embedding), for FSDP one wrapped decoder block.
 The ZeRO-2 and ZeRO-3 lines are DeepSpeed's own estimators (estimate_zero2/zero3_model_
 states_mem_needs, no offload) written with the recipe's bytes. LoRA keeps the frozen
 weights at their dtype (NF4 for QLoRA) with no gradients or moments, and the recipe's full

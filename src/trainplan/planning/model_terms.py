@@ -119,8 +119,11 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
     sharding = t.sharding or ts.sharding_of_zero(t.zero)
     largest = 0.0
     if count is not None:
-        # scaled to model.params when that is given beside a shape
-        largest = float(max(count.per_layer, count.embedding, count.lm_head)) * model.params / max(count.total, 1)
+        # ZeRO-3 gathers module by module: DeepSpeed's largest_layer_params is the module with the most
+        # parameters of its own (embedding, head, or one MLP matrix); FSDP gathers a whole wrapped block.
+        # Scaled to model.params when that is given beside a shape.
+        module = max(count.embedding, count.lm_head, count.width * count.ffn_width * max(count.experts, 1))
+        largest = float(count.per_layer if sharding == "fsdp" else module) * model.params / max(count.total, 1)
     if t.method == "full":
         state = ts.sharded(model.params, recipe, sharding, c.count, largest)
     else:
