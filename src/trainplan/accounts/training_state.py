@@ -89,7 +89,7 @@ def sharded(params: float, r: Recipe, sharding: str, devices: int, largest_layer
     """Per-device state of `params` trainable parameters under a sharding scheme (module docstring)."""
     if sharding not in SHARDING:
         raise UserError("training.sharding", f"one of {', '.join(SHARDING)}, got {sharding!r}")
-    n = devices
+    n = devices  # numbers or numpy arrays alike (trainplan sweep)
     g = table()["gathered"]
     gathered = 0.0
     if sharding == "none":

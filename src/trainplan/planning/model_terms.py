@@ -25,6 +25,11 @@ from trainplan.accounts import training_state as ts
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 
 
+# Keys the architecture's terms depend on that the sweep would otherwise vectorise (model.* keys are
+# looped already when a family or config is named): with a known architecture they are looped.
+SCALAR_KEYS = frozenset({"training.micro_batch", "training.seq_len"})
+
+
 @dataclass
 class ModelTerms:
     activations: float  # bytes per device the memory account uses
@@ -73,6 +78,36 @@ def legacy_activations(w: Any, model: Any) -> float:
                                        bytes_per_element(t.precision), k)
 
 
+def state_for(w: Any, model: Any, params: Any, devices: Any) -> tuple[ts.StateAccount, ts.Recipe, str]:
+    """The training state per device (numbers or numpy arrays of params and devices: the sweep)."""
+    t = w.training
+    count = getattr(model, "count", None)
+    if t.state_recipe is not None:
+        recipe = ts.recipe(t.state_recipe)
+    else:  # what training.precision and training.optimizer have always meant (catalogue/dtypes.toml)
+        legacy = state_bytes_per_param(t.precision, t.optimizer)
+        recipe = ts.Recipe(f"{t.precision} + {t.optimizer}", legacy.weights, legacy.grads, legacy.master,
+                           legacy.optimizer, ts.FP32_GRAD_PARTITION_BYTES, legacy.source)
+    sharding = t.sharding or ts.sharding_of_zero(t.zero)
+    largest: Any = 0.0
+    if count is not None:
+        # ZeRO-3 gathers module by module: DeepSpeed's largest_layer_params is the module with the most
+        # parameters of its own (embedding, head, or one MLP matrix); FSDP gathers a whole wrapped block.
+        # Scaled to the parameters when model.params is given beside a shape.
+        module = max(count.embedding, count.lm_head, count.width * count.ffn_width * max(count.experts, 1))
+        largest = float(count.per_layer if sharding == "fsdp" else module) * params / max(count.total, 1)
+    if t.method == "full":
+        return ts.sharded(params, recipe, sharding, devices, largest), recipe, sharding
+    if count is None:
+        from trainplan.errors import UserError
+
+        raise UserError("training.method", "a model shape (model.layers and model.width, or model.hf_config) "
+                        "to size LoRA adapters")
+    adapter = count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
+                                                      count.head_dim, t.lora_rank, list(t.lora_targets))
+    return ts.lora_state(params, adapter, recipe, t.method), recipe, sharding
+
+
 def evaluate(w: Any, model: Any) -> ModelTerms:
     """The model terms of workload `w` (model: evaluate.ModelFacts, with .count when one was made)."""
     t, c = w.training, w.cluster
@@ -110,31 +145,7 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
     terms.activation_report["activations_source"] = terms.activations_source
 
     # training state
-    if t.state_recipe is not None:
-        recipe = ts.recipe(t.state_recipe)
-    else:  # what training.precision and training.optimizer have always meant (catalogue/dtypes.toml)
-        legacy = state_bytes_per_param(t.precision, t.optimizer)
-        recipe = ts.Recipe(f"{t.precision} + {t.optimizer}", legacy.weights, legacy.grads, legacy.master,
-                           legacy.optimizer, ts.FP32_GRAD_PARTITION_BYTES, legacy.source)
-    sharding = t.sharding or ts.sharding_of_zero(t.zero)
-    largest = 0.0
-    if count is not None:
-        # ZeRO-3 gathers module by module: DeepSpeed's largest_layer_params is the module with the most
-        # parameters of its own (embedding, head, or one MLP matrix); FSDP gathers a whole wrapped block.
-        # Scaled to model.params when that is given beside a shape.
-        module = max(count.embedding, count.lm_head, count.width * count.ffn_width * max(count.experts, 1))
-        largest = float(count.per_layer if sharding == "fsdp" else module) * model.params / max(count.total, 1)
-    if t.method == "full":
-        state = ts.sharded(model.params, recipe, sharding, c.count, largest)
-    else:
-        if count is None:
-            from trainplan.errors import UserError
-
-            raise UserError("training.method", "a model shape (model.layers and model.width, or model.hf_config) "
-                            "to size LoRA adapters")
-        adapter = count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
-                                                          count.head_dim, t.lora_rank, list(t.lora_targets))
-        state = ts.lora_state(model.params, adapter, recipe, t.method)
+    state, recipe, sharding = state_for(w, model, model.params, c.count)
     terms.state = state
     terms.state_report = {"state_recipe": recipe.name, "state_recipe_source": recipe.source, "sharding": sharding,
                           "gathered_bytes": state.gathered_bytes, "trainable_params": state.trainable_params,

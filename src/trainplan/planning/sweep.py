@@ -31,6 +31,7 @@ from trainplan.accounts import memory as memory_mod
 from trainplan.accounts import network as network_mod
 from trainplan.accounts import pipeline as pipeline_mod
 from trainplan.planning import evaluate as plan_mod
+from trainplan.planning import model_terms
 from trainplan.accounts import storage as storage_mod
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
@@ -193,6 +194,8 @@ def _vectorizable(w: Workload, axis: Axis, probe: Callable[[str], Workload]) -> 
     key = axis.key
     if not axis.numeric or key not in VECTOR_KEYS | SHAPE_KEYS:
         return False
+    if key in model_terms.SCALAR_KEYS and model_terms.architecture_known(w, plan_mod.resolve_model(w).count):
+        return False  # the architecture's activations and FLOPs are evaluated per workload (issue 12)
     if not key.startswith("model."):
         return True
     if not _count_is_params(w):
@@ -241,10 +244,12 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
         tokens = np.asarray(get("data.hours"), f) * p["tokens_per_hour"] * np.asarray(get("training.epochs"), f)
 
     # compute (SPEC §3)
+    terms = model_terms.evaluate(w, model)  # issue 12: scalars here (their keys are looped)
     comp = compute_mod.compute_account(
         active, tokens, count, np.asarray(get("training.micro_batch"), f), np.asarray(get("training.seq_len"), f),
-        np.asarray(get("training.grad_accum"), f), peak, mfu, np.asarray(get("cluster.scaling_efficiency"), f),
-        t.recompute, c.mfu_end_to_end)
+        np.asarray(get("training.grad_accum"), f), peak, mfu if c.hfu is None else terms.utilisation,
+        np.asarray(get("cluster.scaling_efficiency"), f), t.recompute, c.mfu_end_to_end,
+        flops_per_token=terms.rate_flops_per_token)
     flops, rate, tokens_per_step, steps = comp.flops, comp.sustained_flops, comp.tokens_per_step, comp.steps
     seconds, seconds_per_step = comp.seconds, comp.seconds_per_step
     wall = pipeline_mod.wall_seconds(seconds, p["busy"])
@@ -262,8 +267,12 @@ def evaluate(w: Workload, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     else:
         activations = np.zeros(1)
     buffers = np.asarray(get("cluster.runtime_buffers"), f)
-    mem = memory_mod.memory_account(params, state, t.zero, count, activations, buffers,
-                                    np.asarray(get("cluster.headroom"), f), acc.memory)
+    if not terms.activations_source.startswith("b S d L k"):
+        activations = np.asarray(terms.activations, f)
+    st, _, _ = model_terms.state_for(w, model, params, count)
+    mem = memory_mod.memory_account_from_state(st.weights_bytes, st.grads_bytes, st.optimizer_bytes,
+                                               st.gathered_bytes, params, state.weights, state.total, activations,
+                                               buffers, np.asarray(get("cluster.headroom"), f), acc.memory)
 
     # network (SPEC §5)
     link_rate = np.asarray(get("cluster.interconnect") if get("cluster.interconnect") is not None
