@@ -112,3 +112,27 @@ def test_released_configs_within_2_percent(fixture, s):
         config = {**config, "n_positions": s}  # learned positions must cover S
     counted = mp.counted_flops(config, s) / s
     assert _predicted(config, s).model == pytest.approx(counted, rel=0.02)
+
+
+def test_sweep_agrees_with_the_plan_on_the_architecture_terms():
+    """A named family: activations, FLOPs (MFU and HFU) and ZeRO state in the sweep equal the plan's."""
+    import math
+
+    from trainplan.planning import sweep
+    from trainplan.planning.evaluate import build_report
+    from trainplan.present.render import flatten
+    from trainplan.workload.schema import load_workload
+
+    sets = ["data.kind=tokens", "training.tokens=1e9", "model.layers=4", "model.width=512", "model.vocab=32000",
+            "model.ffn_width=1408", "model.heads=8", "model.kv_heads=2", 'model.family="llama"']
+    result = sweep.sweep(None, sets, ["training.seq_len=1024,8192", "cluster.count=1,8", "training.zero=0,3",
+                                      "cluster.mfu=0.3,0.5", 'training.recompute=none,full'])
+    checked = 0
+    for row in sweep.rows(result):
+        point = sets + [f"{k}={sweep._override(row[k])}" for k in result.keys]
+        report = flatten(build_report(load_workload(None, point)))
+        for column in ("compute.flops", "compute.seconds", "memory.activation_bytes", "memory.state_bytes",
+                       "memory.per_device_bytes"):
+            assert math.isclose(float(row[column]), float(report[column]), rel_tol=1e-9), (column, point)
+            checked += 1
+    assert checked == 5 * 32
