@@ -133,6 +133,9 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
             terms.activations = formula.total_bytes
             terms.activations_source = (f"architecture ({shape.family}, {t.attention}, recompute {t.recompute}; "
                                         "catalogue/activation_traits.toml)")
+            if count.family not in act.families():
+                terms.activations_source += (f"; {count.family} has no traits of its own yet, so Llama's are used: "
+                                             "measure it with `trainplan probe model`")
     if t.activation_bytes_per_layer_token is not None and model.layers is not None:
         tokens = t.micro_batch * t.seq_len
         outside = t.activation_bytes_outside_token or 0.0
