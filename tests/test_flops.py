@@ -136,3 +136,36 @@ def test_sweep_agrees_with_the_plan_on_the_architecture_terms():
             assert math.isclose(float(row[column]), float(report[column]), rel_tol=1e-9), (column, point)
             checked += 1
     assert checked == 5 * 32
+
+
+# MosaicML's published MPT training throughput on H100-80GB in bf16 (llm-foundry,
+# scripts/train/benchmarking/README.md, table "H100 80GB BF16"): model, S, MFU %, tokens/s/GPU,
+# NumParams. Their MFU counts 6 n_params + 12 n_layers d_model S per token, the convention of
+# flops_per_token's `model` figure. MPT shapes (llm-foundry yamls): width and depth per size, a
+# 4 d MLP, tied 50,368-word vocabulary, learned positions of S rows.
+MPT_SHAPES = {"760m": (1536, 24), "1b": (2048, 24), "3b": (2560, 32), "7b": (4096, 32), "13b": (5120, 40),
+              "30b": (7168, 48), "70b": (8192, 80)}
+MPT_VOCAB = 50368
+MPT_H100_BF16 = [
+    ("70b", 2048, 42.57, 1039, 64862437376), ("30b", 8192, 29.92, 1384, 30019254272),
+    ("30b", 2048, 38.11, 2002, 29975214080), ("13b", 32768, 31.68, 1976, 13011240960),
+    ("13b", 2048, 39.79, 4792, 12853954560), ("7b", 65536, 28.59, 1956, 6918905856),
+    ("7b", 32768, 30.94, 3318, 6784688128), ("7b", 8192, 37.14, 6935, 6684024832),
+    ("7b", 2048, 46.44, 10643, 6658859008), ("3b", 16384, 36.34, 11152, 2688537600),
+    ("3b", 512, 46.32, 27965, 2647905280), ("1b", 32768, 33.54, 12025, 1378865152),
+    ("1b", 2048, 41.82, 45455, 1315950592), ("760m", 512, 40.42, 83749, 758111232),
+]
+
+
+@pytest.mark.parametrize("size,s,mfu_percent,published,num_params", MPT_H100_BF16)
+def test_tokens_per_second_within_3_percent_of_published_mfu_runs(size, s, mfu_percent, published, num_params):
+    from trainplan.catalogue.accelerators import resolve_accelerator
+
+    d, L = MPT_SHAPES[size]
+    n = 12 * d * d * L + MPT_VOCAB * d  # q k v o (4 d^2) and the 4 d MLP (8 d^2) per layer, the tied head
+    # the shape is MPT's: with learned positions (S d) and the 2 L + 1 LayerNorm weights, the published count
+    assert n + s * d + (2 * L + 1) * d == pytest.approx(num_params, rel=1e-3)
+    per_token = compute.flops_per_token(n, L, d, s).model
+    peak = resolve_accelerator("h100-sxm").peak("bf16")
+    predicted = compute.tokens_per_second(peak, mfu_percent / 100, per_token)
+    assert predicted == pytest.approx(published, rel=0.03)
