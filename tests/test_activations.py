@@ -176,6 +176,25 @@ def test_selective_recomputation_against_checkpointed_core(config, b, s, attenti
     assert kept == pytest.approx(measured.per_layer_per_token, rel=0.05 if attention == "sdpa" else 0.10)
 
 
+@pytest.mark.parametrize("config,attention", [(llama(128, 3, 352, 4, 2), "sdpa"), (llama(128, 3, 352, 4, 2), "eager"),
+                                              (gpt2(128, 3, 4), "eager"), (neox(128, 3, 4), "sdpa")],
+                         ids=lambda x: x["model_type"] if isinstance(x, dict) else str(x))
+def test_full_recomputation_against_hf_gradient_checkpointing(config, attention):
+    """Full recomputation measured: transformers' gradient checkpointing (reentrant, which saves each
+    layer's inputs). Each layer keeps one hidden state (a d); outside the layers nothing changes,
+    except eager attention's (b, 1, S, S) mask, kept as a layer input. The one layer re-run during
+    its backward is a peak no saved-tensor hook sees; the formula adds it on top."""
+    b, s = 2, 64
+    model = mp.build_model(config, attention=attention)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    measured = mp.saved_bytes(model, b, s)
+    shape = act.shape_from_hf_config(config)
+    acc = act.activation_account(shape, b, s, attention, recompute="full")
+    assert acc.kept_per_layer_bytes_per_token == pytest.approx(measured.per_layer_per_token, rel=0.05)
+    layers_without_the_rerun = acc.layers_bytes - b * s * act.layer_bytes_per_token(shape, s, attention).total
+    assert layers_without_the_rerun + acc.outside_saved_bytes == pytest.approx(measured.total, rel=0.05)
+
+
 def test_bad_names_are_user_errors():
     from trainplan.errors import UserError
 
