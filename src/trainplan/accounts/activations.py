@@ -208,8 +208,9 @@ def activation_account(shape: ActivationShape, micro_batch: int, seq_len: int, a
         kept = bytes_per_value * shape.width  # the layer's input hidden state
         layers_bytes = tokens * (shape.layers * kept + layer.total)
     outside = tokens * outside_bytes_per_token(shape, micro_batch, bytes_per_value, dropout, mask_bytes)
-    if recompute == "full" and attention == "eager":
-        # each checkpointed layer keeps its inputs, the (b, 1, S, S) additive causal mask among them
+    if recompute == "full" and attention == "eager" and traits_table()["family"][shape.family].get(
+            "full_recompute_keeps_mask", False):
+        # each checkpointed layer keeps its positional inputs, the (b, 1, S, S) causal mask among them
         outside += tokens * bytes_per_value * seq_len
     logits = tokens * shape.vocab * (bytes_per_value if logits_bytes_per_value is None else logits_bytes_per_value)
     parts = {"norms": layer.norms, "linear_inputs": layer.linear_inputs, "attention": layer.attention,
