@@ -342,7 +342,7 @@ def test_param_count_is_frozen() -> None:
 
 def test_unsupported_model_type_lists_the_supported_ones() -> None:
     with pytest.raises(UserError) as caught:
-        count_from_hf_config({"model_type": "bert", "hidden_size": 768})
+        count_from_hf_config({"model_type": "bert", "hidden_size": 768})  # an encoder, not a decoder-only model
     assert caught.value.where == "model_type"
     assert "'bert'" in caught.value.expected
     for model_type in SUPPORTED_MODEL_TYPES:
@@ -468,3 +468,80 @@ def test_cli_bad_input_raises_user_error(app: typer.Typer, tmp_path: Path) -> No
     result = runner.invoke(app, ["params", str(bert)])
     assert isinstance(result.exception, UserError)
     assert result.exception.where == f"{bert}: model_type"
+
+
+
+# --------------------------------------------------------------------------- #
+# Issue 12: eight more families, exact; any other family on the meta device.
+# --------------------------------------------------------------------------- #
+
+MORE_CONFIGS = {
+    "gemma": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=24, vocab_size=100),
+    "gemma2": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=24, vocab_size=100),
+    "phi3": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=100, pad_token_id=0, bos_token_id=0, eos_token_id=0),
+    "qwen2_moe": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=100, num_experts=4, num_experts_per_tok=2,
+                      moe_intermediate_size=32, shared_expert_intermediate_size=48, mlp_only_layers=[1]),
+    "falcon": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, vocab_size=100,
+                   ffn_hidden_size=160, bos_token_id=0, eos_token_id=0),
+    "olmo": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=100, pad_token_id=0, eos_token_id=0),
+    "stablelm": dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, vocab_size=100, qk_layernorm=True, use_qkv_bias=True),
+    "gptj": dict(n_embd=64, n_layer=2, n_head=4, vocab_size=100, rotary_dim=8, bos_token_id=0, eos_token_id=0),
+}
+VARIANTS = [
+    ("falcon", dict(new_decoder_architecture=True, num_kv_heads=2, bias=True)),
+    ("falcon", dict(parallel_attn=False, multi_query=False)),
+    ("stablelm", dict(use_parallel_residual=True, qk_layernorm=False, tie_word_embeddings=True)),
+    ("gemma", dict(attention_bias=True, tie_word_embeddings=False)),
+    ("qwen2_moe", dict(decoder_sparse_step=2, qkv_bias=False)),
+    ("gptj", dict(n_inner=96)),
+]
+
+
+@pytest.mark.parametrize("family", sorted(MORE_CONFIGS))
+def test_more_families_tiny_match_transformers(family: str, hf_count) -> None:
+    config = {"model_type": family, **MORE_CONFIGS[family]}
+    assert count_from_hf_config(config).total == hf_count(config)
+
+
+@pytest.mark.parametrize("family,changes", VARIANTS)
+def test_more_families_variants_match_transformers(family: str, changes: dict, hf_count) -> None:
+    config = {"model_type": family, **MORE_CONFIGS[family], **changes}
+    assert count_from_hf_config(config).total == hf_count(config)
+
+
+@pytest.mark.parametrize("family", sorted(MORE_CONFIGS))
+def test_more_families_default_configs_match_transformers(family: str, hf_count) -> None:
+    """The configuration class's defaults (full size: Gemma-7B, Phi-3-mini, Qwen1.5-MoE-A2.7B,
+    Falcon-7B, OLMo-7B, StableLM-3B, GPT-J-6B shapes), built on the meta device."""
+    assert count_from_hf_config({"model_type": family}).total == hf_count({"model_type": family})
+
+
+def test_other_families_counted_on_the_meta_device(hf_count) -> None:
+    config = {"model_type": "phi", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "vocab_size": 100}
+    count = count_from_hf_config(config)
+    assert count.total == hf_count(config)
+    assert "meta device" in count.family
+
+
+def test_other_families_without_transformers_name_the_extra(monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
+    with pytest.raises(UserError) as err:
+        count_from_hf_config({"model_type": "phi"})
+    assert err.value.where == "model_type" and "trainplan[model]" in err.value.expected
+
+
+def test_qwen2_moe_active_parameters_by_hand() -> None:
+    """Active = everything but the (E - k) experts not routed to, per sparse layer (3 d f_moe each)."""
+    config = {"model_type": "qwen2_moe", **MORE_CONFIGS["qwen2_moe"]}
+    count = count_from_hf_config(config)
+    sparse_layers = 2  # layer 1 is in mlp_only_layers
+    assert count.total - count.active == sparse_layers * (4 - 2) * 3 * 64 * 32

@@ -178,7 +178,10 @@ def test_memory_never_falls_as_the_job_grows(doc, factor, key):
 @SETTINGS
 @given(workloads(), st.integers(1, 3))
 def test_zero_stage_k_never_uses_more_than_k_minus_1(doc, k):
-    """ZeRO stage k never uses more device memory than stage k-1 (report and pure account)."""
+    """ZeRO stage k never uses more device memory than stage k-1 (report and pure account), from two
+    devices up: on one device DeepSpeed's fp32 gradient partition (4 + 16/n bytes, its own estimator)
+    makes ZeRO-1 cost more than no sharding (16), as it does in practice."""
+    doc = with_(doc, "cluster.count", max(2, doc["cluster"]["count"]))
     lower = report_of(with_(doc, "training.zero", k - 1))["memory"]
     higher = report_of(with_(doc, "training.zero", k))["memory"]
     assert higher["per_device_bytes"] <= lower["per_device_bytes"] * (1 + REL)

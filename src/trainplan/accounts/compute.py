@@ -63,8 +63,11 @@ class ComputeAccount:
 
 def compute_account(params: Any, tokens: Any, count: Any, micro_batch: Any, seq_len: Any,
                     grad_accum: Any, peak_flops: Any, mfu: Any, scaling_efficiency: Any,
-                    recompute: str, mfu_end_to_end: bool) -> ComputeAccount:
-    flops = training_flops(params, tokens, recompute)
+                    recompute: str, mfu_end_to_end: bool,
+                    flops_per_token: float | None = None) -> ComputeAccount:
+    """`flops_per_token` (from flops_per_token(), with `mfu` the matching utilisation) replaces 6 P."""
+    per_token = training_flops(params, 1.0, recompute) if flops_per_token is None else flops_per_token
+    flops = per_token * tokens
     rate = sustained_flops(count, peak_flops, mfu, scaling_efficiency, mfu_end_to_end)
     tokens_per_step = np.asarray(count * micro_batch * seq_len * grad_accum, dtype=np.float64)
     return ComputeAccount(
@@ -73,6 +76,75 @@ def compute_account(params: Any, tokens: Any, count: Any, micro_batch: Any, seq_
         tokens_per_step=tokens_per_step,
         steps=np.ceil(tokens / tokens_per_step),
         seconds=flops / rate,
-        seconds_per_step=training_flops(params, tokens_per_step, recompute) / rate,
+        seconds_per_step=per_token * tokens_per_step / rate,
         scaling_applied=scaling_applies(count, mfu_end_to_end),
     )
+
+
+# ---------------------------------------------------------------- FLOPs from the architecture (issue 12)
+
+# Forward attention per token per layer: Q K^T and (softmax) V, each 2 S d_attn FLOPs
+# (one multiply-add per product) over all S keys: 4 S d_attn. Forward + backward (x3): 12 S d_attn,
+# the convention of PaLM (Chowdhery et al. 2022, app. B), Megatron-LM (Narayanan et al. 2021)
+# and MosaicML's MFU, which count attention in full even when causal.
+ATTENTION_FORWARD_MATMULS = 2
+FLOPS_PER_MULTIPLY_ADD = 2
+# Causal attention with flash/SDPA kernels skips the blocks above the diagonal: about half the
+# score and value products are executed (FlashAttention-2, Dao 2023, §3.1 causal masking).
+CAUSAL_EXECUTED_SHARE = {"sdpa": 0.5, "flash": 0.5, "eager": 1.0}
+
+
+@dataclass(frozen=True)
+class FlopsPerToken:
+    model: float  # the MFU convention: 6 N + 12 L d_attn S
+    executed: float  # what the kernels run: causal half of attention, plus recomputation
+    matmul_params: float  # N: parameters in matrix products per token (input embedding excluded, head included)
+    attention_model: float  # 12 L d_attn S
+    recompute_extra: float  # executed FLOPs that recomputation adds
+
+
+def attention_forward_flops_per_token(layers: int, attention_width: int, seq_len: int) -> float:
+    """4 S d_attn per layer: Q K^T and probabilities x V over every key."""
+    return layers * ATTENTION_FORWARD_MATMULS * FLOPS_PER_MULTIPLY_ADD * seq_len * attention_width
+
+
+def flops_per_token(matmul_params: float, layers: int, attention_width: int, seq_len: int,
+                    recompute: str = "none", attention: str = "sdpa", causal: bool = True,
+                    head_params: float = 0.0) -> FlopsPerToken:
+    """Training FLOPs per token of forward + backward.
+
+    model    = 6 N + 3 * 4 L d_attn S  (the field's MFU convention: attention in full)
+    executed = 6 N + 3 * 4 L d_attn S * c  + recomputation, where c is the share of
+               attention a causal kernel runs; selective recomputation re-runs the
+               attention core forward (4 L d_attn S c), full recomputation the whole
+               forward of the layers (2 (N - head) + 4 L d_attn S c); the head is not
+               recomputed (consistent with activations.activation_account).
+    """
+    passes = FORWARD_FLOPS_PER_PARAM_TOKEN + BACKWARD_FLOPS_PER_PARAM_TOKEN
+    attention_fwd = attention_forward_flops_per_token(layers, attention_width, seq_len)
+    share = CAUSAL_EXECUTED_SHARE[attention] if causal else 1.0
+    attention_model = passes / FORWARD_FLOPS_PER_PARAM_TOKEN * attention_fwd
+    model = passes * matmul_params + attention_model
+    if recompute == "full":
+        extra = FORWARD_FLOPS_PER_PARAM_TOKEN * (matmul_params - head_params) + attention_fwd * share
+    elif recompute == "selective":
+        extra = attention_fwd * share
+    else:
+        extra = 0.0
+    executed = passes * matmul_params + attention_model * share + extra
+    return FlopsPerToken(model, executed, matmul_params, attention_model, extra)
+
+
+def utilisation(model_per_token: float, executed_per_token: float, mfu: float | None = None,
+                hfu: float | None = None) -> tuple[float, float]:
+    """(MFU, HFU) from whichever was given: the same tokens/s, so MFU / HFU = model / executed."""
+    if mfu is not None:
+        return mfu, mfu * executed_per_token / model_per_token
+    if hfu is None:
+        raise ValueError("give mfu or hfu")
+    return hfu * model_per_token / executed_per_token, hfu
+
+
+def tokens_per_second(peak_flops: float, mfu: float, model_per_token: float) -> float:
+    """Tokens/s per device at a given MFU: peak x MFU / model FLOPs per token."""
+    return peak_flops * mfu / model_per_token

@@ -91,3 +91,25 @@ def memory_account(params: Any, state: StateBytes, zero: int, data_parallel: Any
         devices_to_run=devices_to_run,
         devices_to_train=devices_to_train,
     )
+
+
+def memory_account_from_state(weights: Any, grads: Any, optimizer: Any, gathered: Any, params: Any,
+                              weights_per_param: float, state_per_param: float, activations: Any,
+                              runtime_buffers: Any, headroom: Any, device_memory: Any) -> MemoryAccount:
+    """memory_account with the state already sharded (accounts/training_state.py); ZeRO-3/FSDP's
+    gathered layer buffers count with the optimizer state."""
+    optimizer_total = optimizer + gathered
+    state_total = weights + grads + optimizer_total
+    before_headroom = state_total + activations + runtime_buffers
+    per_device = before_headroom * (1.0 + headroom)
+    usable = usable_memory(device_memory, runtime_buffers, headroom)
+    room = usable - activations
+    with np.errstate(divide="ignore", invalid="ignore"):
+        devices_to_run = np.where(usable > 0, np.maximum(1, np.ceil(params * weights_per_param / usable)), 0)
+        devices_to_train = np.where(room > 0, np.maximum(1, np.ceil(params * state_per_param / room)), np.nan)
+    return MemoryAccount(
+        weights_bytes=weights, grads_bytes=grads, optimizer_bytes=optimizer_total, state_bytes=state_total,
+        activation_bytes=activations, runtime_buffers=runtime_buffers, headroom_bytes=per_device - before_headroom,
+        per_device_bytes=per_device, device_memory=device_memory, fits=per_device <= device_memory,
+        devices_to_run=devices_to_run, devices_to_train=devices_to_train,
+    )

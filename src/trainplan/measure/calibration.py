@@ -59,6 +59,9 @@ KNOWN_KEYS: dict[str, str] = {
     "cluster.accelerator.peak_flops": "FLOP/s",
     "cluster.mfu": "fraction",
     "cluster.mfu_end_to_end": "bool",
+    # `probe model` (issue 12): saved-activation bytes per token of one layer, and outside the layers
+    "training.activation_bytes_per_layer_token": "B",
+    "training.activation_bytes_outside_token": "B",
 }
 
 # Settings of the decode probe that must agree with the workload it is applied to.

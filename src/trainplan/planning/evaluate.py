@@ -28,6 +28,7 @@ from trainplan.accounts import pipeline as pipeline_mod
 from trainplan.accounts import serving as serving_mod
 from trainplan.accounts import storage as storage_mod
 from trainplan.accounts import training_cost as cost_mod
+from trainplan.planning import model_terms
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
 from trainplan.planning import decisions as decisions_mod
@@ -50,6 +51,7 @@ class ModelFacts:
     head_dim: int | None
     vocab: int | None
     source: str  # how the count was obtained
+    count: Any = None  # the ParamCount when one was made (issue 12: the architecture's terms)
 
 
 def resolve_model(w: Workload) -> ModelFacts:
@@ -71,7 +73,7 @@ def resolve_model(w: Workload) -> ModelFacts:
         try:
             count = params_mod.count_from_shape(
                 m.layers, m.width, m.vocab or 0, m.ffn_width, m.heads, m.kv_heads, m.family, m.tied,
-                m.experts, m.experts_per_token)
+                m.experts, m.experts_per_token, head_dim=m.head_dim)
         except UserError as err:  # name the workload key, not the function argument
             where = err.where if err.where.startswith("model.") else f"model.{err.where}"
             raise UserError(where, err.expected) from None
@@ -96,8 +98,10 @@ def resolve_model(w: Workload) -> ModelFacts:
         kv_heads = heads
     head_dim = (count.head_dim if count is not None and m.hf_config else
                 (width // heads if width is not None and heads else None))
+    if m.head_dim is not None:
+        head_dim = m.head_dim
     vocab = count.vocab if count is not None and m.vocab is None else m.vocab
-    return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source)
+    return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source, count)
 
 # The bill over this many epochs (bill.per_epochs).
 BILL_EPOCHS = (1, 10)
@@ -199,10 +203,12 @@ def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
                   * p["tokens_per_frame"] * inputs["training.epochs"])
 
     # compute (docs/accounts.md)
+    terms = inputs.terms  # the architecture's FLOPs per token when known (planning/model_terms.py)
     comp = compute_mod.compute_account(
         active, tokens, inputs["cluster.count"], inputs["training.micro_batch"], inputs["training.seq_len"],
-        inputs["training.grad_accum"], inputs.peak_flops, inputs["cluster.mfu"], inputs["cluster.scaling_efficiency"],
-        t.recompute, c.mfu_end_to_end)
+        inputs["training.grad_accum"], inputs.peak_flops,
+        inputs["cluster.mfu"] if c.hfu is None else terms.utilisation, inputs["cluster.scaling_efficiency"],
+        t.recompute, c.mfu_end_to_end, flops_per_token=terms.rate_flops_per_token)
     wall = pipeline_mod.wall_seconds(comp.seconds, p["busy"])
 
     # network (docs/accounts.md)
@@ -232,6 +238,7 @@ def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
         "compute.sustained_flops": comp.sustained_flops, "compute.scaling_applied": comp.scaling_applied,
         "compute.wall_seconds": wall,
     }
+    out.update({f"compute.{k}": v for k, v in terms.flops_report.items()})
     out.update({
         "network.gradient_bytes": net.gradient_bytes, "network.ring_bytes_per_step": net.ring_bytes_per_step,
         "network.link_rate": net.link_rate, "network.floor_seconds_per_step": net.floor_seconds_per_step,
@@ -249,7 +256,10 @@ def _memory_figures(inputs: PlanInputs) -> dict[str, Any]:
     t, acc = inputs.workload.training, inputs.workload.accelerator
     state = state_bytes_per_param(t.precision, t.optimizer)
     params = inputs["model.params"]
-    if inputs["model.width"] is not None and inputs["model.layers"] is not None:
+    terms = inputs.terms
+    if not terms.activations_source.startswith("b S d L k"):
+        activations = terms.activations  # the architecture's or measured (planning/model_terms.py)
+    elif inputs["model.width"] is not None and inputs["model.layers"] is not None:
         k = memory_mod.retained_tensors(inputs["training.saved_tensors_per_layer"], t.recompute,
                                         inputs["training.selective_keep"])
         activations = memory_mod.activation_bytes(
@@ -257,14 +267,17 @@ def _memory_figures(inputs: PlanInputs) -> dict[str, Any]:
             inputs["model.layers"], bytes_per_element(t.precision), k)
     else:
         activations = 0.0  # no shape given: activations cannot be sized (said in the assumptions)
-    mem = memory_mod.memory_account(params, state, t.zero, inputs["cluster.count"], activations,
-                                    inputs["cluster.runtime_buffers"], inputs["cluster.headroom"], acc.memory)
+    st, _, _ = model_terms.state_for(inputs.workload, inputs.model, params, inputs["cluster.count"])
+    mem = memory_mod.memory_account_from_state(
+        st.weights_bytes, st.grads_bytes, st.optimizer_bytes, st.gathered_bytes, params, state.weights,
+        state.total, activations, inputs["cluster.runtime_buffers"], inputs["cluster.headroom"], acc.memory)
 
     out: dict[str, Any] = {}
     for name in ("state_bytes", "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes",
                  "runtime_buffers", "headroom_bytes", "per_device_bytes", "device_memory", "fits",
                  "devices_to_run", "devices_to_train"):
         out[f"memory.{name}"] = getattr(mem, name)
+    out.update({f"memory.{k}": v for k, v in {**terms.activation_report, **terms.state_report}.items()})
     return out
 
 

@@ -119,6 +119,42 @@ D("memory.devices_to_run", "count", "devices to hold the state", "fewest devices
   whole=True)
 D("memory.devices_to_train", "count", "devices to train", "fewest devices that fit state and activations",
   whole=True)
+# the architecture's terms (docs/memory-and-flops.md): planning/model_terms.py
+D("compute.flops_per_token_model", "flops", "model FLOPs per token", "6 N (matmul parameters, head included, "
+  "input embedding excluded) + 12 L d_attn S: the MFU convention", sweep=False)
+D("compute.flops_per_token_executed", "flops", "executed FLOPs per token", "causal attention's half and "
+  "recomputation's re-run counted as executed", sweep=False, detail=True)
+D("compute.matmul_params", "count", "matmul parameters", "parameters that do a matmul per token", sweep=False,
+  detail=True)
+D("compute.mfu", "fraction", "MFU", "model FLOPs / (time x peak)", sweep=False)
+D("compute.hfu", "fraction", "HFU", "executed FLOPs / (time x peak)", sweep=False, detail=True)
+D("compute.time_follows", "text", "time follows", "cluster.mfu (model FLOPs) or cluster.hfu (executed)",
+  sweep=False, detail=True)
+D("memory.activations_layers", "bytes", "activations in the layers", "saved tensors of every layer",
+  sweep=False, detail=True)
+D("memory.activations_outside_layers", "bytes", "activations outside the layers", "embedding output, final "
+  "norm, head input, fp32 log-softmax of the loss", sweep=False, detail=True)
+D("memory.activations_logits", "bytes", "logits", "the logits the model returns", sweep=False, detail=True)
+D("memory.activations_per_layer_token", "bytes", "saved per layer and token", "from the architecture, "
+  "before recomputation", sweep=False, detail=True)
+D("memory.activations_kept_per_layer_token", "bytes", "kept per layer and token", "after recomputation",
+  sweep=False, detail=True)
+D("memory.activations_formula", "bytes", "activations by formula", "the architecture's figure", sweep=False,
+  detail=True)
+D("memory.activations_measured", "bytes", "activations measured", "from `trainplan probe model`", sweep=False)
+D("memory.activations_source", "text", "activations from", "which figure the plan uses and why", sweep=False,
+  detail=True)
+D("memory.state_recipe", "text", "training state recipe", "bytes per parameter of weights, gradients, "
+  "master and optimizer", sweep=False, detail=True)
+D("memory.state_recipe_source", "text", "recipe source", "where the recipe's bytes come from", sweep=False,
+  detail=True)
+D("memory.sharding", "text", "sharding", "none, ZeRO 1-3 or FSDP over the data-parallel group", sweep=False)
+D("memory.gathered_bytes", "bytes", "gathered parameter buffers", "ZeRO-3/FSDP: the largest module gathered "
+  "in fp32", sweep=False, detail=True)
+D("memory.trainable_params", "count", "trainable parameters", "all, or the adapters under LoRA/QLoRA",
+  sweep=False)
+D("memory.frozen_params", "count", "frozen parameters", "weights LoRA/QLoRA leaves untrained", sweep=False,
+  detail=True)
 # ---- network (docs/accounts.md)
 D("network.gradient_bytes", "bytes", "gradient size", "bytes of gradients exchanged per step")
 D("network.ring_bytes_per_step", "bytes", "ring traffic per step", "2 (N-1)/N x gradient bytes, per device")

@@ -9,6 +9,7 @@ kwargs dict copied field by field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
@@ -75,6 +76,14 @@ class PlanInputs:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
+    @cached_property
+    def terms(self) -> Any:
+        """The architecture's activations, training state and FLOPs (planning/model_terms.py): scalars of
+        the workload, whose keys a sweep loops rather than varies as arrays when the architecture is known."""
+        from trainplan.planning import model_terms
+
+        return model_terms.evaluate(self.workload, self.model)
+
     def array(self, key: str) -> np.ndarray:
         return np.asarray(self.values[key], np.float64)
 
@@ -107,5 +116,10 @@ class PlanInputs:
             nvdec=w.cluster.nvdec, video_decoders=w.accelerator.video_decoders,
             tokenize_online=w.data.tokenize_online, prefetch=w.cluster.prefetch,
             flops_per_param_token=training_flops(1.0, 1.0, w.training.recompute))
+        terms = self.terms
+        if terms.flops_per_token_model is not None:  # the architecture's FLOPs per token (attention included)
+            args["flops_per_param_token"] = terms.flops_per_token_model / self.model.active_params
+            if w.cluster.hfu is not None:  # time follows the executed FLOPs: the matching model-FLOPs MFU
+                args["mfu"] = terms.mfu
         args.update(changes)
         return args

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from trainplan.errors import UserError
 from trainplan.planning import evaluate as plan_mod
+from trainplan.planning import model_terms
 from trainplan.planning import inputs as inputs_mod
 from trainplan.planning.figures import FIGURES
 from trainplan.planning.inputs import PlanInputs
@@ -168,6 +169,8 @@ def _vectorizable(w: Workload, axis: Axis, probe: Callable[[str], Workload]) -> 
     key = axis.key
     if not axis.numeric or key not in VECTOR_KEYS | SHAPE_KEYS:
         return False
+    if key in model_terms.SCALAR_KEYS and model_terms.architecture_known(w, plan_mod.resolve_model(w).count):
+        return False  # the architecture's activations and FLOPs are evaluated per workload (issue 12)
     if not key.startswith("model."):
         return True
     if not _count_is_params(w):

@@ -206,6 +206,8 @@ class ParamCount:
     final_norm: int = 0  # the norm after the last block (0 for "standard")
     experts: int = 1  # MLP experts per block (1 for dense)
     experts_per_token: int = 1  # experts each token is routed to (1 for dense)
+    matmul_active: int | None = None  # N of 6 N (set where the generic rule does not fit); see matmul_params
+    head_params: int | None = None  # the output head's matmul parameters when matmul_active is set
 
 
 # --------------------------------------------------------------------------- #
@@ -662,9 +664,13 @@ def count_from_hf_config(config: dict[str, Any]) -> ParamCount:
     if not isinstance(config, dict):
         raise UserError("config", f"a JSON object (the contents of config.json), got {type(config).__name__}")
     model_type = config.get("model_type")
+    if model_type in MORE_FAMILIES:
+        return MORE_FAMILIES[model_type](config)
     if model_type not in SUPPORTED_MODEL_TYPES:
         shown = "missing" if model_type is None else repr(model_type)
-        raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES)}; got {shown}")
+        if isinstance(model_type, str):
+            return count_with_transformers(config)
+        raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}; got {shown}")
 
     if model_type == "gpt2":
         return _count_gpt2(config)
@@ -830,3 +836,329 @@ def load_hf_config(path: str | Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise UserError(where, f"a JSON object of model settings, got a JSON {type(config).__name__}")
     return config
+
+
+def matmul_params(count: ParamCount) -> tuple[int, int]:
+    """(N, head): parameters that take part in a matrix product per token, and the head's share.
+
+    N counts q, k, v, o, the MLP's matrices (top-k experts for a mixture) and the router of
+    every layer, and the output head (V d, tied or not: the head's product runs either way);
+    it leaves out the input embedding (a lookup, no product), position embeddings, norms and
+    biases (elementwise). This is the N of the 6 N FLOPs per token.
+    """
+    if count.matmul_active is not None:
+        return count.matmul_active, count.head_params or 0
+    traits = _TRAITS.get(count.family)
+    mlp_matrices = traits.mlp_matrices if traits is not None else GATED_MLP_MATRICES
+    d = count.width
+    attention = 2 * d * count.heads * count.head_dim + 2 * d * count.kv_heads * count.head_dim
+    mlp = mlp_matrices * d * count.ffn_width * count.experts_per_token
+    router = d * count.experts if count.experts > 1 or count.family == "mixtral" else 0
+    head = count.vocab * d
+    return count.layers * (attention + mlp + router) + head, head
+
+
+
+# --------------------------------------------------------------------------- #
+# More families, counted exactly (issue 12). Each counter writes out what the
+# family's modeling_<family>.py builds (transformers 5.x); the defaults are the
+# family's configuration class defaults. Verified against the model built on the
+# meta device in tests/test_params.py.
+# --------------------------------------------------------------------------- #
+
+GEMMA_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576, "num_hidden_layers": 28,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256, "attention_bias": False,
+    "tie_word_embeddings": True}
+GEMMA2_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "attention_bias": False,
+    "tie_word_embeddings": True}
+PHI3_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": None, "tie_word_embeddings": False}
+QWEN2_MOE_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "decoder_sparse_step": 1, "moe_intermediate_size": 1408,
+    "shared_expert_intermediate_size": 5632, "num_experts_per_tok": 4, "num_experts": 60, "mlp_only_layers": [],
+    "qkv_bias": True, "tie_word_embeddings": False}
+FALCON_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 65024, "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
+    "num_kv_heads": None, "num_ln_in_parallel_attn": None, "new_decoder_architecture": False, "multi_query": True,
+    "parallel_attn": True, "bias": False, "ffn_hidden_size": None, "tie_word_embeddings": True}
+OLMO_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": None, "attention_bias": False, "tie_word_embeddings": False}
+STABLELM_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 50304, "hidden_size": 2560, "intermediate_size": 6912, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 32, "use_qkv_bias": False, "qk_layernorm": False,
+    "use_parallel_residual": False, "tie_word_embeddings": False}
+GPTJ_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
+    "vocab_size": 50400, "n_embd": 4096, "n_layer": 28, "n_head": 16, "n_inner": None, "tie_word_embeddings": False}
+GPTJ_KEY_ALIASES: Final[dict[str, str]] = {"n_embd": "hidden_size", "n_layer": "num_hidden_layers",
+                                           "n_head": "num_attention_heads"}
+
+
+def _block_count(family: str, *, layers: int, width: int, vocab: int, heads: int, kv_heads: int, head_dim: int,
+                 ffn_width: int, qkv_bias: bool, o_bias: bool, mlp_matrices: int, mlp_bias: bool,
+                 norm_params_per_layer: int, final_norm: int, tied: bool, head_bias: bool = False,
+                 extra_per_layer: int = 0) -> ParamCount:
+    """A dense decoder with every term given: no defaults, no family rules."""
+    d, hk, gk = width, heads * head_dim, kv_heads * head_dim
+    attention = _linear(d, hk, qkv_bias) + 2 * _linear(d, gk, qkv_bias) + _linear(hk, d, o_bias)
+    mlp = (mlp_matrices - 1) * _linear(d, ffn_width, mlp_bias) + _linear(ffn_width, d, mlp_bias)
+    per_layer = attention + mlp + norm_params_per_layer + extra_per_layer
+    embedding = vocab * d
+    lm_head = 0 if tied else vocab * d + (vocab if head_bias else 0)
+    if tied and head_bias:
+        lm_head = vocab  # the bias is the head's own even when the weight is shared
+    total = embedding + layers * per_layer + final_norm + lm_head
+    matmul = layers * (2 * d * hk + 2 * d * gk + mlp_matrices * d * ffn_width) + vocab * d
+    return ParamCount(total=total, active=total, embedding=embedding, lm_head=lm_head, per_layer=per_layer,
+                      family=family, layers=layers, width=d, vocab=vocab, ffn_width=ffn_width, heads=heads,
+                      kv_heads=kv_heads, head_dim=head_dim, tied=tied, final_norm=final_norm,
+                      matmul_active=matmul, head_params=vocab * d)
+
+
+def _getter(config: dict[str, Any], defaults: dict[str, Any], aliases: dict[str, str] | None = None):  # noqa: ANN202
+    def get(key: str) -> Any:
+        return _value(config, key, defaults, aliases)
+    return get
+
+
+def _heads(get: Any, width: int, kv_key: str = "num_key_value_heads", head_dim_key: str | None = "head_dim"
+           ) -> tuple[int, int, int]:
+    heads = _positive_int(get("num_attention_heads"), "num_attention_heads")
+    kv = get(kv_key)
+    kv_heads = heads if kv is None else _positive_int(kv, kv_key)
+    if heads % kv_heads:
+        raise UserError(kv_key, f"a divisor of num_attention_heads ({heads}), got {kv_heads}")
+    hd = get(head_dim_key) if head_dim_key else None
+    if hd is None:
+        if width % heads:
+            raise UserError("num_attention_heads", f"a divisor of hidden_size ({width}), got {heads}")
+        hd = width // heads
+    return heads, kv_heads, _positive_int(hd, head_dim_key or "head_dim")
+
+
+def _count_gemma(config: dict[str, Any], family: str = "gemma") -> ParamCount:
+    """Gemma: Llama blocks, RMSNorm weights, head_dim 256 by default, tied head. Gemma 2 adds a
+    norm before and after the MLP (four per layer)."""
+    get = _getter(config, GEMMA2_CONFIG_DEFAULTS if family == "gemma2" else GEMMA_CONFIG_DEFAULTS)
+    d = _positive_int(get("hidden_size"), "hidden_size")
+    heads, kv, hd = _heads(get, d)
+    norms = 4 if family == "gemma2" else 2
+    bias = _flag(get("attention_bias"), "attention_bias")
+    return _block_count(family, layers=_positive_int(get("num_hidden_layers"), "num_hidden_layers"), width=d,
+                        vocab=_positive_int(get("vocab_size"), "vocab_size"), heads=heads, kv_heads=kv,
+                        head_dim=hd, ffn_width=_positive_int(get("intermediate_size"), "intermediate_size"),
+                        qkv_bias=bias, o_bias=bias, mlp_matrices=GATED_MLP_MATRICES, mlp_bias=False,
+                        norm_params_per_layer=norms * d, final_norm=d,
+                        tied=_flag(get("tie_word_embeddings"), "tie_word_embeddings"))
+
+
+def _count_phi3(config: dict[str, Any]) -> ParamCount:
+    """Phi-3: fused qkv_proj and gate_up_proj (same counts as separate matrices), no biases, RMSNorm."""
+    get = _getter(config, PHI3_CONFIG_DEFAULTS)
+    d = _positive_int(get("hidden_size"), "hidden_size")
+    heads, kv, hd = _heads(get, d, head_dim_key=None)
+    return _block_count("phi3", layers=_positive_int(get("num_hidden_layers"), "num_hidden_layers"), width=d,
+                        vocab=_positive_int(get("vocab_size"), "vocab_size"), heads=heads, kv_heads=kv,
+                        head_dim=hd, ffn_width=_positive_int(get("intermediate_size"), "intermediate_size"),
+                        qkv_bias=False, o_bias=False, mlp_matrices=GATED_MLP_MATRICES, mlp_bias=False,
+                        norm_params_per_layer=2 * d, final_norm=d,
+                        tied=_flag(get("tie_word_embeddings"), "tie_word_embeddings"))
+
+
+def _count_olmo(config: dict[str, Any]) -> ParamCount:
+    """OLMo: Llama blocks whose LayerNorms hold no parameters (OlmoLayerNorm)."""
+    get = _getter(config, OLMO_CONFIG_DEFAULTS)
+    d = _positive_int(get("hidden_size"), "hidden_size")
+    heads, kv, hd = _heads(get, d, head_dim_key=None)
+    bias = _flag(get("attention_bias"), "attention_bias")
+    return _block_count("olmo", layers=_positive_int(get("num_hidden_layers"), "num_hidden_layers"), width=d,
+                        vocab=_positive_int(get("vocab_size"), "vocab_size"), heads=heads, kv_heads=kv,
+                        head_dim=hd, ffn_width=_positive_int(get("intermediate_size"), "intermediate_size"),
+                        qkv_bias=bias, o_bias=bias, mlp_matrices=GATED_MLP_MATRICES, mlp_bias=False,
+                        norm_params_per_layer=0, final_norm=0,
+                        tied=_flag(get("tie_word_embeddings"), "tie_word_embeddings"))
+
+
+def _count_stablelm(config: dict[str, Any]) -> ParamCount:
+    """StableLM: LayerNorm with biases (one per layer with a parallel residual), q/k/v bias by
+    use_qkv_bias, optional per-head q/k LayerNorms (weights only), gated MLP."""
+    get = _getter(config, STABLELM_CONFIG_DEFAULTS)
+    d = _positive_int(get("hidden_size"), "hidden_size")
+    heads, kv, hd = _heads(get, d, head_dim_key=None)
+    norms = 1 if _flag(get("use_parallel_residual"), "use_parallel_residual") else 2
+    qk_norm = (heads + kv) * hd if _flag(get("qk_layernorm"), "qk_layernorm") else 0
+    return _block_count("stablelm", layers=_positive_int(get("num_hidden_layers"), "num_hidden_layers"), width=d,
+                        vocab=_positive_int(get("vocab_size"), "vocab_size"), heads=heads, kv_heads=kv,
+                        head_dim=hd, ffn_width=_positive_int(get("intermediate_size"), "intermediate_size"),
+                        qkv_bias=_flag(get("use_qkv_bias"), "use_qkv_bias"), o_bias=False,
+                        mlp_matrices=GATED_MLP_MATRICES, mlp_bias=False,
+                        norm_params_per_layer=norms * 2 * d, final_norm=2 * d, extra_per_layer=qk_norm,
+                        tied=_flag(get("tie_word_embeddings"), "tie_word_embeddings"))
+
+
+def _count_gptj(config: dict[str, Any]) -> ParamCount:
+    """GPT-J: parallel attention and MLP after one LayerNorm, q/k/v/out without bias, MLP with
+    biases (4 d by default), an output head with a bias."""
+    get = _getter(config, GPTJ_CONFIG_DEFAULTS, GPTJ_KEY_ALIASES)
+    d = _positive_int(get("n_embd"), "n_embd")
+    heads = _positive_int(get("n_head"), "n_head")
+    if d % heads:
+        raise UserError("n_head", f"a divisor of n_embd ({d}), got {heads}")
+    inner = get("n_inner")
+    f = CLASSIC_FFN_MULTIPLE * d if inner is None else _positive_int(inner, "n_inner")
+    return _block_count("gptj", layers=_positive_int(get("n_layer"), "n_layer"), width=d,
+                        vocab=_positive_int(get("vocab_size"), "vocab_size"), heads=heads, kv_heads=heads,
+                        head_dim=d // heads, ffn_width=f, qkv_bias=False, o_bias=False,
+                        mlp_matrices=PLAIN_MLP_MATRICES, mlp_bias=True, norm_params_per_layer=2 * d,
+                        final_norm=2 * d, head_bias=True,
+                        tied=_flag(get("tie_word_embeddings"), "tie_word_embeddings"))
+
+
+def _count_falcon(config: dict[str, Any]) -> ParamCount:
+    """Falcon: fused query_key_value, d -> (h + 2 g) k with the new decoder architecture, d + 2 k with
+    multi-query, 3 d otherwise; LayerNorm with biases: two per layer with the new architecture (or
+    num_ln_in_parallel_attn), one with parallel attention, two otherwise; linears biased by `bias`."""
+    get = _getter(config, FALCON_CONFIG_DEFAULTS)
+    d = _positive_int(get("hidden_size"), "hidden_size")
+    heads = _positive_int(get("num_attention_heads"), "num_attention_heads")
+    if d % heads:
+        raise UserError("num_attention_heads", f"a divisor of hidden_size ({d}), got {heads}")
+    hd = d // heads
+    new = _flag(get("new_decoder_architecture"), "new_decoder_architecture")
+    if new:
+        kv_value = get("num_kv_heads")
+        kv = heads if kv_value is None else _positive_int(kv_value, "num_kv_heads")
+    else:
+        kv = 1 if _flag(get("multi_query"), "multi_query") else heads
+    bias = _flag(get("bias"), "bias")
+    ffn = get("ffn_hidden_size")
+    f = CLASSIC_FFN_MULTIPLE * d if ffn is None else _positive_int(ffn, "ffn_hidden_size")
+    parallel = _flag(get("parallel_attn"), "parallel_attn")
+    if new:
+        n_ln = get("num_ln_in_parallel_attn")
+        norms = 2 if n_ln is None else _positive_int(n_ln, "num_ln_in_parallel_attn")
+    else:
+        norms = 1 if parallel else 2
+    return _block_count("falcon", layers=_positive_int(get("num_hidden_layers"), "num_hidden_layers"), width=d,
+                        vocab=_positive_int(get("vocab_size"), "vocab_size"), heads=heads, kv_heads=kv,
+                        head_dim=hd, ffn_width=f, qkv_bias=bias, o_bias=bias, mlp_matrices=PLAIN_MLP_MATRICES,
+                        mlp_bias=bias, norm_params_per_layer=norms * 2 * d, final_norm=2 * d,
+                        tied=_flag(get("tie_word_embeddings"), "tie_word_embeddings"))
+
+
+def _count_qwen2_moe(config: dict[str, Any]) -> ParamCount:
+    """Qwen2-MoE: Qwen2 attention (q/k/v bias by qkv_bias), per sparse layer a router d -> E, E gated
+    experts of moe_intermediate_size, a gated shared expert and its d -> 1 gate; layers in
+    mlp_only_layers (or off the decoder_sparse_step) have a dense gated MLP of intermediate_size."""
+    get = _getter(config, QWEN2_MOE_CONFIG_DEFAULTS)
+    d = _positive_int(get("hidden_size"), "hidden_size")
+    heads, kv, hd = _heads(get, d, head_dim_key=None)
+    layers = _positive_int(get("num_hidden_layers"), "num_hidden_layers")
+    vocab = _positive_int(get("vocab_size"), "vocab_size")
+    experts = _non_negative_int(get("num_experts"), "num_experts")
+    top_k = _positive_int(get("num_experts_per_tok"), "num_experts_per_tok")
+    step = _positive_int(get("decoder_sparse_step"), "decoder_sparse_step")
+    dense_only = set(get("mlp_only_layers") or [])
+    f, moe_f = _positive_int(get("intermediate_size"), "intermediate_size"), _positive_int(
+        get("moe_intermediate_size"), "moe_intermediate_size")
+    shared_f = _positive_int(get("shared_expert_intermediate_size"), "shared_expert_intermediate_size")
+    qkv_bias = _flag(get("qkv_bias"), "qkv_bias")
+    tied = _flag(get("tie_word_embeddings"), "tie_word_embeddings")
+    hk, gk = heads * hd, kv * hd
+    attention = _linear(d, hk, qkv_bias) + 2 * _linear(d, gk, qkv_bias) + _linear(hk, d, False)
+    attention_mm = 2 * d * hk + 2 * d * gk
+    total = active = matmul = 0
+    per_layer = 0
+    for i in range(layers):
+        sparse = i not in dense_only and experts > 0 and (i + 1) % step == 0
+        if sparse:
+            shared = 3 * d * shared_f + d
+            mlp_all = d * experts + experts * 3 * d * moe_f + shared
+            mlp_active = d * experts + min(top_k, experts) * 3 * d * moe_f + shared
+        else:
+            mlp_all = mlp_active = 3 * d * f
+        layer = attention + mlp_all + 2 * d
+        per_layer = max(per_layer, layer)
+        total += layer
+        active += attention + mlp_active + 2 * d
+        matmul += attention_mm + mlp_active
+    outside = vocab * d + d + (0 if tied else vocab * d)
+    return ParamCount(total=total + outside, active=active + outside, embedding=vocab * d,
+                      lm_head=0 if tied else vocab * d, per_layer=per_layer, family="qwen2_moe", layers=layers,
+                      width=d, vocab=vocab, ffn_width=moe_f, heads=heads, kv_heads=kv, head_dim=hd, tied=tied,
+                      final_norm=d, experts=max(experts, 1), experts_per_token=min(top_k, max(experts, 1)),
+                      matmul_active=matmul + vocab * d, head_params=vocab * d)
+
+
+MORE_FAMILIES: Final[dict[str, Any]] = {
+    "gemma": _count_gemma,
+    "gemma2": lambda c: _count_gemma(c, "gemma2"),
+    "phi3": _count_phi3,
+    "qwen2_moe": _count_qwen2_moe,
+    "falcon": _count_falcon,
+    "olmo": _count_olmo,
+    "stablelm": _count_stablelm,
+    "gptj": _count_gptj,
+}
+
+MODEL_EXTRA_HINT: Final[str] = "pip install 'trainplan[model]' (torch and transformers) to count it on the meta device"
+
+
+def count_with_transformers(config: dict[str, Any]) -> ParamCount:
+    """Any other family: build AutoModelForCausalLM on the meta device (no memory, no download) and
+    count its parameters, shared tensors once. Without transformers: UserError naming the extra."""
+    model_type = config.get("model_type")
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, "
+                        f"or {MODEL_EXTRA_HINT}; got {model_type!r}") from None
+    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
+    causal = getattr(transformers, "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", None)
+    if causal is None:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal
+    class_name = causal.get(model_type, "")
+    if not class_name.endswith("ForCausalLM"):
+        # e.g. BERT's BertLMHeadModel: an encoder with a head, not a decoder-only language model
+        raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, or a "
+                        f"decoder-only model (a transformers ...ForCausalLM class); got {model_type!r}")
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # building on meta logs advice nobody asked for
+    try:
+        cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, or a "
+                        f"causal language model transformers can build; got {model_type!r} ({err})") from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    unique = {id(p): p for p in model.parameters()}  # parameters() yields a shared tensor once
+    total = sum(p.numel() for p in unique.values())
+    emb = model.get_input_embeddings()
+    out = model.get_output_embeddings()
+    embedding = emb.weight.numel() if emb is not None else 0
+    tied = out is not None and emb is not None and out.weight is emb.weight
+    lm_head = 0 if (out is None or tied) else sum(p.numel() for p in out.parameters())
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    width = int(getattr(text, "hidden_size", 0) or 0)
+    heads = int(getattr(text, "num_attention_heads", 0) or 0)
+    kv = int(getattr(text, "num_key_value_heads", heads) or heads)
+    head_dim = int(getattr(text, "head_dim", 0) or (width // heads if heads else 0))
+    layers = int(getattr(text, "num_hidden_layers", 0) or 0)
+    vocab = int(getattr(text, "vocab_size", 0) or 0)
+    ffn = int(getattr(text, "intermediate_size", 0) or 4 * width)
+    per_layer = (total - embedding - lm_head) // layers if layers else 0
+    matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    if tied and out is not None:
+        matmul += out.weight.numel()  # the tied head's product runs though its weight is the embedding's
+    return ParamCount(total=total, active=total, embedding=embedding, lm_head=lm_head, per_layer=per_layer,
+                      family=f"{model_type} (transformers, meta device)", layers=layers, width=width, vocab=vocab,
+                      ffn_width=ffn, heads=heads, kv_heads=kv, head_dim=head_dim, tied=tied,
+                      matmul_active=matmul, head_params=vocab * width)

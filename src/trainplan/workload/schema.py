@@ -202,6 +202,12 @@ class ModelSection(Section):
     tied: bool = Q(True, "assumed: input and output embeddings tied")
     experts: Whole = Q(1, "dense model: one expert", gt=0)
     experts_per_token: Whole = Q(1, "dense model: one expert per token", gt=0)
+    head_dim: Whole | None = Q(None, "none: width / heads (set it for models whose head size differs, e.g. Gemma's 256)",
+                               gt=0)
+    norm: Literal["rmsnorm_fp32", "rmsnorm", "layernorm"] | None = Q(
+        None, "derived from model.family (catalogue/activation_traits.toml)")
+    mlp: Literal["swiglu", "gelu", "gelu_new"] | None = Q(
+        None, "derived from model.family (catalogue/activation_traits.toml)")
 
 
 class TrainingSection(Section):
@@ -229,12 +235,29 @@ class TrainingSection(Section):
     epochs: Epochs = Q(1.0, "assumed: one pass over the data", gt=0)
     retrain_every: Seconds | None = Q(
         None, "assumed: trained once; a duration such as 30 days makes training a recurring cost a year", gt=0)
+    attention: Literal["sdpa", "flash", "eager"] = Q(
+        "sdpa", "assumed: fused attention (SDPA/FlashAttention): no S^2 tensor kept, causal half executed")
+    dropout: bool = Q(False, "assumed: no dropout, as in current LLM pre-training (Llama, Mistral, Qwen2)")
+    method: Literal["full", "lora", "qlora"] = Q("full", "assumed: every weight trained")
+    lora_rank: Whole = Q(16, "assumed: LoRA rank 16 (Hu et al. 2021 use 1-64)", gt=0)
+    lora_targets: list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = Q(
+        ["q", "k", "v", "o"], "assumed: the attention projections, LoRA's original targets (Hu et al. 2021 §7.1)")
+    state_recipe: Literal["mixed_fp32_master", "autocast_fp32", "pure_bf16", "adam_8bit", "sgd_momentum"] | None = Q(
+        None, "derived: from training.precision and training.optimizer (catalogue/state_recipes.toml)")
+    sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] | None = Q(
+        None, "derived: from training.zero (0 none, 1-3 DeepSpeed ZeRO stages)")
+    activation_bytes_per_layer_token: float | None = Q(
+        None, "none: from the architecture; `trainplan probe model --output` measures it", gt=0)
+    activation_bytes_outside_token: float | None = Q(
+        None, "none: from the architecture; `trainplan probe model --output` measures it", ge=0)
 
 
 class ClusterSection(Section):
     accelerator: str | dict[str, Any] = Q("h100-sxm", "reference workload: one H100-SXM")
     count: Whole = Q(1, "reference workload: one accelerator", gt=0)
     mfu: Fraction = Q(0.4, "reference workload: MFU 0.4, typical of dense transformer training", gt=0, le=1)
+    hfu: Fraction | None = Q(None, "none: time follows cluster.mfu; give hfu (executed FLOPs, recomputation and "
+                             "causal attention as run) to have time follow it instead", gt=0, le=1)
     mfu_end_to_end: bool = Q(False, "assumed: MFU is a single-device figure, so scaling efficiency applies")
     scaling_efficiency: Fraction = Q(
         0.9, "assumed: 90 % data-parallel efficiency at modest scale; 1 by definition on one device", gt=0, le=1)
@@ -596,12 +619,17 @@ def _check_consistency(w: Workload) -> None:
     if m.experts_per_token > m.experts:
         raise UserError("model.experts_per_token", f"expected at most model.experts ({m.experts}), "
                         f"got {m.experts_per_token}")
+    if m.kv_heads is not None and m.heads is None and m.hf_config is None:
+        raise UserError("model.heads", "the number of attention heads, needed with model.kv_heads "
+                        "(kv_heads without heads would size the KV cache against a guessed head count)")
+    if m.head_dim is not None and m.heads is None and m.hf_config is None:
+        raise UserError("model.heads", "the number of attention heads, needed with model.head_dim")
     if m.heads is not None and m.kv_heads is not None and m.heads % m.kv_heads:
         raise UserError("model.kv_heads", f"expected a divisor of model.heads ({m.heads}), got {m.kv_heads}")
     if w.data.kind == "tokens" and w.training.tokens is None:
         raise UserError("training.tokens", "expected a token count when data.kind = 'tokens'")
     if w.model.heads is not None and w.model.width is not None and w.model.hf_config is None \
-            and w.model.family != "standard" and w.model.width % w.model.heads:
+            and w.model.family != "standard" and w.model.head_dim is None and w.model.width % w.model.heads:
         raise UserError("model.heads", f"expected a divisor of model.width ({w.model.width}), got {w.model.heads}")
 
 

@@ -192,6 +192,9 @@ def register(app: typer.Typer) -> None:
     probe_app = typer.Typer(help="Measure on this machine what the plan assumes; --output writes a calibration file.",
                             no_args_is_help=True, add_completion=False)
 
+    from trainplan.interfaces.commands import probe_model  # issue 12: `probe model`
+    probe_model.register(probe_app)
+
     @probe_app.command("decode")
     def decode_cmd(
         file: WorkloadArg = None,

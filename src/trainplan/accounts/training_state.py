@@ -1,0 +1,157 @@
+"""Persistent training state per device: named recipes, ZeRO 1/2/3, FSDP, LoRA and QLoRA (issue 12).
+
+Per parameter, bytes (catalogue/state_recipes.toml): w weights, g gradients, m fp32 master,
+o optimizer moments, p the precision of the gradient partition ZeRO-2/3 keep. Over n
+data-parallel devices, P parameters, P_layer the largest layer's parameters:
+
+    no sharding   (w + g + m + o) P
+    ZeRO-1, -2    (w + g) P + (m + o + p) P / n      DeepSpeed: 4 P + 16 P / n for mixed Adam
+                  (the ZeRO paper's 4 P + 12 P / n for stage 1 leaves out the fp32 gradient partition)
+    ZeRO-3        (w + p + m + o) P / n + 4 P_layer  DeepSpeed: 18 P / n + 4 P_layer
+    FSDP          (w + g + m + o) P / n + u w P_layer (u units unsharded at once)
+
+P_layer is, for ZeRO-3, the module with the most parameters of its own (DeepSpeed's
+largest_layer_params: usually the embedding), for FSDP one wrapped decoder block.
+The ZeRO-2 and ZeRO-3 lines are DeepSpeed's own estimators (estimate_zero2/zero3_model_
+states_mem_needs, no offload) written with the recipe's bytes. LoRA keeps the frozen
+weights at their dtype (NF4 for QLoRA) with no gradients or moments, and the recipe's full
+state for the adapters only.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from trainplan.errors import UserError
+
+# DeepSpeed reduces gradients into an fp32 partition for the optimizer (stage_1_and_2.py, stage3.py)
+FP32_GRAD_PARTITION_BYTES = 4.0
+SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp")
+METHODS = ("full", "lora", "qlora")
+
+
+@lru_cache(maxsize=1)
+def table() -> dict[str, Any]:
+    text = resources.files("trainplan.catalogue").joinpath("state_recipes.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    weights: float
+    grads: float
+    master: float
+    moments: float
+    grad_partition: float
+    source: str
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.master + self.moments
+
+
+def recipe(name: str) -> Recipe:
+    recipes = table()["recipe"]
+    if name not in recipes:
+        raise UserError("training.state_recipe", f"one of {', '.join(recipes)}, got {name!r}")
+    r = recipes[name]
+    return Recipe(name, float(r["weights"]), float(r["grads"]), float(r["master"]), float(r["moments"]),
+                  float(r["grad_partition"]), r["source"])
+
+
+def recipe_for(precision: str, optimizer: str) -> str:
+    """The recipe the older keys (training.precision, training.optimizer) mean."""
+    if optimizer == "sgd":
+        return "sgd_momentum"
+    return "autocast_fp32" if precision == "fp32" else "mixed_fp32_master"
+
+
+@dataclass(frozen=True)
+class StateAccount:
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float  # master + moments (+ the fp32 gradient partition under ZeRO-2/3)
+    gathered_bytes: float  # ZeRO-3 / FSDP: the unsharded layer(s) in flight
+    trainable_params: float
+    frozen_params: float
+
+    @property
+    def total(self) -> float:
+        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.gathered_bytes
+
+
+def sharded(params: float, r: Recipe, sharding: str, devices: int, largest_layer_params: float = 0.0) -> StateAccount:
+    """Per-device state of `params` trainable parameters under a sharding scheme (module docstring)."""
+    if sharding not in SHARDING:
+        raise UserError("training.sharding", f"one of {', '.join(SHARDING)}, got {sharding!r}")
+    n = devices  # numbers or numpy arrays alike (trainplan sweep)
+    g = table()["gathered"]
+    gathered = 0.0
+    if sharding == "none":
+        w, gr, opt = r.weights * params, r.grads * params, (r.master + r.moments) * params
+    elif sharding in ("zero1", "zero2"):
+        # DeepSpeed runs stages 1 and 2 with one optimizer (stage_1_and_2.py): both reduce the 16-bit
+        # gradients into an fp32 partition before the step; stage 2 frees the full 16-bit gradients
+        # bucket by bucket during backward, a transient saving its estimator does not count either
+        w, gr = r.weights * params, r.grads * params
+        opt = (r.master + r.moments + r.grad_partition) * params / n
+    elif sharding == "zero3":
+        w, gr = r.weights * params / n, r.grad_partition * params / n
+        opt = (r.master + r.moments) * params / n
+        gathered = g["zero3_bytes_per_layer_param"] * largest_layer_params
+    else:  # fsdp
+        w, gr, opt = r.weights * params / n, r.grads * params / n, (r.master + r.moments) * params / n
+        gathered = g["fsdp_units_in_flight"] * r.weights * largest_layer_params
+    return StateAccount(w, gr, opt, gathered, params, 0.0)
+
+
+def sharding_of_zero(zero: int) -> str:
+    return ("none", "zero1", "zero2", "zero3")[zero]
+
+
+# ---------------------------------------------------------------- LoRA / QLoRA
+
+#: what each target name adapts in one layer: (input width, output width) in terms of the shape
+TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def lora_params_per_layer(width: int, ffn_width: int, heads: int, kv_heads: int, head_dim: int, rank: int,
+                          targets: tuple[str, ...] | list[str]) -> int:
+    """Adapter parameters of one layer: r (in + out) per adapted matrix (A is r x in, B out x r)."""
+    hk, gk = heads * head_dim, kv_heads * head_dim
+    shapes = {"q": (width, hk), "k": (width, gk), "v": (width, gk), "o": (hk, width),
+              "gate": (width, ffn_width), "up": (width, ffn_width), "down": (ffn_width, width)}
+    total = 0
+    for t in targets:
+        if t not in shapes:
+            raise UserError("training.lora_targets", f"names among {', '.join(TARGETS)}, got {t!r}")
+        i, o = shapes[t]
+        total += rank * (i + o)
+    return total
+
+
+def frozen_bytes_per_param(method: str) -> float:
+    lo = table()["lora"]
+    if method == "qlora":
+        return lo["frozen_bytes_nf4"] + lo["nf4_absmax_bytes"] / lo["nf4_block_size"]
+    return float(lo["frozen_bytes_bf16"])
+
+
+def lora_state(base_params: float, adapter_params: float, r: Recipe, method: str) -> StateAccount:
+    """Frozen base at its dtype, no gradient or moments; the adapters with the recipe's full state."""
+    if method not in ("lora", "qlora"):
+        raise UserError("training.method", f"one of {', '.join(METHODS)}, got {method!r}")
+    frozen = frozen_bytes_per_param(method) * base_params
+    return StateAccount(frozen + r.weights * adapter_params, r.grads * adapter_params,
+                        (r.master + r.moments) * adapter_params, 0.0, adapter_params, base_params)
+
+
+def lora_flops_per_token(matmul_params: float, adapter_params: float) -> float:
+    """Forward 2 N + 2 N_a; backward passes gradients through the frozen weights (2 N) but
+    computes no weight gradient for them; the adapters take the full 4 N_a: 4 N + 6 N_a."""
+    return 4.0 * matmul_params + 6.0 * adapter_params

@@ -1,0 +1,119 @@
+"""`trainplan probe model [CONFIG.json] [--set key=value]`: measure a model's training footprint (issue 12).
+
+Builds the model from its config with random weights (no download), on CPU (and the GPU when
+present), and prints beside each measured figure the plan's own formula. With --output it
+records the activation figures as training.activation_bytes_per_layer_token and
+training.activation_bytes_outside_token, which `plan --calibration FILE` uses (provenance measured).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from trainplan.errors import UserError
+
+
+def formula_beside(config: dict[str, Any], probe: Any, attention: str) -> dict[str, Any]:
+    """The plan's formula for each measured figure (activations only for the catalogue's families)."""
+    from trainplan.accounts import activations as act
+    from trainplan.accounts import compute
+    from trainplan.accounts import training_state as ts
+    from trainplan.workload.params import count_from_hf_config, matmul_params
+
+    out: dict[str, Any] = {}
+    count = count_from_hf_config(config)
+    out["params"] = count.total
+    if config.get("model_type") in act.families():
+        shape = act.shape_from_hf_config(config)
+        out["activation_bytes_per_layer_token"] = act.layer_bytes_per_token(shape, probe.seq_len, attention).total
+        out["activation_bytes_outside_token"] = act.outside_bytes_per_token(shape, probe.micro_batch)
+    n, head = matmul_params(count)
+    out["flops_per_token"] = {s: compute.flops_per_token(n, count.layers, count.heads * count.head_dim, int(s),
+                                                         head_params=head).model
+                              for s in probe.flops_per_token}
+    # torch's AdamW keeps two moments in the parameters' dtype: bf16 here, the pure_bf16 recipe
+    out["optimizer_state_bytes"] = ts.recipe("pure_bf16").moments * count.total
+    return out
+
+
+def _table(d: dict[str, Any]) -> str:
+    m, f = d["measured"], d["formula"]
+
+    def row(name: str, measured: float | None, formula: float | None, unit: str) -> str:
+        if measured is None:
+            return f"  {name:<34} {'-':>14}"
+        diff = f"{(formula / measured - 1) * 100:+.1f} %" if formula and measured else "-"
+        shown = f"{formula:,.0f}" if formula is not None else "-"
+        return f"  {name:<34} {measured:>14,.0f} {shown:>14} {diff:>9}  {unit}"
+
+    lines = [f"model probe: {m['model_type']}, {m['attention']}, b={m['micro_batch']} S={m['seq_len']}, "
+             f"{m['layers']} layers, {m['params']:,} parameters",
+             f"  {'figure':<34} {'measured':>14} {'formula':>14} {'diff':>9}",
+             row("saved activations per layer-token", m["activation_bytes_per_layer_token"],
+                 f.get("activation_bytes_per_layer_token"), "B"),
+             row("saved activations outside, per token", m["activation_bytes_outside_token"],
+                 f.get("activation_bytes_outside_token"), "B")]
+    for s, v in m["flops_per_token"].items():
+        lines.append(row(f"FLOPs per token at S={s}", v, f["flops_per_token"].get(s), "FLOP"))
+    lines.append(row("AdamW state after one step", m["optimizer_state_bytes"], f.get("optimizer_state_bytes"), "B"))
+    for g in m["cuda_devices"]:
+        lines.append(f"  cuda max_memory_allocated (one step)  {g['max_memory_allocated']:,.0f} B")
+    return "\n".join(lines)
+
+
+def register(probe_app: typer.Typer) -> None:
+    @probe_app.command("model")
+    def model_cmd(
+        config: Annotated[Optional[Path], typer.Argument(help="a Hugging Face config.json (or its directory)")] = None,
+        sets: Annotated[Optional[list[str]], typer.Option("--set", help="config key: KEY=VALUE (JSON values)")] = None,
+        batch: Annotated[int, typer.Option("--batch", help="sequences in the measured micro-batch", min=1)] = 2,
+        seq_len: Annotated[int, typer.Option("--seq-len", help="tokens per measured sequence", min=2)] = 128,
+        attention: Annotated[str, typer.Option(help="sdpa or eager")] = "sdpa",
+        flop_seq_lens: Annotated[str, typer.Option("--flop-seq-lens", help="comma-separated S for FLOP counts")]
+        = "512,2048,8192",
+        format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",  # noqa: A002
+        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write or update this calibration "
+                                                       "TOML file")] = None,
+    ) -> None:
+        """Saved activations per layer and outside, FLOPs per token, optimizer state, GPU peak: measured beside the plan's formulas."""
+        from trainplan.measure import model_probe
+
+        if format not in ("table", "json"):
+            raise UserError("--format", f"expected one of table, json, got {format!r}")
+        if attention not in ("sdpa", "eager"):
+            raise UserError("--attention", f"expected sdpa or eager, got {attention!r}")
+        try:
+            lens = tuple(int(x) for x in flop_seq_lens.split(",") if x.strip())
+        except ValueError:
+            raise UserError("--flop-seq-lens", f"comma-separated whole numbers, got {flop_seq_lens!r}") from None
+        if not lens or min(lens) < 2:
+            raise UserError("--flop-seq-lens", f"comma-separated whole numbers of 2 or more, got {flop_seq_lens!r}")
+        cfg = model_probe.load_config(config, sets or [])
+        measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens)
+        d = {"measured": measured.as_dict(), "formula": formula_beside(cfg, measured, attention)}
+        if output is not None:
+            write_calibration(output, cfg, measured)
+        if format == "json":
+            from trainplan.planning.evaluate import clean
+
+            typer.echo(json.dumps(clean(d), indent=2))
+        else:
+            typer.echo(_table(d))
+
+
+def write_calibration(path: Path, config: dict[str, Any], measured: Any) -> None:
+    from trainplan.measure import calibration, probe
+
+    note = (f"saved tensors of {measured.model_type} ({measured.attention}, b={measured.micro_batch}, "
+            f"S={measured.seq_len}), bf16 on CPU, deduplicated by storage")
+    values = [{"key": "training.activation_bytes_per_layer_token", "value": measured.activation_bytes_per_layer_token,
+               "note": note},
+              {"key": "training.activation_bytes_outside_token", "value": measured.activation_bytes_outside_token,
+               "note": note}]
+    calibration.write(path, "model", settings={"config": config, "micro_batch": measured.micro_batch,
+                                               "seq_len": measured.seq_len, "attention": measured.attention},
+                      results=measured.as_dict(), values=values, machine=probe.machine())

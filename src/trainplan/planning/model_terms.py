@@ -1,0 +1,178 @@
+"""The model terms of a plan (issue 12): activation memory, training state and FLOPs from the
+architecture, in one call from planning/evaluate.py.
+
+Which figure a plan uses, in order:
+  activations  training.activation_bytes_per_layer_token (measured by `probe model`), else the
+               architecture (accounts/activations.py) when the family is known (a config.json or a
+               named model.family) and training.saved_tensors_per_layer was not set, else the
+               older b S d L k with k = training.saved_tensors_per_layer;
+  state        the named recipe (training.state_recipe, or the one precision and optimizer
+               mean) under training.sharding (or training.zero), LoRA/QLoRA by training.method;
+  FLOPs        6 N + 12 L d_attn S per token (model, the MFU convention) and the executed
+               figure, when the architecture is known; else 6 P. Time follows cluster.hfu
+               (executed FLOPs) when given, else cluster.mfu (model FLOPs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainplan.accounts import activations as act
+from trainplan.accounts import compute as compute_mod
+from trainplan.accounts import memory as memory_mod
+from trainplan.accounts import training_state as ts
+from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
+
+
+# Keys the architecture's terms depend on that the sweep would otherwise vectorise (model.* keys are
+# looped already when a family or config is named): with a known architecture they are looped.
+SCALAR_KEYS = frozenset({"training.micro_batch", "training.seq_len"})
+
+
+@dataclass
+class ModelTerms:
+    activations: float  # bytes per device the memory account uses
+    activations_source: str
+    activation_report: dict[str, Any] = field(default_factory=dict)
+    state: ts.StateAccount | None = None
+    state_report: dict[str, Any] = field(default_factory=dict)
+    flops_per_token_model: float | None = None
+    flops_per_token_executed: float | None = None
+    rate_flops_per_token: float | None = None  # what time follows (model with mfu, executed with hfu)
+    utilisation: float | None = None  # the mfu or hfu time follows
+    mfu: float | None = None
+    hfu: float | None = None
+    flops_report: dict[str, Any] = field(default_factory=dict)
+
+
+def architecture_known(w: Any, count: Any) -> bool:
+    return count is not None and (w.model.hf_config is not None or w.model.family != "standard")
+
+
+def _shape(w: Any, count: Any) -> act.ActivationShape:
+    family = count.family if count.family in act.families() else "llama"
+    if w.model.hf_config is not None:
+        from trainplan.workload.params import load_hf_config
+
+        try:
+            config = load_hf_config(w.base_dir / w.model.hf_config)
+            if config.get("model_type") in act.families():
+                shape = act.shape_from_hf_config(config)
+                return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
+                                              "norm": w.model.norm})
+        except Exception:  # noqa: BLE001 - the count already read this file; fall back to the count's shape
+            pass
+    return act.ActivationShape(family, count.layers, count.width, count.ffn_width, count.heads, count.kv_heads,
+                               count.head_dim, count.vocab, count.experts_per_token, None, w.model.mlp,
+                               w.model.norm)
+
+
+def legacy_activations(w: Any, model: Any) -> float:
+    """b S d bytes L k with k = training.saved_tensors_per_layer (0 without a shape)."""
+    t = w.training
+    if model.width is None or model.layers is None:
+        return 0.0  # no shape given: activations cannot be sized (said in the assumptions)
+    k = memory_mod.retained_tensors(t.saved_tensors_per_layer, t.recompute, t.selective_keep)
+    return memory_mod.activation_bytes(t.micro_batch, t.seq_len, model.width, model.layers,
+                                       bytes_per_element(t.precision), k)
+
+
+def state_for(w: Any, model: Any, params: Any, devices: Any) -> tuple[ts.StateAccount, ts.Recipe, str]:
+    """The training state per device (numbers or numpy arrays of params and devices: the sweep)."""
+    t = w.training
+    count = getattr(model, "count", None)
+    if t.state_recipe is not None:
+        recipe = ts.recipe(t.state_recipe)
+    else:  # what training.precision and training.optimizer have always meant (catalogue/dtypes.toml)
+        legacy = state_bytes_per_param(t.precision, t.optimizer)
+        recipe = ts.Recipe(f"{t.precision} + {t.optimizer}", legacy.weights, legacy.grads, legacy.master,
+                           legacy.optimizer, ts.FP32_GRAD_PARTITION_BYTES, legacy.source)
+    sharding = t.sharding or ts.sharding_of_zero(t.zero)
+    largest: Any = 0.0
+    if count is not None:
+        # ZeRO-3 gathers module by module: DeepSpeed's largest_layer_params is the module with the most
+        # parameters of its own (embedding, head, or one MLP matrix); FSDP gathers a whole wrapped block.
+        # Scaled to the parameters when model.params is given beside a shape.
+        module = max(count.embedding, count.lm_head, count.width * count.ffn_width * max(count.experts, 1))
+        largest = float(count.per_layer if sharding == "fsdp" else module) * params / max(count.total, 1)
+    if t.method == "full":
+        return ts.sharded(params, recipe, sharding, devices, largest), recipe, sharding
+    if count is None:
+        from trainplan.errors import UserError
+
+        raise UserError("training.method", "a model shape (model.layers and model.width, or model.hf_config) "
+                        "to size LoRA adapters")
+    adapter = count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
+                                                      count.head_dim, t.lora_rank, list(t.lora_targets))
+    return ts.lora_state(params, adapter, recipe, t.method), recipe, sharding
+
+
+def evaluate(w: Any, model: Any) -> ModelTerms:
+    """The model terms of workload `w` (model: evaluate.ModelFacts, with .count when one was made)."""
+    t, c = w.training, w.cluster
+    count = getattr(model, "count", None)
+    known = architecture_known(w, count)
+    a = bytes_per_element(t.precision)
+    prov = w.provenance.get("training.saved_tensors_per_layer")
+    k_set = prov is not None and not prov.source.startswith("Korthikanti")
+    terms = ModelTerms(legacy_activations(w, model), "b S d L k, k = training.saved_tensors_per_layer")
+
+    shape = _shape(w, count) if known else None
+    formula = None
+    if shape is not None:
+        formula = act.activation_account(shape, t.micro_batch, t.seq_len, t.attention, a, t.recompute, t.dropout)
+        terms.activation_report = {
+            "activations_layers": formula.layers_bytes, "activations_outside_layers": formula.outside_saved_bytes,
+            "activations_logits": formula.logits_bytes,
+            "activations_per_layer_token": formula.per_layer_bytes_per_token,
+            "activations_kept_per_layer_token": formula.kept_per_layer_bytes_per_token,
+            "activations_formula": formula.total_bytes,
+        }
+        if not k_set:
+            terms.activations = formula.total_bytes
+            terms.activations_source = (f"architecture ({shape.family}, {t.attention}, recompute {t.recompute}; "
+                                        "catalogue/activation_traits.toml)")
+            if count.family not in act.families():
+                terms.activations_source += (f"; {count.family} has no traits of its own yet, so Llama's are used: "
+                                             "measure it with `trainplan probe model`")
+    if t.activation_bytes_per_layer_token is not None and model.layers is not None:
+        tokens = t.micro_batch * t.seq_len
+        outside = t.activation_bytes_outside_token or 0.0
+        measured = tokens * (model.layers * t.activation_bytes_per_layer_token + outside)
+        if formula is not None:
+            measured += formula.logits_bytes
+        terms.activations = measured
+        terms.activations_source = "measured (training.activation_bytes_per_layer_token, trainplan probe model)"
+        terms.activation_report["activations_measured"] = measured
+    terms.activation_report["activations_source"] = terms.activations_source
+
+    # training state
+    state, recipe, sharding = state_for(w, model, model.params, c.count)
+    terms.state = state
+    terms.state_report = {"state_recipe": recipe.name, "state_recipe_source": recipe.source, "sharding": sharding,
+                          "gathered_bytes": state.gathered_bytes, "trainable_params": state.trainable_params,
+                          "frozen_params": state.frozen_params}
+
+    # FLOPs
+    if known:
+        from trainplan.workload.params import matmul_params
+
+        n, head = matmul_params(count)
+        fpt = compute_mod.flops_per_token(n, count.layers, count.heads * count.head_dim, t.seq_len, t.recompute,
+                                          t.attention, head_params=head)
+        model_fpt, executed_fpt = fpt.model, fpt.executed
+        if t.method != "full":
+            # frozen weights: no weight gradients; attention's backward runs whole
+            share = compute_mod.CAUSAL_EXECUTED_SHARE[t.attention]
+            model_fpt = ts.lora_flops_per_token(n, state.trainable_params) + fpt.attention_model
+            executed_fpt = model_fpt - fpt.attention_model * (1 - share) + fpt.recompute_extra
+        terms.flops_per_token_model, terms.flops_per_token_executed = model_fpt, executed_fpt
+        mfu, hfu = compute_mod.utilisation(model_fpt, executed_fpt, mfu=None if c.hfu else c.mfu, hfu=c.hfu)
+        terms.mfu, terms.hfu = mfu, hfu
+        # one rate either way: executed / hfu = model / mfu, so compute.flops stays the model figure
+        terms.rate_flops_per_token, terms.utilisation = model_fpt, mfu
+        terms.flops_report = {"flops_per_token_model": model_fpt, "flops_per_token_executed": executed_fpt,
+                              "matmul_params": n, "mfu": mfu, "hfu": hfu,
+                              "time_follows": "hfu (executed FLOPs)" if c.hfu is not None else "mfu (model FLOPs)"}
+    return terms

@@ -1,0 +1,162 @@
+"""Training state per device against DeepSpeed's published estimators and by-hand recipes.
+
+DeepSpeed's estimators (deepspeed/runtime/zero/stage_1_and_2.py and stage3.py,
+functions estimate_zero2_model_states_mem_needs and estimate_zero3_model_states_mem_needs,
+documented in DeepSpeed's "Memory Requirements" page), without offload, written out here:
+
+    zero2: gpu_mem = 4 * total_params + int(16 * total_params / total_gpus)
+    zero3: gpu_mem = 4 * largest_layer_params + int(18 * total_params / total_gpus)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trainplan.accounts import training_state as ts
+
+
+def deepspeed_zero2_gpu(total_params: int, total_gpus: int) -> int:
+    return 4 * total_params + int(16 * total_params / total_gpus)
+
+
+def deepspeed_zero3_gpu(total_params: int, largest_layer_params: int, total_gpus: int) -> int:
+    largest_layer_memory = 4 * largest_layer_params
+    return largest_layer_memory + int(18 * total_params / total_gpus)
+
+
+# Llama-2-7B: 6,738,415,616 parameters; its largest layer is the 32000 x 4096 embedding (or head)
+CASES = [(6_738_415_616, 131_072_000, n) for n in (1, 8, 64, 256)] + [(124_439_808, 38_597_376, 4)]
+
+
+@pytest.mark.parametrize("params,largest,n", CASES)
+def test_zero2_matches_deepspeed(params, largest, n):
+    got = ts.sharded(params, ts.recipe("mixed_fp32_master"), "zero2", n, largest).total
+    assert got == pytest.approx(deepspeed_zero2_gpu(params, n), rel=1e-6)
+
+
+@pytest.mark.parametrize("params,largest,n", CASES)
+def test_zero3_matches_deepspeed(params, largest, n):
+    got = ts.sharded(params, ts.recipe("mixed_fp32_master"), "zero3", n, largest).total
+    assert got == pytest.approx(deepspeed_zero3_gpu(params, largest, n), rel=1e-6)
+
+
+def test_zero1_and_none_by_hand():
+    """Baseline 16 P (ZeRO paper §3). Stage 1 as DeepSpeed runs it (stage_1_and_2.py, one optimizer
+    for stages 1 and 2, with the fp32 gradient partition): 4 P + 16 P / n, the ZeRO paper's
+    Pos = 4 P + 12 P / n plus the 4-byte fp32 gradient partition."""
+    p, n = 7.5e9, 64
+    r = ts.recipe("mixed_fp32_master")
+    assert ts.sharded(p, r, "none", n).total == 16 * p
+    assert ts.sharded(p, r, "zero1", n).total == pytest.approx(4 * p + 12 * p / n + 4 * p / n)
+    assert ts.sharded(p, r, "zero1", n).total == pytest.approx(deepspeed_zero2_gpu(int(p), n), rel=1e-9)
+
+
+def test_recipes_by_hand():
+    p = 1e9
+    assert ts.recipe("mixed_fp32_master").total * p == 16 * p
+    assert ts.recipe("autocast_fp32").total * p == (4 + 4 + 8) * p
+    assert ts.recipe("pure_bf16").total * p == (2 + 2 + 4) * p
+    assert ts.recipe("adam_8bit").total * p == (2 + 2 + 4 + 2) * p
+    assert ts.recipe("sgd_momentum").total * p == (2 + 2 + 4 + 4) * p
+
+
+def test_fsdp_by_hand():
+    p, layer, n = 8e9, 218e6, 16
+    got = ts.sharded(p, ts.recipe("mixed_fp32_master"), "fsdp", n, layer)
+    assert got.total == pytest.approx(16 * p / n + 2 * 2 * layer)
+
+
+def test_lora_trainable_params_match_peft_llama2_7b():
+    """peft's documented print_trainable_parameters() for Llama-2-7B, r = 8 on q_proj and v_proj:
+    'trainable params: 4,194,304'."""
+    per_layer = ts.lora_params_per_layer(4096, 11008, 32, 32, 128, 8, ["q", "v"])
+    assert 32 * per_layer == 4_194_304
+
+
+def test_lora_and_qlora_state_by_hand():
+    base, adapters = 6_738_415_616, 4_194_304
+    r = ts.recipe("mixed_fp32_master")
+    lora = ts.lora_state(base, adapters, r, "lora")
+    assert lora.total == pytest.approx(2 * base + 16 * adapters)  # frozen bf16, no grads or moments
+    qlora = ts.lora_state(base, adapters, r, "qlora")
+    # NF4: 4 bits a weight plus one fp32 absmax per block of 64
+    assert qlora.total == pytest.approx((0.5 + 4 / 64) * base + 16 * adapters)
+    assert ts.lora_flops_per_token(1e9, 1e7) == 4e9 + 6e7
+
+
+def test_bad_names():
+    from trainplan.errors import UserError
+
+    with pytest.raises(UserError, match="training.state_recipe"):
+        ts.recipe("fp64")
+    with pytest.raises(UserError, match="training.lora_targets"):
+        ts.lora_params_per_layer(64, 128, 2, 2, 32, 4, ["qq"])
+
+
+# ---------------------------------------------------------------- through the plan
+
+
+def _plan(doc_text: str, tmp_path, *sets: str) -> dict:
+    from trainplan.planning.evaluate import build_report
+    from trainplan.workload.schema import load_workload
+
+    path = tmp_path / "w.toml"
+    path.write_text(doc_text)
+    return build_report(load_workload(path, list(sets)))
+
+
+LLAMA_SHAPE = ('[model]\nlayers = 32\nwidth = 4096\nvocab = 32000\nffn_width = 11008\nheads = 32\n'
+               'family = "llama"\ntied = false\n[training]\ntokens = "1B"\nmicro_batch = 1\nseq_len = 4096\n'
+               '[data]\nkind = "tokens"\n[cluster]\ncount = 8\n')
+LLAMA2_7B = 6_738_415_616
+
+
+def test_plan_zero3_is_deepspeeds_figure(tmp_path):
+    r = _plan(LLAMA_SHAPE, tmp_path, "training.zero=3")
+    # DeepSpeed's largest_layer_params is the module with the most parameters of its own: the
+    # 32000 x 4096 embedding (or the untied head), not a whole 202 M-parameter decoder block
+    largest = 32000 * 4096
+    assert r["workload"]["params"] == LLAMA2_7B
+    assert r["memory"]["state_bytes"] == pytest.approx(deepspeed_zero3_gpu(LLAMA2_7B, largest, 8), rel=1e-6)
+    assert r["memory"]["gathered_bytes"] == 4 * largest
+
+
+def test_plan_lora_state(tmp_path):
+    r = _plan(LLAMA_SHAPE, tmp_path, 'training.method="lora"', "training.lora_rank=8",
+              'training.lora_targets=["q", "v"]')
+    m = r["memory"]
+    assert m["trainable_params"] == 4_194_304
+    assert m["state_bytes"] == pytest.approx(2 * LLAMA2_7B + 16 * 4_194_304)
+
+
+def test_plan_kv_heads_without_heads_is_refused(tmp_path):
+    from trainplan.errors import UserError
+
+    with pytest.raises(UserError, match="model.heads"):
+        _plan('[model]\nlayers = 2\nwidth = 256\nkv_heads = 2\n', tmp_path)
+
+
+def test_plan_head_dim_sizes_attention(tmp_path):
+    """Gemma-style head_dim (256 with 8 heads at width 2048): q is d -> 8 * 256 = 2048 either way, but
+    with 4 heads of 256 the attention width is 1024 and q/o shrink to 2 d 1024."""
+    r = _plan('[model]\nlayers = 2\nwidth = 2048\nvocab = 1000\nffn_width = 4096\nheads = 4\nhead_dim = 256\n'
+              'family = "llama"\n[training]\ntokens = "1M"\n[data]\nkind = "tokens"\n', tmp_path)
+    d, f, V = 2048, 4096, 1000
+    per_layer = 2 * d * 1024 + 2 * d * 1024 + 3 * d * f + 2 * d
+    assert r["workload"]["params"] == V * d + 2 * per_layer + d  # model.tied defaults to true
+
+
+def test_plan_hfu_and_mfu_give_the_same_time_when_consistent(tmp_path):
+    """Time = model FLOPs / (peak MFU) = executed FLOPs / (peak HFU): give the HFU that corresponds to
+    MFU 0.4 and the time must not change; compute.mfu comes back as 0.4."""
+    base = _plan(LLAMA_SHAPE, tmp_path, 'training.recompute="full"')
+    c = base["compute"]
+    hfu = 0.4 * c["flops_per_token_executed"] / c["flops_per_token_model"]
+    other = _plan(LLAMA_SHAPE, tmp_path, 'training.recompute="full"', f"cluster.hfu={hfu}")
+    assert other["compute"]["seconds"] == pytest.approx(c["seconds"])
+    assert other["compute"]["mfu"] == pytest.approx(0.4)
+    # full recomputation: executed = model - causal half of attention + re-run forward (by hand)
+    n, L, d_attn, S, head = c["matmul_params"], 32, 4096, 4096, 32000 * 4096
+    attn_fwd = 4 * L * d_attn * S
+    assert c["flops_per_token_model"] == pytest.approx(6 * n + 3 * attn_fwd)
+    assert c["flops_per_token_executed"] == pytest.approx(6 * n + 1.5 * attn_fwd + 2 * (n - head) + 0.5 * attn_fwd)
