@@ -12,9 +12,22 @@ class UserError(Exception):
     """
 
     def __init__(self, where: str, expected: str) -> None:
-        self.where = where
-        self.expected = expected
-        super().__init__(f"{where}: {expected}")
+        # a key or value may come from a file or a request: no terminal escapes, no line
+        # breaks, and no more than a screenful, in a message that is one line
+        from trainplan.workload.limits import printable
+
+        self.where = _shorten(printable(str(where), one_line=True), _WHERE_CHARS)
+        self.expected = _shorten(printable(str(expected), one_line=True), _EXPECTED_CHARS)
+        super().__init__(f"{self.where}: {self.expected}")
+
+
+# The longest key and explanation a message shows (characters); longer ones are cut with "...".
+_WHERE_CHARS = 200
+_EXPECTED_CHARS = 800
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # Checks for the pure modules' own arguments (called from Python, not through the workload

@@ -118,6 +118,14 @@ _register_commands()
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors -> one line on stderr and exit 2; internal errors -> exit 1."""
+    import warnings
+
+    from trainplan.workload.limits import forget_inputs, os_error_text, printable
+
+    forget_inputs()  # --output may not replace a file this run reads (issue 16)
+    # numpy's overflow/invalid warnings are never the user's business: the figures they would
+    # flag are refused at the boundary or shown as "n.a." (issue 16)
+    warnings.simplefilter("ignore", RuntimeWarning)
     try:
         app(args=argv, standalone_mode=False)
     except UserError as err:
@@ -137,6 +145,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as err:  # a path the user gave that the system refused: one line, exit 2
+        where = printable(str(err.filename), one_line=True) if err.filename is not None else "file"
+        print(f"trainplan: {where}: {os_error_text(err)}", file=sys.stderr)
+        sys.exit(2)
+    except RecursionError:
+        print("trainplan: input: nested too deeply to read", file=sys.stderr)
+        sys.exit(2)
     except Exception as err:  # an internal error: one line, traceback only on request
         if os.environ.get("TRAINPLAN_DEBUG"):
             raise

@@ -105,17 +105,14 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def read_file(path: str | Path) -> dict[str, Any]:
-    """The raw document of a calibration file; UserError when it is missing or malformed."""
-    p = Path(path)
-    if not p.is_file():
+def read_file(path: str | Path, *, as_input: bool = True) -> dict[str, Any]:
+    """The raw document of a calibration file; UserError when it is missing or malformed.
+    `as_input=False` when the file is read only to be updated (then --output may replace it)."""
+    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+
+    if not Path(path).exists():
         raise UserError(str(path), "no such calibration file (write one with `trainplan probe decode --output FILE`)")
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(str(path), f"malformed calibration TOML ({err})") from None
-    except UnicodeDecodeError:
-        raise UserError(str(path), "expected a UTF-8 text TOML calibration file") from None
+    doc = limits.loads_toml(limits.read_text(path, "calibration", remember=as_input), str(path), "calibration TOML")
     fmt = doc.get("format")
     if fmt != FORMAT_VERSION:
         raise UserError(str(path), f"expected a calibration file of format {FORMAT_VERSION}, got format {fmt!r}")
@@ -133,7 +130,10 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
     """
     p = Path(path)
     date = date or now()
-    doc: dict[str, Any] = read_file(p) if merge and p.is_file() else {"format": FORMAT_VERSION}
+    from trainplan.present.outputs import check_output_path, write_output
+
+    check_output_path(p, may_replace_input=True)  # a directory, a device or a missing parent is refused before reading
+    doc: dict[str, Any] = read_file(p, as_input=False) if merge and p.is_file() else {"format": FORMAT_VERSION}
     doc["format"] = FORMAT_VERSION
     doc["updated"] = date
     doc["machine"] = machine
@@ -163,11 +163,10 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
         })
     kept = [e for e in doc.get("values", []) if e.get("key") not in new_keys]
     doc["values"] = kept + entries
-    p.parent.mkdir(parents=True, exist_ok=True)
     text = "# trainplan calibration: measured on a real machine by `trainplan probe`/`trainplan profile`.\n" \
            "# Read by `trainplan plan --calibration FILE`; measured values replace the assumptions.\n" \
            + tomli_w.dumps(_clean(doc))
-    p.write_text(text, encoding="utf-8")
+    write_output(text, p, may_replace_input=True)  # regular files only, atomically, permissions kept (issue 16)
     return p
 
 

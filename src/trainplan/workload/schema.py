@@ -286,15 +286,9 @@ class Provenance:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(str(path), "no such workload file")
-    try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(str(path), f"malformed TOML ({err})") from None
-    except UnicodeDecodeError:
-        raise UserError(str(path), "expected a UTF-8 text TOML file") from None
+    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+
+    return limits.loads_toml(limits.read_text(path, "workload"), str(path))
 
 
 def _parse_override_value(text: str) -> Any:
