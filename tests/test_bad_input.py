@@ -89,7 +89,7 @@ CASES = [
     # impossible combinations
     Case("patch-larger-than-side", "[data]\npatch = 300\n", "data.patch", also="data.side", validate=True),
     Case("patch-larger-than-set-side", "", "data.patch", sets=["data.side=10"]),
-    Case("mfu-above-one", "[cluster]\nmfu = 1.5\n", "cluster.mfu", also="less than or equal to 1", validate=True),
+    Case("mfu-above-one", "[cluster]\nmfu = 1.5\n", "cluster.mfu", also="at most 1", validate=True),
     Case("mfu-above-one-percent", '[cluster]\nmfu = "150 %"\n', "cluster.mfu"),
     Case("serving-mfu-above-one", "[serving]\nmfu = 2\n", "serving.mfu"),
     Case("efficiency-above-one", "", "cluster.scaling_efficiency", sets=["cluster.scaling_efficiency=1.2"]),
