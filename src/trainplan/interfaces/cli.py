@@ -75,7 +75,7 @@ def plan(
     format: Annotated[Format, typer.Option("--format", "-f")] = Format.table,  # noqa: A002
     output: OutputOpt = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="check the busy fraction with the queue simulation")] = False,
-    frames: Annotated[int, typer.Option(help="frames for --simulate", min=1000)] = 200_000,
+    frames: Annotated[int, typer.Option(help="frames for --simulate", min=1000, max=20_000_000)] = 200_000,
 ) -> None:
     """The whole estimate: compute, memory, network, storage, pipeline, bill."""
     from trainplan.present.outputs import write_output
