@@ -45,7 +45,7 @@ def client() -> "TestClient":
     pytest.importorskip("httpx", reason="fastapi's TestClient needs httpx (in the [test] extra)")
     from fastapi.testclient import TestClient
 
-    return TestClient(create_app())
+    return TestClient(create_app(), base_url="http://127.0.0.1:8765")  # the Host the page answers
 
 
 def as_json(obj: object) -> object:

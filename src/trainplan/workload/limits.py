@@ -22,6 +22,8 @@ reach a terminal.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import json
 import os
@@ -29,7 +31,7 @@ import re
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Iterable, Iterator
 
 from trainplan.errors import UserError
 
@@ -77,6 +79,23 @@ def os_error_text(err: OSError) -> str:
     return err.strerror.lower() if err.strerror else type(err).__name__
 
 
+# The files a web request may cause to be read (None: any file). `trainplan ui` sets it to the
+# files given on its command line, so that a request naming a path reads nothing.
+_allowed_files: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "trainplan_allowed_files", default=None)
+
+
+@contextlib.contextmanager
+def only_files(paths: Iterable[str | Path]) -> Iterator[None]:
+    """Within the block, `read_text` reads only these files (and refuses any other path before
+    looking at it, so that not even its existence is revealed)."""
+    token = _allowed_files.set(frozenset(os.path.realpath(p) for p in paths))
+    try:
+        yield
+    finally:
+        _allowed_files.reset(token)
+
+
 def read_text(path: str | Path, kind: str, remember: bool = True) -> str:
     """The UTF-8 text of the regular file `path`, at most MAX_BYTES[kind]; else UserError naming it.
     `remember`: count it as an input of this run, which --output may not replace."""
@@ -87,6 +106,10 @@ def read_text(path: str | Path, kind: str, remember: bool = True) -> str:
         raise UserError(what, "expected a file name, got an empty one")
     if "\x00" in str(path):
         raise UserError(where, f"expected a {what} name without a NUL character")
+    allowed = _allowed_files.get()
+    if allowed is not None and os.path.realpath(path) not in allowed:
+        raise UserError(what, "the page reads no file named in a request: upload its content, or give "
+                        "the file on the command line of `trainplan ui`")
     try:
         info = os.stat(path)
     except FileNotFoundError:
