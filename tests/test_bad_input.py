@@ -198,3 +198,152 @@ def test_scaling_fit_refuses_missing_columns(tmp_path, cli, csv, key):
     res = cli("scaling", "fit", str(f))
     assert_refused(res, key)
     assert "runs.csv" in res.stderr or key in res.stderr
+
+
+# ---------------------------------------------------------------- issue 16: hardening
+# Run in process (trainplan.interfaces.cli.main, as the console script runs it) to stay fast.
+
+
+def run_main(*args: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from trainplan.interfaces.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exit_:
+            code = int(exit_.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def refused_in_process(args: list[str], key: str, also: str = "") -> None:
+    code, out, err = run_main(*args)
+    assert code == 2, (code, out[-300:], err)
+    assert out == "" and "Traceback" not in err and "internal error" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trainplan: ") and key in lines[0], err
+    assert also in lines[0], lines[0]
+
+
+HARDENING = [
+    # values the schema once accepted and the accounts could not take
+    (["plan", "--set", "model.params=1e308"], "model.params", "below 1e+15"),
+    (["plan", "--set", "cluster.accelerator.peak_flops=1e-320"], "cluster.accelerator.peak_flops", "plausible"),
+    (["simulate", "--set", "cluster.link=1e-9"], "cluster.link", "above 1000"),
+    (["simulate", "--set", "cluster.cores=1e9"], "cluster.cores", "below 1e+07"),
+    (["plan", "--set", "cluster.count=1e300"], "cluster.count", ""),
+    (["plan", "--set", "data.fps=1e-300"], "data.fps", ""),
+    (["serve", "--set", "cluster.accelerator.memory=1"], "cluster.accelerator.memory", "plausible"),
+    # true/false keys take only true or false; number keys refuse true
+    (["plan", "--set", "cluster.nvdec=1"], "cluster.nvdec", "true or false"),
+    (["plan", "--set", 'cluster.nvdec="yes"'], "cluster.nvdec", "true or false"),
+    (["plan", "--set", "cluster.cores=true"], "cluster.cores", ""),
+    # simulate's flags
+    (["simulate", "--seed", "-1"], "--seed", ""),
+    (["simulate", "--frames", "99999999999999999999"], "--frames", ""),
+    (["simulate", "--buffers", "99999999999999999999"], "--buffers", ""),
+    (["simulate", "--read-latency", "1e308 s"], "--read-latency", ""),
+    (["simulate", "--cv", "1e308"], "--cv", ""),
+    (["simulate", "--timeline", "99999999999"], "--timeline", ""),
+    (["plan", "--simulate", "--frames", "99999999999"], "--frames", ""),
+    # solve's price and targets
+    (["solve", "cluster.accelerator", "--price", "h100-sxm=-1"], "--price h100-sxm", ""),
+    (["solve", "cluster.cores", "--for", "pipeline.busy"], "--for", "comparison"),
+    (["solve", "cluster.accelerator", "--for", "pipeline.busy"], "--for", "comparison"),
+]
+
+
+@pytest.mark.parametrize("args,key,also", HARDENING, ids=[" ".join(a)[:60] for a, _, _ in HARDENING])
+def test_hardening_refusals(args, key, also):
+    refused_in_process(args, key, also)
+
+
+def test_empirical_booleans_refused(tmp_path):
+    sample = tmp_path / "e.json"
+    sample.write_text("[true, false]")
+    refused_in_process(["simulate", "--empirical", str(sample)], "e.json", "not true/false")
+
+
+def test_deep_nesting_is_one_line(tmp_path):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 2000 + "]" * 2000 + "\n")
+    refused_in_process(["plan", str(deep)], "deep.toml", "nested")
+    dotted = tmp_path / "dotted.toml"
+    dotted.write_text("[" + ".".join(["a"] * 100) + "]\nx = 1\n")
+    refused_in_process(["plan", str(dotted)], "dotted.toml", "nested")
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text("[" * 5000 + "]" * 5000)
+    w = tmp_path / "w.toml"
+    w.write_text('[model]\nhf_config = "cfg.json"\n')
+    refused_in_process(["plan", str(w)], "cfg.json", "nested")
+    sample = tmp_path / "e.json"
+    sample.write_text("[" * 5000 + "]" * 5000)
+    refused_in_process(["simulate", "--empirical", str(sample)], "e.json", "nested")
+
+
+def test_input_files_that_are_not_regular_files(tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    refused_in_process(["plan", str(fifo)], "fifo.toml", "regular")  # and it does not hang
+    refused_in_process(["plan", "/dev/zero"], "/dev/zero", "regular")
+    refused_in_process(["plan", str(tmp_path)], str(tmp_path), "directory")
+    refused_in_process(["plan", "--calibration", str(tmp_path)], str(tmp_path), "directory")
+    refused_in_process(["simulate", "--empirical", str(fifo)], "fifo.toml", "regular")
+    w = tmp_path / "w.toml"
+    w.write_text('[model]\nhf_config = "/dev/zero"\n')
+    refused_in_process(["plan", str(w)], "/dev/zero", "regular")
+
+
+def test_oversized_input_files(tmp_path):
+    from trainplan.workload.limits import MAX_BYTES
+
+    big = tmp_path / "big.toml"
+    big.write_text("# padding\n" * (MAX_BYTES["workload"] // 10 + 1))
+    refused_in_process(["plan", str(big)], "big.toml", "at most 1 MiB")
+
+
+def test_a_name_too_long_and_a_nul(tmp_path):
+    refused_in_process(["plan", str(tmp_path / ("a" * 300 + ".toml"))], "aaa", "too long")
+
+
+def test_no_numpy_warning_at_the_edges_of_the_ranges():
+    """Each figure just inside its plausible range: the run succeeds and stderr is empty."""
+    for sets in (["model.params=9.9e14", "training.tokens=9.9e17", "cluster.count=9.9e7"],
+                 ["cluster.link=1001", "data.bitrate=9.9e12", "data.fps=99999"],
+                 ["cluster.accelerator.peak_flops=1e9", "cluster.accelerator.memory=1e16", "prices.accelerator_hour=9e6"],
+                 ["data.hours=1.1e-6", "storage.save_every=0.0011", "energy.pue=9.9"]):
+        code, out, err = run_main("plan", "--format", "json", *[x for s in sets for x in ("--set", s)])
+        assert code == 0 and err == "", (sets, err)
+        assert "NaN" not in out and "Infinity" not in out
+
+
+def test_simulation_coalesces_many_cores():
+    """10^5 cores become MAX_CPU_DECODERS decoders of the same total rate (and a note says so)."""
+    import json
+
+    from trainplan.simulate.queue import MAX_CPU_DECODERS
+
+    code, out, err = run_main("simulate", "--set", "cluster.cores=1e5", "--frames", "5000", "--format", "json")
+    assert code == 0, err
+    rep = json.loads(out)
+    cpu = next(d for d in rep["queue"]["decoders"] if d["name"] == "cpu")
+    assert cpu["units"] == MAX_CPU_DECODERS
+    # total rate = cores x core_fps_1080p x (frame pixels / 1080p pixels) / decoded per used: the default
+    # workload decodes 1080p sequentially (1 decoded per used), 120 frames/s per core (SPEC §7)
+    assert cpu["frames_per_second"] == pytest.approx(1e5 * 120.0, rel=1e-9)
+    assert any("coalesce" in n or "decoders of" in n for n in rep["notes"])
+
+
+def test_escape_sequences_never_reach_the_terminal(tmp_path):
+    w = tmp_path / "w.toml"
+    w.write_text('[energy]\nregion = "\\u001b]0;pwned\\u0007\\u001b[2J"\n')
+    code, out, err = run_main("plan", str(w))
+    assert "\x1b" not in err and "\x07" not in err and "\x1b" not in out
+    code, out, err = run_main("plan", "--set", "cluster.\x1b[31mred=1")
+    assert code == 2 and "\x1b" not in err
