@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import Iterator
 
 
 class UserError(Exception):
@@ -50,3 +52,17 @@ def require_fraction(key: str, value: float) -> None:
     """A number in (0, 1], else UserError naming `key`."""
     if not (isinstance(value, (int, float)) and 0 < value <= 1):
         raise UserError(key, f"expected a fraction in (0, 1], got {value!r}")
+
+
+@contextlib.contextmanager
+def named_as(names: dict[str, str]) -> Iterator[None]:
+    """Within the block, a UserError naming an account's argument ("budget", "sources.web.weight")
+    is re-raised naming what the user typed ("--budget", "--source web.weight"): the longest
+    matching prefix of `names` is replaced."""
+    try:
+        yield
+    except UserError as err:
+        for prefix in sorted(names, key=len, reverse=True):
+            if err.where == prefix or (prefix.endswith(".") and err.where.startswith(prefix)):
+                raise UserError(names[prefix] + err.where[len(prefix):], err.expected) from None
+        raise

@@ -194,7 +194,10 @@ def _range(w: Workload, key: str, integer: bool, search_range: str | None) -> tu
         parts = search_range.split(":")
         if len(parts) != 2:
             raise UserError("--range", f"expected START:STOP, got {search_range!r}")
-        lo, hi = (float(sweep.parse_value(key, p.strip())) for p in parts)
+        try:
+            lo, hi = (float(sweep.parse_value(key, p.strip())) for p in parts)
+        except UserError as err:  # parse_value names --vary; here the user typed --range (issue 16)
+            raise UserError("--range", f"{key}: {err.expected}") from None
         if hi < lo:
             raise UserError("--range", f"expected STOP no smaller than START, got {search_range!r}")
         return lo, hi

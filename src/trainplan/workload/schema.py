@@ -553,6 +553,8 @@ def _apply_plausible_ranges() -> None:
             metadata.append(annotated_types.Gt(low))
         if high is not None:
             metadata.append(annotated_types.Lt(high))
+    # a path that is empty names the workload's own folder, not a file
+    ModelSection.model_fields["hf_config"].metadata.append(annotated_types.MinLen(1))
     for model in (*SECTIONS.values(), SourceSpec):
         model.model_rebuild(force=True)
     Workload.model_rebuild(force=True)
