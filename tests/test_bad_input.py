@@ -347,3 +347,47 @@ def test_escape_sequences_never_reach_the_terminal(tmp_path):
     assert "\x1b" not in err and "\x07" not in err and "\x1b" not in out
     code, out, err = run_main("plan", "--set", "cluster.\x1b[31mred=1")
     assert code == 2 and "\x1b" not in err
+
+
+def test_every_numeric_key_has_a_plausible_range():
+    """A key added later without a range fails here: add it to schema.PLAUSIBLE_RANGES (issue 16)."""
+    import typing
+
+    from trainplan.workload.schema import PLAUSIBLE_RANGES, SECTIONS, SourceSpec
+
+    missing = []
+    for section, model in [*SECTIONS.items(), ("sources", SourceSpec)]:
+        for name, info in model.model_fields.items():
+            kinds = {a for a in typing.get_args(info.annotation)} | {info.annotation}
+            numeric = any(k in (int, float) for k in kinds) or "Annotated[float" in str(info.annotation) \
+                or "Annotated[int" in str(info.annotation)
+            if numeric and info.annotation is not bool and f"{section}.{name}" not in PLAUSIBLE_RANGES \
+                    and not any(hasattr(c, "le") or hasattr(c, "lt") for c in info.metadata):
+                missing.append(f"{section}.{name}")
+    assert not missing, missing
+
+
+def test_fuzz_targets_run_and_keep_their_tables(tmp_path):
+    """The harness replays the corpus and a few inputs; the workload target's VALUES table is the
+    same after (an earlier harness put its own tables into documents and mutated them)."""
+    import copy
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "fuzz"))
+    try:
+        import fuzz_workload
+    finally:
+        sys.path.remove(str(root / "fuzz"))
+    before = copy.deepcopy(fuzz_workload.VALUES)
+    for i in range(300):
+        fuzz_workload.one_input(i.to_bytes(4, "little"))
+    assert fuzz_workload.VALUES == before or repr(fuzz_workload.VALUES) == repr(before)
+    for target in ("units", "workload", "calibration", "web"):
+        res = subprocess.run([sys.executable, str(root / "fuzz" / f"fuzz_{target}.py"), "-runs=60", "-seed=3",
+                              f"-artifact_prefix={tmp_path}/"], capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert "no crash" in res.stdout
+    assert not list(tmp_path.iterdir())

@@ -537,6 +537,7 @@ PLAUSIBLE_RANGES: dict[str, tuple[float | None, float | None]] = {
     # a source of a data mixture
     "sources.price_hour": (None, 1e9), "sources.bitrate": (1e3, 1e13), "sources.width": (None, 1e5),
     "sources.height": (None, 1e5), "sources.fps": (1e-3, 1e5), "sources.hours": (1e-6, 1e10),
+    "sources.exchange_rate": (None, 1e3),
 }
 
 
