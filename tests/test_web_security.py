@@ -196,3 +196,40 @@ def test_every_answer_carries_the_security_headers(client):
         assert res.status_code < 500
         _headers_present(res)
     assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+
+
+def test_a_real_server_checks_the_host():
+    """uvicorn serving create_app(port): the Guard sits in front of the app on the wire too."""
+    import http.client
+    import socket
+    import time
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(port), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started
+
+        def status(host: str) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+            conn.request("GET", "/api/options", headers={"Host": host})
+            res = conn.getresponse()
+            res.read()
+            conn.close()
+            return res.status
+
+        assert status(f"127.0.0.1:{port}") == 200
+        assert status(f"localhost:{port}") == 200
+        assert status(f"rebound.example:{port}") == 403
+    finally:
+        server.should_exit = True
+        thread.join(10)
