@@ -2,7 +2,7 @@
 and with --output no file (nor temporary file) left behind (issue 8).
 
 Each case is run as a user would run it, as a subprocess: `trainplan plan FILE --output OUT`
-and `trainplan validate FILE`. The table in docs/readme/trust.md lists the same cases.
+and `trainplan validate FILE`. The table in docs/trust.md lists the same classes of input (issue 16 added the rest of this file).
 """
 
 from __future__ import annotations
@@ -391,3 +391,51 @@ def test_fuzz_targets_run_and_keep_their_tables(tmp_path):
         assert res.returncode == 0, res.stderr[-2000:]
         assert "no crash" in res.stdout
     assert not list(tmp_path.iterdir())
+
+
+def _range_edges() -> list[tuple[str, float]]:
+    """Each numeric key just inside its plausible range, at both ends (whole numbers rounded in)."""
+    import math
+
+    from trainplan.workload.schema import PLAUSIBLE_RANGES, SECTIONS
+
+    edges = []
+    for key, (_, high) in PLAUSIBLE_RANGES.items():
+        section, name = key.split(".")
+        if section == "sources":
+            continue
+        info = SECTIONS[section].model_fields[name]
+        lows = [float(getattr(c, a)) for c in info.metadata for a in ("gt", "ge") if hasattr(c, a)]
+        low = max(lows) if lows else 0.0
+        whole = "int" in str(info.annotation)
+        top = math.floor(high * 0.999) if whole else high * 0.999
+        bottom = max(1, math.ceil(low * 1.001)) if whole else (low * 1.001 if low > 0 else 1e-6)
+        edges += [(key, top), (key, bottom)]
+    return edges
+
+
+@pytest.mark.slow
+def test_accounts_are_total_on_the_ranges():
+    """build_report at each edge: refused with a UserError (a cross-field rule) or planned with no
+    numpy warning at all (warnings are errors here) and no NaN/Infinity in the JSON."""
+    import json
+    import warnings
+
+    from trainplan.errors import UserError
+    from trainplan.planning.evaluate import build_report
+    from trainplan.present.render import to_json, to_table
+    from trainplan.workload.schema import load_workload
+
+    planned = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for key, value in _range_edges():
+            for extra in ([], ['data.kind="tokens"', "training.tokens=1e12"], ["cluster.nvdec=true"]):
+                try:
+                    report = build_report(load_workload(None, [f"{key}={value!r}", *extra]))
+                except UserError:
+                    continue
+                json.loads(to_json(report), parse_constant=lambda c: pytest.fail(f"{key}={value}: {c}"))
+                to_table(report)
+                planned += 1
+    assert planned > 250  # most edges plan; the rest are cross-field refusals (patch > side ...)
