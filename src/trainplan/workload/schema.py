@@ -88,6 +88,10 @@ class Section(BaseModel):
         # and the other way round: a true/false key takes only true or false, not 1 or "yes"
         if not isinstance(value, bool) and cls.model_fields[info.field_name].annotation is bool:
             raise ValueError("expected true or false")
+        if isinstance(value, str):  # text reaches a terminal: no escape sequences (issue 16)
+            from trainplan.workload.limits import printable
+
+            return printable(value)
         return value
 
 
