@@ -170,3 +170,31 @@ def test_dash_is_stdout_on_the_command_line(tmp_path, cli):
     res = cli("plan", "--format", "json", "--output", "-", cwd=tmp_path)
     assert res.returncode == 0 and res.stdout.lstrip().startswith("{")
     assert not (tmp_path / "-").exists()
+
+
+def test_permission_denied_is_one_line(tmp_path, monkeypatch):
+    """As root no folder refuses a file, so the refusal the system would give is injected."""
+    import errno
+    import tempfile
+
+    def denied(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    _refused(tmp_path / "r.json", "permission denied")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    import errno
+
+    target = tmp_path / "r.txt"
+    target.write_text("old")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    _refused(target, "no space left on device")
+    assert target.read_text() == "old"
+    _no_temporary(tmp_path)
