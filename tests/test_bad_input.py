@@ -254,6 +254,13 @@ HARDENING = [
     (["solve", "cluster.accelerator", "--price", "h100-sxm=-1"], "--price h100-sxm", ""),
     (["solve", "cluster.cores", "--for", "pipeline.busy"], "--for", "comparison"),
     (["solve", "cluster.accelerator", "--for", "pipeline.busy"], "--for", "comparison"),
+    (["solve", "cluster.accelerator", "--among", ","], "--among", ""),
+    (["solve", "cluster.cores", "--for", "pipeline.busy>=0.5", "--range", "a:b"], "--range", ""),
+    # account arguments named as the flags the user typed
+    (["data", "demos", "10", "--task", "-5 s"], "--task", ""),
+    (["scaling", "optimal", "--budget", "-1"], "--budget", ""),
+    (["data", "mix", "--tokens", "15T", "--source", "a:1T:-1"], "--source a", ""),
+    (["plan", "--set", 'model.hf_config=""'], "model.hf_config", ""),
 ]
 
 
@@ -266,6 +273,22 @@ def test_empirical_booleans_refused(tmp_path):
     sample = tmp_path / "e.json"
     sample.write_text("[true, false]")
     refused_in_process(["simulate", "--empirical", str(sample)], "e.json", "not true/false")
+
+
+def test_empirical_times_of_no_duration_refused(tmp_path):
+    sample = tmp_path / "e.json"
+    sample.write_text('{"decode_seconds": [1e-320]}')
+    refused_in_process(["simulate", "--empirical", str(sample)], "e.json", "mean decode time")
+
+
+def test_ui_reads_the_config_json_of_its_files_at_start(tmp_path):
+    import os
+
+    pytest.importorskip("fastapi")
+    os.mkfifo(tmp_path / "p")
+    w = tmp_path / "w.toml"
+    w.write_text('[model]\nhf_config = "p"\n')
+    refused_in_process(["ui", "--no-browser", str(w)], "p", "regular")  # and never serves
 
 
 def test_deep_nesting_is_one_line(tmp_path):

@@ -166,6 +166,12 @@ def test_every_writing_command_refuses_a_directory(tmp_path, cli, command):
     _one_line(cli(*command, "--output", str(tmp_path)), "directory")
 
 
+def test_a_trailing_slash_names_a_directory(tmp_path, cli):
+    _one_line(cli("plan", "--output", str(tmp_path / "newdir") + "/"), "directory name")
+    _one_line(cli("plan", f"--output={tmp_path / 'newdir'}/"), "directory name")
+    assert not (tmp_path / "newdir").exists()
+
+
 def test_dash_is_stdout_on_the_command_line(tmp_path, cli):
     res = cli("plan", "--format", "json", "--output", "-", cwd=tmp_path)
     assert res.returncode == 0 and res.stdout.lstrip().startswith("{")

@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     # flag are refused at the boundary or shown as "n.a." (issue 16)
     warnings.simplefilter("ignore", RuntimeWarning)
     try:
+        from trainplan.present.outputs import check_output_arguments
+
+        check_output_arguments(list(sys.argv[1:] if argv is None else argv))
         app(args=argv, standalone_mode=False)
     except UserError as err:
         print(f"trainplan: {err}", file=sys.stderr)

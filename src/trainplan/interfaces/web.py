@@ -328,6 +328,7 @@ def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> An
     for f in files:
         path = Path(f)
         w = load_workload(path)  # a bad file is refused now, by the command, with one line
+        plan_mod.resolve_model(w)  # and its config.json, read now (a FIFO or a bad file is refused here)
         name = path.name if path.name not in workloads else str(path)
         workloads[name] = path
         readable.add(os.path.realpath(path))

@@ -61,6 +61,8 @@ def check_output_path(path: str | Path, option: str = "--output",
         raise UserError(option, "expected a file name, got an empty one")
     if "\x00" in raw:
         raise UserError(option, "expected a file name without a NUL character")
+    if raw.endswith(os.sep) or raw.endswith("/."):
+        raise UserError(option, f"expected a file name, got a directory name ({shown})")
     try:
         if os.path.lexists(raw) and not os.path.exists(raw):
             raise UserError(option, f"expected a regular file, got a link to nothing ({shown})")
@@ -87,6 +89,24 @@ def check_output_path(path: str | Path, option: str = "--output",
     if not stat.S_ISDIR(parent_info.st_mode):
         raise UserError(option, f"expected a file in a directory; {printable(parent, one_line=True)} is not a directory")
     return target, info
+
+
+def check_output_arguments(argv: list[str]) -> None:
+    """A file option whose value ends in '/' names a directory; the command line's Path type drops
+    the slash, so it is checked on the raw arguments (called by cli.main before parsing)."""
+    for i, arg in enumerate(argv):
+        option, sep, value = arg.partition("=")
+        if option in FILE_OPTIONS and not sep and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif not (option in FILE_OPTIONS and sep):
+            continue
+        if value.endswith("/") and value != STDOUT_NAME:
+            raise UserError("--output" if option in ("-o", "--output") else option,
+                            f"expected a file name, got a directory name ({value})")
+
+
+#: The options that name a file to write.
+FILE_OPTIONS = ("--output", "-o", "--plot")
 
 
 def write_output(text: str | bytes, path: str | Path | None, option: str = "--output",

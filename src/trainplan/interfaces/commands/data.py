@@ -46,7 +46,8 @@ def demos(
     operators: Annotated[int, typer.Option("--operators", min=1)] = 1,
 ) -> None:
     """Person-hours for N demonstrations: N / success x (task + reset)."""
-    with named_as({"success_rate": "--success", "count": "N", "operators": "--operators"}):
+    with named_as({"success_rate": "--success", "demonstrations": "N", "operators": "--operators",
+                   "seconds_per_task": "--task", "seconds_per_reset": "--reset"}):
         result = datamix.demonstration_hours(count, units.parse(task, "time", "--task"),
                                              units.parse(reset, "time", "--reset"), success, operators)
     typer.echo(json.dumps(asdict(result), indent=2))

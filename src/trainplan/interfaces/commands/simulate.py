@@ -38,6 +38,7 @@ MAX_SEED = 2**63 - 1  # numpy's generators take any seed >= 0; one that fits in 
 MAX_FRAMES = 20_000_000  # ~ 10 float64 arrays of this length: ~ 1.6 GB, minutes of simulation
 MAX_BUFFER_FRAMES = 1_000_000  # a frame buffer of a million decoded frames is ~ 150 GB at 224 px
 MAX_TIMELINE = 1_000_000  # timeline intervals kept for --plot
+MIN_MEAN_FRAME_SECONDS = 1e-9  # the mean of an empirical sample: a billion frames a second per core
 MAX_FRAME_SECONDS = 3600.0  # a decode time or read latency above an hour per frame is not a measurement
 MAX_CV = 100.0  # a coefficient of variation beyond 100 is a heavy tail no sample of this size estimates
 MAX_KEYFRAME_COST = 1e4  # a keyframe costing ten thousand ordinary frames
@@ -104,6 +105,9 @@ def read_sample(path: Path) -> tuple[float, ...]:
             raise UserError(where, expected) from None
     if not values or any(not (0 <= v <= MAX_FRAME_SECONDS) for v in values) or sum(values) <= 0:
         raise UserError(where, f"at least one per-frame decode time, each in seconds in [0, {MAX_FRAME_SECONDS:g}]")
+    if sum(values) / len(values) < MIN_MEAN_FRAME_SECONDS:
+        raise UserError(where, f"a mean decode time of at least {MIN_MEAN_FRAME_SECONDS:g} s per frame (a "
+                        f"billion frames a second per core is not a measurement), got {sum(values) / len(values):g} s")
     return tuple(values)
 
 
