@@ -405,10 +405,16 @@ def energy_of(w: Any, wall_seconds: float) -> energy_mod.EnergyEstimate:
                                       grid_g_per_kwh=e.grid_intensity, region=e.region)
 
 
+#: A wall time beyond this is "never" (3e10 years, twice the age of the universe): a bill of it
+#: overflows float64 once multiplied by devices, watts and prices (issue 16).
+NEVER_SECONDS = 1e18
+
+
 def extra_accounts(w: Workload, model: ModelFacts, report: dict[str, Any]) -> None:
     """Add `training_cost`, `energy` and `serving` (SPEC §10) to a plan report."""
-    if not math.isfinite(report["compute"]["wall_seconds"]):
-        # the input pipeline supplies nothing: the run never ends, so it has no bill to state
+    if not report["compute"]["wall_seconds"] < NEVER_SECONDS:
+        # the input pipeline supplies nothing (or next to nothing, 1e-309 cores): the run never
+        # ends, so it has no bill to state; products of such a wall time overflow (issue 16)
         why = "the input pipeline supplies nothing (busy 0): no finite wall time to price"
         report["training_cost"] = {"skipped": why}
         report["energy"] = {"skipped": why}
