@@ -50,16 +50,18 @@ def ui_command(
     no_browser: bool = typer.Option(False, "--no-browser", help="do not open a web browser"),
 ) -> None:
     """An interactive page: sliders for the workload, the pipeline and the bill recomputed on every change."""
-    _check_port(port)
+    if not 0 < port < 65536:
+        raise UserError("--port", f"expected a port number 1-65535, got {port}")
     try:
         import uvicorn
 
         from trainplan.interfaces.web import create_app
 
-        app = create_app(port, files or [])
+        app = create_app(port, files or [])  # the workload files are checked before the port
     except ImportError as err:
         raise UserError("ui", f"needs fastapi and uvicorn ({err.name} is missing): "
                         "pip install 'trainplan[ui]'") from None
+    _check_port(port)
     url = f"http://{HOST}:{port}/"
     config = uvicorn.Config(app, host=HOST, port=port, log_level="warning")
     server = uvicorn.Server(config)
