@@ -3,25 +3,18 @@
 Any text, for any dimension, must either parse to a finite float or raise
 trainplan.errors.UserError naming the key; what parses must format and parse
 back. Anything else (another exception, a non-finite number, a round trip that
-fails) is a crash. Uses atheris (the `fuzz` extra) when installed, else a plain
-random loop over the same harness. Prints the number of inputs tried at the end.
+fails) is a crash. The loop, the corpus and crash files are fuzz/_harness.py's.
 """
 
 from __future__ import annotations
 
-import atexit
 import math
 import os
-import random
 import sys
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-try:
-    import atheris
-except ImportError:  # the optional extra is not installed: fall back to a random loop
-    atheris = None
+from _harness import Harness, atheris, chooser  # noqa: E402
 
 if atheris is not None:
     with atheris.instrument_imports():
@@ -38,32 +31,16 @@ PIECES = ["", " ", "1", "0", "-", "+", ".", "e", "E", "_", "nan", "inf", "$", "%
           "bits", "byte", "bytes", "k", "K", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "FLOPS", "FLOP/s", "flops",
           "FLOP", "W", "h", "min", "s", "ms", "d", "fps", "Hz", "USD", ",", "1,234", "9" * 400, "\u00a0", "\x00"]
 
-tried = 0
-crashed = False
-
-
 def one_input(data: bytes) -> None:
-    global tried
-    tried += 1
-    if atheris is not None:
-        fdp = atheris.FuzzedDataProvider(data)
-        dimension = DIMENSIONS[fdp.ConsumeIntInRange(0, len(DIMENSIONS) - 1)]
-        if fdp.ConsumeBool():
-            text = "".join(PIECES[fdp.ConsumeIntInRange(0, len(PIECES) - 1)] for _ in range(fdp.ConsumeIntInRange(0, 8)))
-        else:
-            text = fdp.ConsumeUnicodeNoSurrogates(fdp.remaining_bytes())
-        value: object = text if fdp.ConsumeIntInRange(0, 3) else fdp.ConsumeRegularFloat()
+    rng = chooser(data)
+    dimension = rng.choice(DIMENSIONS)
+    if rng.random() < 0.7:
+        value: object = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 8)))
+    elif rng.random() < 0.8:
+        value = data.decode("utf-8", "replace")
     else:
-        rng = random.Random(data)
-        dimension = rng.choice(DIMENSIONS)
-        value = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 8))) if rng.random() < 0.8 \
-            else data.decode("utf-8", "replace")
-    try:
-        check(value, dimension)
-    except BaseException:
-        global crashed
-        crashed = True
-        raise
+        value = rng.choice([0.0, -0.0, 1e308, -1e308, 5e-324, float("nan"), float("inf"), 2**70, -3, True])
+    check(value, dimension)
 
 
 def check(value: object, dimension: str) -> None:
@@ -81,51 +58,6 @@ def check(value: object, dimension: str) -> None:
         raise AssertionError(f"{number!r} -> {text!r} -> {back!r}")
 
 
-def _report() -> None:
-    verdict = "CRASHED (see the exception above)" if crashed else "no crash"
-    print(f"fuzz_units: {tried} inputs tried in {time.monotonic() - START:.1f} s, {verdict}", flush=True)
-
-
-START = time.monotonic()
-RUNS = -1  # -runs=N
-LIMIT = 0.0  # -max_total_time=S
-
-
-def _budget_left() -> bool:
-    return (RUNS < 0 or tried < RUNS) and (LIMIT <= 0 or time.monotonic() - START < LIMIT)
-
-
-def _counted(data: bytes) -> None:
-    """libFuzzer ends the process with exit(), past Python's atexit, so the budget is kept here."""
-    if not _budget_left():
-        _report()
-        os._exit(0)
-    one_input(data)
-
-
-def main() -> None:
-    global RUNS, LIMIT, START
-    argv, rest = [sys.argv[0]], []
-    for arg in sys.argv[1:]:
-        if arg.startswith("-runs="):
-            RUNS = int(arg.split("=", 1)[1])
-        elif arg.startswith("-max_total_time="):
-            LIMIT = float(arg.split("=", 1)[1])
-        else:
-            argv.append(arg)
-    if RUNS < 0 and LIMIT <= 0:
-        LIMIT = 60.0
-    START = time.monotonic()
-    if atheris is None:
-        print("fuzz_units: atheris not installed, a plain random loop", flush=True)
-        atexit.register(_report)
-        rng = random.Random(0)
-        while _budget_left():
-            one_input(rng.randbytes(rng.randint(0, 64)))
-        return
-    atheris.Setup(argv, _counted)
-    atheris.Fuzz()
-
 
 if __name__ == "__main__":
-    main()
+    Harness("units", one_input, max_len=64).main()

@@ -2,7 +2,7 @@
 and with --output no file (nor temporary file) left behind (issue 8).
 
 Each case is run as a user would run it, as a subprocess: `trainplan plan FILE --output OUT`
-and `trainplan validate FILE`. The table in docs/trust.md lists the same cases.
+and `trainplan validate FILE`. The table in docs/trust.md lists the same classes of input (issue 16 added the rest of this file).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ CASES = [
     # impossible combinations
     Case("patch-larger-than-side", "[data]\npatch = 300\n", "data.patch", also="data.side", validate=True),
     Case("patch-larger-than-set-side", "", "data.patch", sets=["data.side=10"]),
-    Case("mfu-above-one", "[cluster]\nmfu = 1.5\n", "cluster.mfu", also="less than or equal to 1", validate=True),
+    Case("mfu-above-one", "[cluster]\nmfu = 1.5\n", "cluster.mfu", also="at most 1", validate=True),
     Case("mfu-above-one-percent", '[cluster]\nmfu = "150 %"\n', "cluster.mfu"),
     Case("serving-mfu-above-one", "[serving]\nmfu = 2\n", "serving.mfu"),
     Case("efficiency-above-one", "", "cluster.scaling_efficiency", sets=["cluster.scaling_efficiency=1.2"]),
@@ -198,3 +198,268 @@ def test_scaling_fit_refuses_missing_columns(tmp_path, cli, csv, key):
     res = cli("scaling", "fit", str(f))
     assert_refused(res, key)
     assert "runs.csv" in res.stderr or key in res.stderr
+
+
+# ---------------------------------------------------------------- issue 16: hardening
+# Run in process (trainplan.interfaces.cli.main, as the console script runs it) to stay fast.
+
+
+def run_main(*args: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from trainplan.interfaces.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exit_:
+            code = int(exit_.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def refused_in_process(args: list[str], key: str, also: str = "") -> None:
+    code, out, err = run_main(*args)
+    assert code == 2, (code, out[-300:], err)
+    assert out == "" and "Traceback" not in err and "internal error" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trainplan: ") and key in lines[0], err
+    assert also in lines[0], lines[0]
+
+
+HARDENING = [
+    # values the schema once accepted and the accounts could not take
+    (["plan", "--set", "model.params=1e308"], "model.params", "below 1e+15"),
+    (["plan", "--set", "cluster.accelerator.peak_flops=1e-320"], "cluster.accelerator.peak_flops", "plausible"),
+    (["simulate", "--set", "cluster.link=1e-9"], "cluster.link", "above 1000"),
+    (["simulate", "--set", "cluster.cores=1e9"], "cluster.cores", "below 1e+07"),
+    (["plan", "--set", "cluster.count=1e300"], "cluster.count", ""),
+    (["plan", "--set", "data.fps=1e-300"], "data.fps", ""),
+    (["serve", "--set", "cluster.accelerator.memory=1"], "cluster.accelerator.memory", "write 1 GB"),
+    (["serve", "--set", "cluster.accelerator.memory=1 kB"], "cluster.accelerator.memory", "plausible"),
+    # true/false keys take only true or false; number keys refuse true
+    (["plan", "--set", "cluster.nvdec=1"], "cluster.nvdec", "true or false"),
+    (["plan", "--set", 'cluster.nvdec="yes"'], "cluster.nvdec", "true or false"),
+    (["plan", "--set", "cluster.cores=true"], "cluster.cores", ""),
+    # simulate's flags
+    (["simulate", "--seed", "-1"], "--seed", ""),
+    (["simulate", "--frames", "99999999999999999999"], "--frames", ""),
+    (["simulate", "--buffers", "99999999999999999999"], "--buffers", ""),
+    (["simulate", "--read-latency", "1e308 s"], "--read-latency", ""),
+    (["simulate", "--cv", "1e308"], "--cv", ""),
+    (["simulate", "--timeline", "99999999999"], "--timeline", ""),
+    (["plan", "--simulate", "--frames", "99999999999"], "--frames", ""),
+    # solve's price and targets
+    (["solve", "cluster.accelerator", "--price", "h100-sxm=-1"], "--price h100-sxm", ""),
+    (["solve", "cluster.cores", "--for", "pipeline.busy"], "--for", "comparison"),
+    (["solve", "cluster.accelerator", "--for", "pipeline.busy"], "--for", "comparison"),
+    (["solve", "cluster.accelerator", "--among", ","], "--among", ""),
+    (["solve", "cluster.cores", "--for", "pipeline.busy>=0.5", "--range", "a:b"], "--range", ""),
+    # account arguments named as the flags the user typed
+    (["data", "demos", "10", "--task", "-5 s"], "--task", ""),
+    (["scaling", "optimal", "--budget", "-1"], "--budget", ""),
+    (["data", "mix", "--tokens", "15T", "--source", "a:1T:-1"], "--source a", ""),
+    (["plan", "--set", 'model.hf_config=""'], "model.hf_config", ""),
+]
+
+
+@pytest.mark.parametrize("args,key,also", HARDENING, ids=[" ".join(a)[:60] for a, _, _ in HARDENING])
+def test_hardening_refusals(args, key, also):
+    refused_in_process(args, key, also)
+
+
+def test_empirical_booleans_refused(tmp_path):
+    sample = tmp_path / "e.json"
+    sample.write_text("[true, false]")
+    refused_in_process(["simulate", "--empirical", str(sample)], "e.json", "not true/false")
+
+
+def test_empirical_times_of_no_duration_refused(tmp_path):
+    sample = tmp_path / "e.json"
+    sample.write_text('{"decode_seconds": [1e-320]}')
+    refused_in_process(["simulate", "--empirical", str(sample)], "e.json", "mean decode time")
+
+
+def test_ui_reads_the_config_json_of_its_files_at_start(tmp_path):
+    import os
+
+    pytest.importorskip("fastapi")
+    os.mkfifo(tmp_path / "p")
+    w = tmp_path / "w.toml"
+    w.write_text('[model]\nhf_config = "p"\n')
+    refused_in_process(["ui", "--no-browser", str(w)], "p", "regular")  # and never serves
+
+
+def test_deep_nesting_is_one_line(tmp_path):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 2000 + "]" * 2000 + "\n")
+    refused_in_process(["plan", str(deep)], "deep.toml", "nested")
+    dotted = tmp_path / "dotted.toml"
+    dotted.write_text("[" + ".".join(["a"] * 100) + "]\nx = 1\n")
+    refused_in_process(["plan", str(dotted)], "dotted.toml", "nested")
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text("[" * 5000 + "]" * 5000)
+    w = tmp_path / "w.toml"
+    w.write_text('[model]\nhf_config = "cfg.json"\n')
+    refused_in_process(["plan", str(w)], "cfg.json", "nested")
+    sample = tmp_path / "e.json"
+    sample.write_text("[" * 5000 + "]" * 5000)
+    refused_in_process(["simulate", "--empirical", str(sample)], "e.json", "nested")
+
+
+def test_input_files_that_are_not_regular_files(tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    refused_in_process(["plan", str(fifo)], "fifo.toml", "regular")  # and it does not hang
+    refused_in_process(["plan", "/dev/zero"], "/dev/zero", "regular")
+    refused_in_process(["plan", str(tmp_path)], str(tmp_path), "directory")
+    refused_in_process(["plan", "--calibration", str(tmp_path)], str(tmp_path), "directory")
+    refused_in_process(["simulate", "--empirical", str(fifo)], "fifo.toml", "regular")
+    w = tmp_path / "w.toml"
+    w.write_text('[model]\nhf_config = "/dev/zero"\n')
+    refused_in_process(["plan", str(w)], "/dev/zero", "regular")
+
+
+def test_oversized_input_files(tmp_path):
+    from trainplan.workload.limits import MAX_BYTES
+
+    big = tmp_path / "big.toml"
+    big.write_text("# padding\n" * (MAX_BYTES["workload"] // 10 + 1))
+    refused_in_process(["plan", str(big)], "big.toml", "at most 1 MiB")
+
+
+def test_a_name_too_long_and_a_nul(tmp_path):
+    refused_in_process(["plan", str(tmp_path / ("a" * 300 + ".toml"))], "aaa", "too long")
+
+
+def test_no_numpy_warning_at_the_edges_of_the_ranges():
+    """Each figure just inside its plausible range: the run succeeds and stderr is empty."""
+    for sets in (["model.params=9.9e14", "training.tokens=9.9e17", "cluster.count=9.9e7"],
+                 ["cluster.link=1001", "data.bitrate=9.9e12", "data.fps=99999"],
+                 ["cluster.accelerator.peak_flops=1e9", "cluster.accelerator.memory=1e16", "prices.accelerator_hour=9e6"],
+                 ["data.hours=1.1e-6", "storage.save_every=0.0011", "energy.pue=9.9"]):
+        code, out, err = run_main("plan", "--format", "json", *[x for s in sets for x in ("--set", s)])
+        assert code == 0 and err == "", (sets, err)
+        assert "NaN" not in out and "Infinity" not in out
+
+
+def test_simulation_coalesces_many_cores():
+    """10^5 cores become MAX_CPU_DECODERS decoders of the same total rate (and a note says so)."""
+    import json
+
+    from trainplan.simulate.queue import MAX_CPU_DECODERS
+
+    code, out, err = run_main("simulate", "--set", "cluster.cores=1e5", "--frames", "5000", "--format", "json")
+    assert code == 0, err
+    rep = json.loads(out)
+    cpu = next(d for d in rep["queue"]["decoders"] if d["name"] == "cpu")
+    assert cpu["units"] == MAX_CPU_DECODERS
+    # total rate = cores x core_fps_1080p x (frame pixels / 1080p pixels) / decoded per used: the default
+    # workload decodes 1080p sequentially (1 decoded per used), 120 frames/s per core (docs/pipeline-and-bill.md)
+    assert cpu["frames_per_second"] == pytest.approx(1e5 * 120.0, rel=1e-9)
+    assert any("coalesce" in n or "decoders of" in n for n in rep["notes"])
+
+
+def test_escape_sequences_never_reach_the_terminal(tmp_path):
+    w = tmp_path / "w.toml"
+    w.write_text('[energy]\nregion = "\\u001b]0;pwned\\u0007\\u001b[2J"\n')
+    code, out, err = run_main("plan", str(w))
+    assert "\x1b" not in err and "\x07" not in err and "\x1b" not in out
+    code, out, err = run_main("plan", "--set", "cluster.\x1b[31mred=1")
+    assert code == 2 and "\x1b" not in err
+
+
+def test_every_numeric_key_has_a_plausible_range():
+    """A key added later without a range fails here: add it to schema.PLAUSIBLE_RANGES (issue 16)."""
+    import typing
+
+    from trainplan.workload.schema import PLAUSIBLE_RANGES, SECTIONS, SourceSpec
+
+    missing = []
+    for section, model in [*SECTIONS.items(), ("sources", SourceSpec)]:
+        for name, info in model.model_fields.items():
+            kinds = {a for a in typing.get_args(info.annotation)} | {info.annotation}
+            numeric = any(k in (int, float) for k in kinds) or "Annotated[float" in str(info.annotation) \
+                or "Annotated[int" in str(info.annotation)
+            if numeric and info.annotation is not bool and f"{section}.{name}" not in PLAUSIBLE_RANGES \
+                    and not any(hasattr(c, "le") or hasattr(c, "lt") for c in info.metadata):
+                missing.append(f"{section}.{name}")
+    assert not missing, missing
+
+
+def test_fuzz_targets_run_and_keep_their_tables(tmp_path):
+    """The harness replays the corpus and a few inputs; the workload target's VALUES table is the
+    same after (an earlier harness put its own tables into documents and mutated them)."""
+    import copy
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "fuzz"))
+    try:
+        import fuzz_workload
+    finally:
+        sys.path.remove(str(root / "fuzz"))
+    before = copy.deepcopy(fuzz_workload.VALUES)
+    for i in range(300):
+        fuzz_workload.one_input(i.to_bytes(4, "little"))
+    assert fuzz_workload.VALUES == before or repr(fuzz_workload.VALUES) == repr(before)
+    for target in ("units", "workload", "calibration", "web"):
+        res = subprocess.run([sys.executable, str(root / "fuzz" / f"fuzz_{target}.py"), "-runs=60", "-seed=3",
+                              f"-artifact_prefix={tmp_path}/"], capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert "no crash" in res.stdout
+    assert not list(tmp_path.iterdir())
+
+
+def _range_edges() -> list[tuple[str, float]]:
+    """Each numeric key just inside its plausible range, at both ends (whole numbers rounded in)."""
+    import math
+
+    from trainplan.workload.schema import PLAUSIBLE_RANGES, SECTIONS
+
+    edges = []
+    for key, (_, high) in PLAUSIBLE_RANGES.items():
+        section, name = key.split(".")
+        if section == "sources":
+            continue
+        info = SECTIONS[section].model_fields[name]
+        lows = [float(getattr(c, a)) for c in info.metadata for a in ("gt", "ge") if hasattr(c, a)]
+        low = max(lows) if lows else 0.0
+        whole = "int" in str(info.annotation)
+        top = math.floor(high * 0.999) if whole else high * 0.999
+        bottom = max(1, math.ceil(low * 1.001)) if whole else (low * 1.001 if low > 0 else 1e-6)
+        edges += [(key, top), (key, bottom)]
+    return edges
+
+
+@pytest.mark.slow
+def test_accounts_are_total_on_the_ranges():
+    """build_report at each edge: refused with a UserError (a cross-field rule) or planned with no
+    numpy warning at all (warnings are errors here) and no NaN/Infinity in the JSON."""
+    import json
+    import warnings
+
+    from trainplan.errors import UserError
+    from trainplan.planning.evaluate import build_report
+    from trainplan.present.render import to_json, to_table
+    from trainplan.workload.schema import load_workload
+
+    planned = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for key, value in _range_edges():
+            for extra in ([], ['data.kind="tokens"', "training.tokens=1e12"], ["cluster.nvdec=true"]):
+                try:
+                    report = build_report(load_workload(None, [f"{key}={value!r}", *extra]))
+                except UserError:
+                    continue
+                json.loads(to_json(report), parse_constant=lambda c: pytest.fail(f"{key}={value}: {c}"))
+                to_table(report)
+                planned += 1
+    assert planned > 250  # most edges plan; the rest are cross-field refusals (patch > side ...)

@@ -154,3 +154,71 @@ def test_unknown_key_is_a_programming_error(tmp_path):
     with pytest.raises(ValueError):
         calibration.write(tmp_path / "c.toml", "decode", settings={}, results={},
                           values=[{"key": "cluster.cores", "value": 3}], machine=MACHINE)
+
+
+# ---------------------------------------------------------------- issue 16: the file's schema
+
+# The malformed shapes of issue 16, each refused with the file and the place named.
+MALFORMED = [
+    ('format = 1\nvalues = "abc"\n', "values"),
+    ("format = 1\nvalues = [1, 2]\n", "values[0]"),
+    ('format = 1\n[probes.decode]\nsettings = [1, 2]\n', "probes.decode.settings"),
+    ('format = 1\n[probes.decode]\nresults = "x"\n', "probes.decode.results"),
+    ("format = 1\nprobes = 3\n", "probes"),
+    ('format = 1\nmachine = "m"\n', "machine"),
+    ('format = 1\n[[values]]\nkey = 5\nvalue = 1.0\n', "values[0].key"),
+    ('format = 1\n[[values]]\nkey = "cluster.link"\nvalue = [1]\n', "cluster.link"),
+    ('format = 1\n[[values]]\nkey = "cluster.link"\nvalue = 2e9\nhostname = { a = 1 }\n', "cluster.link"),
+    ('format = 1\n[[values]]\nvalue = 3.0\n', "values[0].key"),
+    ('format = 1\n[probes.decode]\nsettings = { width = "abc" }\n[[values]]\nkey = "cluster.core_fps_1080p"\n'
+     'value = 100.0\n', None),  # a setting of another type: not the workload's format, so not applied
+]
+
+
+@pytest.mark.parametrize("text,where", MALFORMED, ids=[str(i) for i in range(len(MALFORMED))])
+def test_malformed_shapes_are_refused_with_the_place(tmp_path, text, where):
+    from trainplan.workload.schema import load_workload
+
+    path = tmp_path / "cal.toml"
+    path.write_text(text)
+    with pytest.raises(UserError) as info:
+        load_workload(None, [], path)
+    assert "cal.toml" in info.value.where
+    if where is not None:
+        assert where in str(info.value), str(info.value)
+
+
+def test_format_true_is_not_format_1(tmp_path):
+    path = tmp_path / "cal.toml"
+    path.write_text("format = true\n")
+    with pytest.raises(UserError, match="format"):
+        calibration.load(path)
+
+
+@pytest.mark.parametrize("key,value", [("cluster.core_fps_1080p", 1e12), ("cluster.link", 1e15),
+                                       ("cluster.accelerator.peak_flops", 1e3), ("cluster.mfu", 1e-9)])
+def test_absurd_measurements_are_refused(tmp_path, key, value):
+    path = tmp_path / "cal.toml"
+    path.write_text(f'format = 1\n[[values]]\nkey = "{key}"\nvalue = {value!r}\n')
+    with pytest.raises(UserError, match="plausible range") as info:
+        calibration.load(path)
+    assert key in info.value.where
+
+
+def test_text_from_the_file_is_sanitised(tmp_path):
+    path = tmp_path / "cal.toml"
+    path.write_text('format = 1\n[[values]]\nkey = "cluster.link"\nvalue = 2e9\nprobe = "read"\n'
+                    'hostname = "\\u001b[31mbox\\u001b[0m"\nnote = "a\\u001b]0;title\\u0007b\\u202eevil"\n')
+    m = calibration.load(path)["cluster.link"]
+    assert m.value == 2e9
+    assert "\x1b" not in m.source and "\x07" not in m.source and "\u202e" not in m.source
+    assert "box" in m.source and m.hostname == "?box?"
+
+
+def test_extra_fields_and_toml_dates_are_kept(tmp_path):
+    """A schema layer over what is there: fields other probes add are not refused."""
+    path = tmp_path / "cal.toml"
+    path.write_text('format = 1\nupdated = 2025-06-01T12:00:00Z\nnew_section = { x = 1 }\n[[values]]\n'
+                    'key = "cluster.link"\nvalue = 2e9\ndate = 2025-06-01T12:00:00Z\nspread = 0.1\n')
+    m = calibration.load(path)["cluster.link"]
+    assert m.date.startswith("2025-06-01T12:00:00")

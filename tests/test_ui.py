@@ -45,7 +45,7 @@ def client() -> "TestClient":
     pytest.importorskip("httpx", reason="fastapi's TestClient needs httpx (in the [test] extra)")
     from fastapi.testclient import TestClient
 
-    return TestClient(create_app())
+    return TestClient(create_app(), base_url="http://127.0.0.1:8765")  # the Host the page answers
 
 
 def as_json(obj: object) -> object:
@@ -274,7 +274,7 @@ def served_url():
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(port), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

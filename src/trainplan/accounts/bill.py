@@ -41,7 +41,7 @@ def bill_per_hour(*, frames_per_hour: Any, demand_fps: Any, busy: Any, cores: An
                   core_hour: Any, storage_gb_month: Any, transfer_gb: Any,
                   storage_months: Any = 1.0) -> BillAccount:
     useful = frames_per_hour / demand_fps
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf is the answer at the extremes
         wall = np.where(busy > 0, useful / np.where(busy > 0, busy, 1.0), np.inf)
         storage = stored_bytes_per_hour / GB * storage_gb_month * storage_months
         transfer = read_bytes_per_hour / GB * transfer_gb

@@ -162,7 +162,7 @@ def pipeline_arrays(
     else:
         # no overlap: each token costs load time plus compute time
         busy = np.where(np.isinf(supply_tokens), 1.0, supply_tokens / (supply_tokens + demand_tokens))
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf is the answer at the extremes
         cores_needed_cpu_only = demand_frames * g / core_fps
         engine_frames = engines * (engine_fps if kind == "video" else 0.0)
         cores_needed = np.maximum(0.0, demand_frames * g - engine_frames) / core_fps

@@ -168,9 +168,17 @@ def devices_to_fit(weights: float, kv_bytes: float, device_memory: float,
     """The fewest devices whose usable memory holds the weights and `kv_bytes` of KV cache."""
     require_positive("cluster.accelerator.memory", device_memory)
     devices = (weights + kv_bytes) / (device_memory * memory_utilization)
-    if not math.isfinite(devices):
-        raise UserError("cluster.accelerator.memory", f"expected room for the model, got {device_memory:g} bytes")
+    if not math.isfinite(devices) or devices > MAX_REPLICA_DEVICES:
+        raise UserError("cluster.accelerator.memory", f"expected room for the model on at most "
+                        f"{MAX_REPLICA_DEVICES:,} devices per replica; {device_memory:g} bytes each needs "
+                        f"{devices:.3g} devices (issue 16)")
     return max(1, math.ceil(devices))
+
+
+#: The most devices one serving replica may span (issue 16). Tensor parallelism splits heads and
+#: matrix columns; the largest published inference deployments shard one replica over ~10^3
+#: devices (NVL72 racks x pipeline stages). Beyond 10^4 the "fit" is arithmetic, not a deployment.
+MAX_REPLICA_DEVICES = 10_000
 
 
 def estimate_serving(

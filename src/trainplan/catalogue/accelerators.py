@@ -75,6 +75,21 @@ ACCELERATOR_FIGURES: dict[str, units.Dimension] = {
     "video_decoders": "count",
 }
 
+# Plausible ranges of those figures (issue 16), inclusive, in SI units. Below the lows a device
+# is not an accelerator (1 MB of memory would "fit" a model on billions of devices); the highs
+# are 10^4 x today's largest (B200: 2.25e15 FLOP/s dense bf16, 192 GB, 8 TB/s, 1.8 TB/s
+# NVLink, 1 kW; 14 video decoders on a Hopper/Blackwell board).
+PLAUSIBLE_FIGURES: dict[str, tuple[float, float]] = {
+    "peak_flops": (1e9, 1e20),
+    "memory": (1e8, 1e16),
+    "memory_bandwidth": (1e6, 1e17),
+    "interconnect": (1e3, 1e17),
+    "tdp": (1.0, 1e7),
+    "video_decoders": (0, 1024),
+}
+ACCELERATOR_UNITS = {"peak_flops": "FLOP/s", "memory": "B", "memory_bandwidth": "B/s", "interconnect": "B/s",
+                     "tdp": "W", "video_decoders": "engines"}
+
 # What an inline accelerator assumes for the figures it does not give.
 INLINE_DEFAULTS = {
     "memory_bandwidth": (2e12, "assumed: 2 TB/s, an A100-class HBM figure"),
@@ -114,6 +129,12 @@ def resolve_accelerator(spec: str | dict[str, Any], key: str = "cluster.accelera
             raise UserError(f"{key}.{f}", f"expected a positive value, got {v:g}")
         if v < 0:
             raise UserError(f"{key}.{f}", f"expected zero or more, got {v:g}")
+        low, high = PLAUSIBLE_FIGURES[f]
+        if not low <= v <= high:
+            raise UserError(f"{key}.{f}", f"expected a value from {low:g} to {high:g} "
+                            f"{ACCELERATOR_UNITS[f]} (a plausible range), got {v:g}")
+        if f == "video_decoders" and v != int(v):
+            raise UserError(f"{key}.{f}", f"expected a whole number, got {v:g}")
     if "name" in spec:
         base = resolve_accelerator(str(spec["name"]), f"{key}.name")
         changes: dict[str, Any] = {}

@@ -158,7 +158,7 @@ def plan(
                                            help="a table for people (default) or a file format")] = Format.table,
     output: OutputOpt = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="check the busy fraction with the queue simulation")] = False,
-    frames: Annotated[int, typer.Option(metavar="N", help="frames for --simulate (at least 1,000)", min=1000)] = 200_000,
+    frames: Annotated[int, typer.Option(metavar="N", help="frames for --simulate (1,000 to 20 million)", min=1000, max=20_000_000)] = 200_000,
     detail: Annotated[bool, typer.Option("--all", "--detail", help="every figure with its meaning, and the "
                                          "assumptions with their sources")] = False,
 ) -> None:
@@ -207,7 +207,18 @@ _register_commands()
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors -> one line on stderr and exit 2; internal errors -> exit 1."""
+    import warnings
+
+    from trainplan.workload.limits import forget_inputs, os_error_text, printable
+
+    forget_inputs()  # --output may not replace a file this run reads (issue 16)
+    # numpy's overflow/invalid warnings are never the user's business: the figures they would
+    # flag are refused at the boundary or shown as "n.a." (issue 16)
+    warnings.simplefilter("ignore", RuntimeWarning)
     try:
+        from trainplan.present.outputs import check_output_arguments
+
+        check_output_arguments(list(sys.argv[1:] if argv is None else argv))
         app(args=argv, standalone_mode=False)
     except UserError as err:
         print(f"trainplan: {err}", file=sys.stderr)
@@ -226,6 +237,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as err:  # a path the user gave that the system refused: one line, exit 2
+        where = printable(str(err.filename), one_line=True) if err.filename is not None else "file"
+        print(f"trainplan: {where}: {os_error_text(err)}", file=sys.stderr)
+        sys.exit(2)
+    except RecursionError:
+        print("trainplan: input: nested too deeply to read", file=sys.stderr)
+        sys.exit(2)
     except Exception as err:  # an internal error: one line, traceback only on request
         if os.environ.get("TRAINPLAN_DEBUG"):
             raise

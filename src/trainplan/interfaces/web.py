@@ -6,21 +6,40 @@ keys, the same names `--set` takes, and draws what comes back. Nothing is
 computed in the browser: the numbers are those of `trainplan plan`.
 
     POST /api/plan   {"set": {"cluster.cores": 16, "data.bitrate": "8 Mbit/s"}}
+                     optionally "config": "<the text of a workload TOML file>" (uploaded
+                     content) or "workload": "<the name of a file given to `trainplan ui`>"
+                     as the base the overrides apply to
                      -> the report of plan.build_report, plus "series": busy fraction
                         and binding stage against CPU cores for the plot
                      bad input -> 422 {"detail": "<the one-line UserError message>", "key": "..."}
-    GET  /api/options catalogue accelerators, access patterns, resolutions, the defaults
+    GET  /api/options catalogue accelerators, access patterns, resolutions, the defaults,
+                     the workload files given on the command line
     GET  /           the page; /static/* its assets
+
+Safe to leave running (issue 16): a request never names a file to read (model.hf_config and
+any other path are refused; only the files given on the command line, and the config.json
+each names, are read); only requests whose Host is 127.0.0.1, localhost or [::1] with the
+server's port are answered (a DNS-rebinding page gets 403); every response carries
+Content-Security-Policy default-src 'self', X-Frame-Options DENY and X-Content-Type-Options
+nosniff; a request body is at most MAX_BODY_BYTES (413 beyond); JSON nested deeper than
+limits.MAX_NESTING is refused (422); no path or body gives a 500.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
 
 import numpy as np
+
+try:  # fastapi resolves the endpoint's annotations in this module's globals
+    from starlette.requests import Request
+except ImportError:  # pragma: no cover - the `ui` extra is absent; create_app says which to install
+    Request = Any  # type: ignore[misc,assignment]
 
 from trainplan.planning import evaluate as plan_mod
 from trainplan.errors import UserError
@@ -45,6 +64,23 @@ SERIES_PAST_NEEDED = 1.25
 SERIES_MAX_CORES = 4096
 
 
+#: The largest request body accepted (bytes): a workload file is at most 1 MiB
+#: (limits.MAX_BYTES["workload"]), uploaded inside a JSON string that may escape it.
+MAX_BODY_BYTES = 2 * 2**20
+#: Keys whose value is a file path: never taken from a request.
+FILE_KEYS = frozenset({"model.hf_config"})
+#: Headers of every response.
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", b"default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+#: The port the page is served on when none is given (trainplan ui's default).
+DEFAULT_PORT = 8765
+
+
 def overrides_from_json(settings: Any) -> list[str]:
     """{"cluster.cores": 16, "cluster.nvdec": true, "data.bitrate": "8 Mbit/s"} -> KEY=VALUE strings.
 
@@ -59,6 +95,10 @@ def overrides_from_json(settings: Any) -> list[str]:
     for key, value in settings.items():
         if not isinstance(key, str) or not key.strip():
             raise UserError("set", f"expected dotted workload keys such as cluster.cores, got {key!r}")
+        if key.strip() in FILE_KEYS:
+            raise UserError(key.strip(), "the page reads no file named in a request: give the model's shape "
+                            "(model.layers, model.width ...) or start `trainplan ui WORKLOAD.toml` with a "
+                            "workload that names its config.json")
         if isinstance(value, bool):
             text = "true" if value else "false"
         elif isinstance(value, (int, float)):
@@ -98,9 +138,43 @@ def cores_series(w: Workload, cores_now: float, cores_needed: float) -> dict[str
     }
 
 
-def plan_response(settings: Any) -> dict[str, Any]:
+def workload_of_request(settings: Any, config: Any = None, workload: Any = None,
+                        files: dict[str, Path] | None = None) -> Workload:
+    """The workload of a request: uploaded TOML text (`config`) or a file given on the command
+    line (`workload`, by name), or the built-in default; then the overrides of `set`."""
+    from trainplan.workload import limits, schema
+
+    overrides = overrides_from_json(settings)
+    files = files or {}
+    if config is not None and workload is not None:
+        raise UserError("request", "expected at most one of config (uploaded text) and workload (a file name)")
+    if workload is not None:
+        if not isinstance(workload, str) or workload not in files:
+            choices = ", ".join(sorted(files)) or "none were given to `trainplan ui`"
+            raise UserError("workload", f"expected the name of a workload file given on the command line "
+                            f"({choices})")
+        return load_workload(files[workload], overrides)
+    if config is None:
+        return load_workload(None, overrides)
+    if not isinstance(config, str):
+        raise UserError("config", "expected the text of a workload TOML file")
+    if len(config.encode("utf-8", "surrogatepass")) > limits.MAX_BYTES["workload"]:
+        raise UserError("config", f"expected a workload of at most {limits.MAX_BYTES['workload'] // 2**20} MiB")
+    doc = limits.loads_toml(config, "config")
+    keys = {k for k, _, _ in schema._dotted(doc)}
+    bad = sorted(keys & FILE_KEYS)
+    if bad:
+        raise UserError(bad[0], "the page reads no file named in a request: give the model's shape, or start "
+                        "`trainplan ui WORKLOAD.toml` with the workload that names its config.json")
+    for assignment in overrides:
+        schema.apply_override(doc, assignment)
+    return schema.build_workload(doc)
+
+
+def plan_response(settings: Any, config: Any = None, workload: Any = None,
+                  files: dict[str, Path] | None = None) -> dict[str, Any]:
     """The JSON of POST /api/plan: build_report for these overrides, plus the plot's series."""
-    w = load_workload(None, overrides_from_json(settings))
+    w = workload_of_request(settings, config, workload, files)
     report = plan_mod.build_report(w)
     p = report["pipeline"]
     needed = p["cores_needed"] if p["cores_needed"] is not None else math.inf
@@ -139,6 +213,17 @@ def options() -> dict[str, Any]:
     }
 
 
+def _static_names() -> dict[str, str]:
+    """The page's assets by name -> media type: only these are served."""
+    folder = resources.files("trainplan.interfaces").joinpath("static")
+    out = {}
+    for entry in folder.iterdir():
+        suffix = entry.name[entry.name.rfind("."):] if "." in entry.name else ""
+        if entry.is_file() and suffix in _MEDIA_TYPES and not entry.name.startswith("."):
+            out[entry.name] = _MEDIA_TYPES[suffix]
+    return out
+
+
 def _static_text(name: str) -> str:
     return resources.files("trainplan.interfaces").joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
@@ -146,11 +231,122 @@ def _static_text(name: str) -> str:
 _MEDIA_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 
 
-def create_app() -> Any:
-    """The FastAPI application (fastapi is the optional `ui` dependency, imported here)."""
-    from fastapi import Body, FastAPI, HTTPException
+def json_safe(obj: Any) -> Any:
+    """The report with every non-finite float as null (JSON has no NaN or Infinity)."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return json_safe(obj.tolist())
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    return str(obj)
+
+
+def allowed_hosts(port: int) -> frozenset[str]:
+    """Host headers the page answers: loopback names with the server's port."""
+    return frozenset(f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]"))
+
+
+class Guard:
+    """ASGI middleware: the Host check, the body cap, the security headers, and no 500 escaping
+    to the client as a traceback (issue 16)."""
+
+    def __init__(self, app: Any, port: int, max_body: int = MAX_BODY_BYTES) -> None:
+        self.app, self.hosts, self.max_body = app, allowed_hosts(port), max_body
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # no websockets
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        host = headers.get(b"host", b"").decode("latin-1").strip().lower()
+        if host not in self.hosts:
+            await _plain(send, 403, "host: this page answers only 127.0.0.1, localhost or [::1] with its port")
+            return
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body):
+            await _plain(send, 413, f"request: expected a body of at most {self.max_body} bytes")
+            return
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_body:
+                await _plain(send, 413, f"request: expected a body of at most {self.max_body} bytes")
+                return
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        started = False
+
+        async def with_headers(message: dict[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  *[(k, v) for k, v in SECURITY_HEADERS if k not in names]]}
+            await send(message)
+
+        try:
+            await self.app(scope, replay, with_headers)
+        except Exception as err:  # noqa: BLE001 - a bug: one line, never a traceback to the client
+            if not started:
+                await _plain(send, 500, f"internal error: {type(err).__name__}")
+
+
+async def _plain(send: Any, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail, "key": detail.split(":", 1)[0]}).encode("utf-8")
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *SECURITY_HEADERS]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> Any:
+    """The FastAPI application (fastapi is the optional `ui` dependency, imported here), behind
+    Guard. `port`: the port it is served on (the Host check). `files`: workload files a request
+    may choose by name; they, and the config.json each names, are the only files read."""
+    from fastapi import FastAPI, HTTPException
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse, Response
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    from trainplan.workload import limits
+
+    workloads: dict[str, Path] = {}
+    readable: set[str] = set()
+    for f in files:
+        path = Path(f)
+        w = load_workload(path)  # a bad file is refused now, by the command, with one line
+        plan_mod.resolve_model(w)  # and its config.json, read now (a FIFO or a bad file is refused here)
+        name = path.name if path.name not in workloads else str(path)
+        workloads[name] = path
+        readable.add(os.path.realpath(path))
+        if w.model.hf_config is not None:
+            config = w.base_dir / w.model.hf_config
+            readable.update({os.path.realpath(config), os.path.realpath(config / "config.json")})
+    assets = _static_names()
 
     app = FastAPI(title="trainplan", docs_url=None, redoc_url=None, openapi_url=None)
 
@@ -166,34 +362,53 @@ def create_app() -> Any:
             "detail": f"request: expected a JSON object such as {{\"set\": {{\"cluster.cores\": 16}}}} ({msg})",
             "key": "request"})
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Any, err: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(status_code=err.status_code, content={"detail": str(err.detail), "key": "path"})
+
     @app.post("/api/plan")
-    def api_plan(body: Any = Body(default=None)) -> dict[str, Any]:  # noqa: B008 - FastAPI's idiom
+    async def api_plan(request: Request) -> JSONResponse:
+        raw = await request.body()
+        if raw.strip():
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UserError("request", "expected a UTF-8 JSON body") from None
+            body = limits.loads_json(text, "request")
+        else:
+            body = {}
         if body is None:
             body = {}
         if not isinstance(body, dict):
             raise UserError("request", 'expected a JSON object such as {"set": {"cluster.cores": 16}}')
-        unknown = sorted(set(body) - {"set"})
+        unknown = sorted(set(body) - {"set", "config", "workload"})
         if unknown:
-            raise UserError(unknown[0], 'unknown field; expected {"set": {...}}')
-        return plan_response(body.get("set"))
+            raise UserError(str(unknown[0]), 'unknown field; expected {"set": {...}} and optionally '
+                            '"config" (TOML text) or "workload" (a file given on the command line)')
+        from starlette.concurrency import run_in_threadpool
+
+        def evaluate() -> dict[str, Any]:
+            with limits.only_files(readable), np.errstate(all="ignore"):
+                return json_safe(plan_response(body.get("set"), body.get("config"), body.get("workload"),
+                                               workloads))
+
+        return JSONResponse(await run_in_threadpool(evaluate))
 
     @app.get("/api/options")
-    def api_options() -> dict[str, Any]:
-        return options()
+    def api_options() -> JSONResponse:
+        with limits.only_files(readable):
+            out = options()
+        out["workloads"] = sorted(workloads)
+        return JSONResponse(json_safe(out))
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> HTMLResponse:
         return HTMLResponse(_static_text("index.html"))
 
-    @app.get("/static/{name}")
+    @app.get("/static/{name:path}")
     def static(name: str) -> Response:
-        suffix = name[name.rfind("."):] if "." in name else ""
-        if "/" in name or "\\" in name or name.startswith(".") or suffix not in _MEDIA_TYPES:
-            raise HTTPException(status_code=404)
-        try:
-            text = _static_text(name)
-        except (FileNotFoundError, IsADirectoryError):
-            raise HTTPException(status_code=404) from None
-        return Response(text, media_type=_MEDIA_TYPES[suffix], headers={"Cache-Control": "no-cache"})
+        if name not in assets:  # only the page's own files: no path, no NUL, no long name reaches a read
+            raise HTTPException(status_code=404, detail="no such file")
+        return Response(_static_text(name), media_type=assets[name], headers={"Cache-Control": "no-cache"})
 
-    return app
+    return Guard(app, port)

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import tomli_w
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from trainplan.errors import UserError
 
@@ -109,21 +110,127 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def read_file(path: str | Path) -> dict[str, Any]:
-    """The raw document of a calibration file; UserError when it is missing or malformed."""
-    p = Path(path)
-    if not p.is_file():
+def read_file(path: str | Path, *, as_input: bool = True) -> dict[str, Any]:
+    """The raw document of a calibration file; UserError when it is missing or malformed.
+    `as_input=False` when the file is read only to be updated (then --output may replace it)."""
+    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+
+    if not Path(path).exists():
         raise UserError(str(path), "no such calibration file (write one with `trainplan probe decode --output FILE`)")
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(str(path), f"malformed calibration TOML ({err})") from None
-    except UnicodeDecodeError:
-        raise UserError(str(path), "expected a UTF-8 text TOML calibration file") from None
+    doc = limits.loads_toml(limits.read_text(path, "calibration", remember=as_input), str(path), "calibration TOML")
     fmt = doc.get("format")
-    if fmt != FORMAT_VERSION:
-        raise UserError(str(path), f"expected a calibration file of format {FORMAT_VERSION}, got format {fmt!r}")
+    if isinstance(fmt, bool) or fmt != FORMAT_VERSION:  # `format = true` equals 1 in Python: refused
+        raise UserError(f"{path}: format", f"expected a calibration file of format {FORMAT_VERSION}, got format {fmt!r}")
     return doc
+
+
+# ---------------------------------------------------------------- the file's schema (issue 16)
+
+# Plausible ranges of the measured values (inclusive low, inclusive high), SI units. A probe
+# that reports beyond them measured something else (a cached read, a clock that did not move).
+# Keys without a range here are checked by the workload schema once applied.
+MEASURED_RANGES: dict[str, tuple[float, float]] = {
+    # one core decoding 1080p H.264: ~100-1000 frames/s in practice (SPEC §7: 120)
+    "cluster.core_fps_1080p": (1e-3, 1e5),
+    # storage, network and PCIe links: 1 kB/s to 10 TB/s
+    "cluster.link": (1e3, 1e13),
+    "cluster.interconnect": (1e3, 1e13),
+    "cluster.host_to_device": (1e3, 1e13),
+    # an achieved matmul: 1 GFLOP/s (an old CPU core) to 1e17 (50x a B200's dense fp8)
+    "cluster.accelerator.peak_flops": (1e9, 1e17),
+    "cluster.mfu": (1e-6, 1.0),
+}
+
+
+def _printable(value: Any) -> Any:
+    from trainplan.workload.limits import printable
+
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    return printable(value) if isinstance(value, str) else value
+
+
+class _Record(BaseModel):
+    # other probes (and later versions) may record more fields: kept, not refused
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _clean_text(cls, value: Any) -> Any:
+        """Text from a file is shown on a terminal: no escape sequences; TOML dates as text."""
+        return _printable(value)
+
+
+class CalibrationValue(_Record):
+    """One `[[values]]` entry: a measured value of a workload key."""
+
+    key: str
+    value: bool | float
+    unit: str = ""
+    probe: str = ""
+    date: str = ""
+    hostname: str = ""
+    cpu_model: str = ""
+    note: str = ""
+
+
+class ProbeRecord(_Record):
+    """One `[probes.NAME]` table: when and where a probe ran, its settings and raw results."""
+
+    date: str = ""
+    hostname: str = ""
+    cpu_model: str = ""
+    settings: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+
+
+class CalibrationFile(_Record):
+    """The whole file (format 1)."""
+
+    format: int
+    updated: str = ""
+    machine: dict[str, Any] = {}
+    probes: dict[str, ProbeRecord] = {}
+    values: list[CalibrationValue] = []
+
+
+def parse(doc: dict[str, Any], path: str | Path) -> CalibrationFile:
+    """The validated calibration document: shapes, types and plausible ranges; UserError naming
+    the file and the first bad entry."""
+    try:
+        cal = CalibrationFile.model_validate(doc)
+    except ValidationError as err:
+        e = err.errors()[0]
+        loc = [str(p) for p in e["loc"] if str(p) not in ("bool", "float", "str", "int")]
+        where = ".".join(f"[{p}]" if p.isdigit() else p for p in loc).replace(".[", "[") or "calibration"
+        value = e.get("input")
+        got = f", got {value!r}" if not isinstance(value, (dict, list)) else f", got a {type(value).__name__}"
+        msg = e["msg"]
+        if e["type"] == "missing":
+            msg, got = "required key is missing", ""
+        text = f"{msg[0].lower()}{msg[1:]}{got[:200]}"
+        entries = doc.get("values")
+        if len(loc) > 2 and loc[0] == "values" and loc[1].isdigit() and isinstance(entries, list):
+            key = entries[int(loc[1])].get("key") if isinstance(entries[int(loc[1])], dict) else None
+            if isinstance(key, str):  # name the workload key the entry measures
+                raise UserError(f"{path}: {key}", f"{where}: {text}") from None
+        raise UserError(f"{path}: {where}", text) from None
+    for i, entry in enumerate(cal.values):
+        if entry.key not in KNOWN_KEYS:
+            raise UserError(f"{path}: values[{i}].key", f"expected one of {', '.join(KNOWN_KEYS)}, got {entry.key!r}")
+        value = entry.value
+        if KNOWN_KEYS[entry.key] == "bool":
+            if not isinstance(value, bool):
+                raise UserError(f"{path}: {entry.key}", f"expected true or false, got {value!r}")
+            continue
+        if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+            raise UserError(f"{path}: {entry.key}",
+                            f"expected a positive number in {KNOWN_KEYS[entry.key]}, got {value!r}")
+        low, high = MEASURED_RANGES.get(entry.key, (0.0, math.inf))
+        if not low <= value <= high:
+            raise UserError(f"{path}: {entry.key}", f"expected a measured value from {low:g} to {high:g} "
+                            f"{KNOWN_KEYS[entry.key]} (a plausible range), got {value:g}")
+    return cal
 
 
 def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: dict[str, Any],
@@ -137,7 +244,10 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
     """
     p = Path(path)
     date = date or now()
-    doc: dict[str, Any] = read_file(p) if merge and p.is_file() else {"format": FORMAT_VERSION}
+    from trainplan.present.outputs import check_output_path, write_output
+
+    check_output_path(p, may_replace_input=True)  # a directory, a device or a missing parent is refused before reading
+    doc: dict[str, Any] = read_file(p, as_input=False) if merge and p.is_file() else {"format": FORMAT_VERSION}
     doc["format"] = FORMAT_VERSION
     doc["updated"] = date
     doc["machine"] = machine
@@ -167,11 +277,10 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
         })
     kept = [e for e in doc.get("values", []) if e.get("key") not in new_keys]
     doc["values"] = kept + entries
-    p.parent.mkdir(parents=True, exist_ok=True)
     text = "# trainplan calibration: measured on a real machine by `trainplan probe`/`trainplan profile`.\n" \
            "# Read by `trainplan plan --calibration FILE`; measured values replace the assumptions.\n" \
            + tomli_w.dumps(_clean(doc))
-    p.write_text(text, encoding="utf-8")
+    write_output(text, p, may_replace_input=True)  # regular files only, atomically, permissions kept (issue 16)
     return p
 
 
@@ -190,33 +299,22 @@ def _command(probe: str) -> str:
 
 def load(path: str | Path) -> dict[str, Measured]:
     """`{dotted_key: Measured}` of a calibration file; each unpacks as `(value, source_text)`."""
-    doc = read_file(path)
+    cal = parse(read_file(path), path)
     out: dict[str, Measured] = {}
-    for i, entry in enumerate(doc.get("values", [])):
-        key = entry.get("key")
-        if key not in KNOWN_KEYS:
-            raise UserError(f"{path}: values[{i}].key", f"expected one of {', '.join(KNOWN_KEYS)}, got {key!r}")
-        if "value" not in entry:
-            raise UserError(f"{path}: values[{i}]", f"expected a value for {key}")
-        value = entry["value"]
-        if KNOWN_KEYS[key] == "bool":
-            if not isinstance(value, bool):
-                raise UserError(f"{path}: {key}", f"expected true or false, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise UserError(f"{path}: {key}", f"expected a positive number in {KNOWN_KEYS[key]}, got {value!r}")
-        out[key] = Measured(key=key, value=value, source=_source_text(entry), unit=str(entry.get("unit", "")),
-                            probe=str(entry.get("probe", "")), date=str(entry.get("date", "")),
-                            hostname=str(entry.get("hostname", "")))
+    for entry in cal.values:
+        fields = entry.model_dump()
+        out[entry.key] = Measured(key=entry.key, value=entry.value, source=_source_text(fields), unit=entry.unit,
+                                  probe=entry.probe, date=entry.date, hostname=entry.hostname)
     return out
 
 
 def recorded_format(path: str | Path) -> dict[str, Any] | None:
     """The clip format the decode probe of this file ran on, or None when it has no decode probe."""
-    doc = read_file(path)
-    decode = doc.get("probes", {}).get("decode")
+    cal = parse(read_file(path), path)
+    decode = cal.probes.get("decode")
     if not decode:
         return None
-    return dict(decode.get("settings", {}))
+    return dict(decode.settings)
 
 
 def check_compatible(path: str | Path, workload: Any) -> None:

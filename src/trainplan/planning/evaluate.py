@@ -459,9 +459,15 @@ def rank_sources(inputs: PlanInputs) -> list[dict[str, Any]]:
     return rows
 
 
+#: A wall time beyond this is "never" (3e10 years, twice the age of the universe): a bill of it
+#: overflows float64 once multiplied by devices, watts and prices.
+NEVER_SECONDS = 1e18
+
+
 def _no_wall_time(ctx: PlanContext) -> str | None:
-    # device-seconds, not only seconds: a wall time near the float limit overflows once multiplied
-    if math.isfinite(ctx.figures["compute.wall_seconds"] * ctx.workload.cluster.count):
+    # a wall time beyond NEVER_SECONDS (1e-309 cores, say) is "never": its products with devices,
+    # watts and prices overflow float64
+    if ctx.figures["compute.wall_seconds"] < NEVER_SECONDS:
         return None
     # the input pipeline supplies nothing: the run never ends, so it has no bill to state
     return "the input pipeline supplies nothing (busy 0): no finite wall time to price"

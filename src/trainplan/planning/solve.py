@@ -51,6 +51,7 @@ class Target:
     op: str
     value: float
     text: str
+    bare: bool = False  # a figure alone, without a comparison: only a yes/no figure may
 
     def met(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=float)
@@ -67,7 +68,7 @@ def parse_target(text: str) -> Target:
         raise UserError("--for", f"expected FIGURE>=VALUE or FIGURE<=VALUE such as pipeline.busy>=0.95, got {text!r}")
     figure, op, raw = m["figure"], m["op"], m["value"]
     if op is None:
-        return Target(figure, ">=", 1.0, text)
+        return Target(figure, ">=", 1.0, text, bare=True)
     return Target(figure, op, _figure_value(figure, raw), text)
 
 
@@ -119,6 +120,9 @@ class _Evaluator:
                 raise UserError("--for", f"unknown figure {t.figure!r}; expected one of {', '.join(numeric)}")
             if sample[t.figure].dtype == object:
                 raise UserError("--for", f"{t.figure} is not a number")
+            if t.bare and sample[t.figure].dtype != bool:  # issue 16: "--for pipeline.busy" meant nothing
+                raise UserError("--for", f"expected a comparison such as {t.figure}>=VALUE; only a yes/no "
+                                f"figure (memory.fits) stands alone, got {t.text!r}")
         self.evaluations = 0
 
     def vectorized(self, sample_value: float) -> bool:
@@ -191,7 +195,10 @@ def _range(w: Workload, key: str, integer: bool, search_range: str | None) -> tu
         parts = search_range.split(":")
         if len(parts) != 2:
             raise UserError("--range", f"expected START:STOP, got {search_range!r}")
-        lo, hi = (float(sweep.parse_value(key, p.strip())) for p in parts)
+        try:
+            lo, hi = (float(sweep.parse_value(key, p.strip())) for p in parts)
+        except UserError as err:  # parse_value names --vary; here the user typed --range (issue 16)
+            raise UserError("--range", f"{key}: {err.expected}") from None
         if hi < lo:
             raise UserError("--range", f"expected STOP no smaller than START, got {search_range!r}")
         return lo, hi
@@ -295,8 +302,16 @@ def parse_prices(items: list[str]) -> dict[str, float]:
         name, sep, raw = item.partition("=")
         if not sep or not name.strip():
             raise UserError("--price", f"expected KIND=DOLLARS per accelerator-hour, got {item!r}")
-        out[name.strip().lower()] = units.parse(raw.strip(), "dollars", f"--price {name.strip()}")  # any case
+        value = units.parse(raw.strip(), "dollars", f"--price {name.strip()}")
+        if not 0 <= value <= MAX_PRICE_HOUR:  # a negative price would rank first (issue 16)
+            raise UserError(f"--price {name.strip()}", f"expected dollars per accelerator-hour from 0 to "
+                            f"{MAX_PRICE_HOUR:g}, got {raw.strip()!r}")
+        out[name.strip().lower()] = value  # any case
     return out
+
+
+#: The highest --price accepted: prices.accelerator_hour's plausible cap (workload/schema.py).
+MAX_PRICE_HOUR = 1e7
 
 
 def _price_of(name: str, given: dict[str, float], own_accelerator: Any, own_price: float) -> tuple[float, str]:
@@ -351,6 +366,9 @@ def cheapest_accelerator(file: Any, sets: list[str], targets: list[str] = (), ca
         for t in parsed:
             if t.figure not in figs:
                 raise UserError("--for", f"unknown figure {t.figure!r}")
+            if t.bare and np.asarray(figs[t.figure]).dtype != bool:
+                raise UserError("--for", f"expected a comparison such as {t.figure}>=VALUE; only a yes/no "
+                                f"figure (memory.fits) stands alone, got {t.text!r}")
             value = figs[t.figure][0]
             row[t.figure] = value.item() if isinstance(value, np.generic) else value
             meets &= bool(t.met(np.asarray([float(value)]))[0])

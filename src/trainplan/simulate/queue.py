@@ -827,6 +827,13 @@ def buffer_sweep(spec: QueueSpec, buffers: tuple[int, ...], times: ServiceTimes 
 # ---------------------------------------------------------------- from the pipeline account (§7)
 
 
+#: The most CPU decoders the queue simulates one by one (issue 16). More cores are coalesced into
+#: this many decoders of several cores each, with the same total rate: the simulation's state is
+#: a few numbers per decoder, and a queue of thousands of parallel servers behaves as its total
+#: rate (the busy fraction is min(1, S/D) to within the sampling error at that size).
+MAX_CPU_DECODERS = 4096
+
+
 def queue_spec_from_pipeline(
     account: Any,
     buffer_frames: int = 64,
@@ -869,7 +876,17 @@ def queue_spec_from_pipeline(
         cores = float(account.cores)
         whole = int(math.floor(cores + 1e-9))
         frac = cores - whole
-        decoders += [g / core_fps] * whole
+        if whole > MAX_CPU_DECODERS:
+            # coalesce: MAX_CPU_DECODERS decoders of cores / MAX_CPU_DECODERS cores each keep the
+            # total rate exact and the memory bounded (issue 16)
+            share = cores / MAX_CPU_DECODERS
+            whole, frac = MAX_CPU_DECODERS, 0.0
+            core_fps_each = core_fps * share
+            notes.append(f"{cores:g} cores simulated as {MAX_CPU_DECODERS} decoders of {share:.4g} cores each "
+                         "(same total rate)")
+        else:
+            core_fps_each = core_fps
+        decoders += [g / core_fps_each] * whole
         names += ["cpu"] * whole
         if frac > 1e-9:
             decoders.append(g / (core_fps * frac))

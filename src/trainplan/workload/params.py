@@ -823,16 +823,9 @@ def load_hf_config(path: str | Path) -> dict[str, Any]:
     if file.is_dir():
         file = file / HF_CONFIG_FILENAME
     where = str(file)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(where, "an existing Hugging Face config.json file (not found)") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(where, f"a readable UTF-8 config.json file ({error})") from None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UserError(where, f"valid JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+
+    config = limits.loads_json(limits.read_text(file, "hf_config"), where)
     if not isinstance(config, dict):
         raise UserError(where, f"a JSON object of model settings, got a JSON {type(config).__name__}")
     return config

@@ -144,6 +144,13 @@ class Section(BaseModel):
         """pydantic's lax mode reads true as 1.0; only a true/false key takes true or false."""
         if isinstance(value, bool) and cls.model_fields[info.field_name].annotation is not bool:
             raise ValueError("expected a number or a name, not true or false")
+        # and the other way round: a true/false key takes only true or false, not 1 or "yes"
+        if not isinstance(value, bool) and cls.model_fields[info.field_name].annotation is bool:
+            raise ValueError("expected true or false")
+        if isinstance(value, str):  # text reaches a terminal: no escape sequences (issue 16)
+            from trainplan.workload.limits import printable
+
+            return printable(value)
         return value
 
     @field_validator("*", mode="before")
@@ -428,15 +435,9 @@ class Provenance:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(str(path), "no such workload file")
-    try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as err:
-        raise UserError(str(path), f"malformed TOML ({err})") from None
-    except UnicodeDecodeError:
-        raise UserError(str(path), "expected a UTF-8 text TOML file") from None
+    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+
+    return limits.loads_toml(limits.read_text(path, "workload"), str(path))
 
 
 def _parse_override_value(text: str) -> Any:
@@ -493,6 +494,10 @@ def _first_error(err: ValidationError, doc: dict[str, Any]) -> UserError:
     if kind == "missing":
         return UserError(key, "required key is missing")
     msg = e["msg"]
+    bound_words = {"less_than": ("lt", "below"), "less_than_equal": ("le", "at most"),
+                   "greater_than": ("gt", "above"), "greater_than_equal": ("ge", "at least")}
+    if kind in bound_words and isinstance(e.get("ctx", {}).get(bound_words[kind][0]), (int, float)):
+        msg = f"expected a value {bound_words[kind][1]} {e['ctx'][bound_words[kind][0]]:g}"
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     value = e.get("input")
@@ -652,3 +657,82 @@ def leaf_value(workload: Workload, key: str) -> Any:
 
 def leaf_keys() -> list[str]:
     return [k for k, _, _ in _leaves(Workload())]
+
+
+# ---------------------------------------------------------------- plausible ranges (issue 16)
+
+# Every numeric key has a plausible range: (lowest, highest), each exclusive, on top of the
+# field's own constraint (which says what the key means: > 0, a fraction <= 1 ...). Beyond the
+# range a value is a typo or a unit slip, not a plan, and the accounts are total inside it (no
+# division by zero, no overflow to inf). None: the field's own constraint only. The highs are
+# also at least 10^6 times the default, so that `trainplan solve`'s default search span stays
+# inside. They are Field bounds (annotated_types.Gt / Lt added to the field's metadata); Lt is a
+# plausibility cap, not a definition, which is why it is strict where the definitional bounds
+# (mfu <= 1, zero <= 3) are not. docs/trust.md lists them with their reasons.
+PLAUSIBLE_RANGES: dict[str, tuple[float | None, float | None]] = {
+    # model: 1e15 parameters is ~500x the largest published model (~2e12)
+    "model.params": (None, 1e15), "model.layers": (None, 1e5), "model.width": (None, 1e7),
+    "model.vocab": (None, 1e9), "model.ffn_width": (None, 1e8), "model.heads": (None, 1e6),
+    "model.kv_heads": (None, 1e6), "model.experts": (None, 1e6), "model.experts_per_token": (None, 1e6),
+    # training: 1e18 tokens is ~10^5 x the largest published run (~1.5e13 tokens)
+    "training.tokens": (None, 1e18), "training.micro_batch": (None, 1e7), "training.seq_len": (None, 1e9),
+    "training.grad_accum": (None, 1e7), "training.saved_tensors_per_layer": (1e-3, 1e4),
+    "training.epochs": (1e-6, 1e7),
+    # cluster: rates from a trickle (1 kB/s, a thousandth of a frame a second) to 10^4 x today's best
+    "cluster.count": (None, 1e8), "cluster.cores": (None, 1e7), "cluster.core_fps_1080p": (1e-3, 1e8),
+    "cluster.nvdec_fps_1080p": (1e-3, 1e9), "cluster.link": (1e3, 1e16), "cluster.interconnect": (1e3, 1e16),
+    "cluster.host_to_device": (1e3, 1e17), "cluster.runtime_buffers": (None, 1e16),
+    # data: 1e5 px is 6x the widest video format (16K); 1e4 frames/s is a high-speed camera's
+    "data.cameras": (None, 1e5), "data.width": (None, 1e5), "data.height": (None, 1e5),
+    "data.fps": (1e-3, 1e5), "data.bitrate": (1e3, 1e13), "data.gop": (None, 1e6), "data.side": (None, 1e5),
+    "data.patch": (None, 1e5), "data.buffer": (None, 1e7), "data.bytes_per_token": (1e-3, 1e7),
+    "data.tokenizer_rate": (1e-3, 1e13), "data.hours": (1e-6, 1e10),
+    # storage
+    "storage.checkpoints_kept": (None, 1e6), "storage.write_rate": (1e3, 1e16),
+    "storage.save_every": (1e-3, 1e10), "storage.exports": (None, 1e6), "storage.copies": (None, 1e4),
+    # prices, dollars: 1e7 $/accelerator-hour is 10^6 x today's
+    "prices.accelerator_hour": (None, 1e7), "prices.core_hour": (None, 1e5),
+    "prices.storage_gb_month": (None, 1e5), "prices.transfer_gb": (None, 1e5), "prices.attempts": (None, 1e6),
+    "prices.storage_months": (None, 1e6), "prices.data_hour": (None, 1e9),
+    # energy: 1 MW per device; PUE 10 is a building that wastes 90 %; 1e4 g/kWh is 10x coal
+    "energy.watts": (1e-3, 1e6), "energy.pue": (None, 10), "energy.grid_intensity": (None, 1e4),
+    # serving
+    "serving.tokens_per_request": (None, 1e9), "serving.requests_per_day": (None, 1e15),
+    "serving.context": (None, 1e9), "serving.batch": (None, 1e8), "serving.training_cost": (None, 1e15),
+    # a source of a data mixture
+    "sources.price_hour": (None, 1e9), "sources.bitrate": (1e3, 1e13), "sources.width": (None, 1e5),
+    "sources.height": (None, 1e5), "sources.fps": (1e-3, 1e5), "sources.hours": (1e-6, 1e10),
+    "sources.exchange_rate": (None, 1e3),
+    # keys of the second round: the architecture, LoRA, layouts, the network's tiers, decisions
+    "model.head_dim": (None, 1e5), "training.lora_rank": (None, 1e5),
+    "training.activation_bytes_per_layer_token": (None, 1e9), "training.activation_bytes_outside_token": (None, 1e10),
+    # retraining: from every minute to once a century
+    "training.retrain_every": (59, 3.2e9),
+    "cluster.devices_per_node": (None, 1e4), "cluster.node_link": (1e3, 1e16),
+    "serving.revenue_per_request": (None, 1e6),
+    "parallel.tensor": (None, 1e6), "parallel.pipeline": (None, 1e6), "parallel.interleave": (None, 1e4),
+    "parallel.context": (None, 1e6), "parallel.expert": (None, 1e6), "parallel.data": (None, 1e8),
+}
+
+
+def _apply_plausible_ranges() -> None:
+    import annotated_types
+
+    for key, (low, high) in PLAUSIBLE_RANGES.items():
+        section, name = key.split(".")
+        model = SourceSpec if section == "sources" else SECTIONS.get(section)
+        if model is None or name not in model.model_fields:
+            continue  # a key another change renamed or removed: its range goes with it
+        metadata = model.model_fields[name].metadata
+        if low is not None:
+            metadata.append(annotated_types.Gt(low))
+        if high is not None:
+            metadata.append(annotated_types.Lt(high))
+    # a path that is empty names the workload's own folder, not a file
+    ModelSection.model_fields["hf_config"].metadata.append(annotated_types.MinLen(1))
+    for model in (*SECTIONS.values(), SourceSpec):
+        model.model_rebuild(force=True)
+    Workload.model_rebuild(force=True)
+
+
+_apply_plausible_ranges()

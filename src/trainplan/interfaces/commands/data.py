@@ -11,7 +11,7 @@ import typer
 
 from trainplan.accounts import datamix
 from trainplan import units
-from trainplan.errors import UserError
+from trainplan.errors import UserError, named_as
 
 data_app = typer.Typer(help="Data: epochs of each source of a mixture; person-hours of demonstrations.",
                        no_args_is_help=True)
@@ -32,7 +32,8 @@ def mix(
     source: Annotated[list[str], typer.Option("--source", help="NAME:TOKENS:WEIGHT, repeated")],
 ) -> None:
     """Epochs of each source: tokens read (weight share x total) / tokens available."""
-    result = datamix.mixture_epochs([_source(s) for s in source], units.parse(tokens, "count", "--tokens"))
+    with named_as({"training.tokens": "--tokens", "sources.": "--source "}):  # the flags typed (issue 16)
+        result = datamix.mixture_epochs([_source(s) for s in source], units.parse(tokens, "count", "--tokens"))
     typer.echo(json.dumps(asdict(result), indent=2))
 
 
@@ -45,8 +46,10 @@ def demos(
     operators: Annotated[int, typer.Option("--operators", min=1, help="operators recording in parallel (wall hours = person-hours / operators)")] = 1,
 ) -> None:
     """Person-hours for N demonstrations: N / success x (task + reset)."""
-    result = datamix.demonstration_hours(count, units.parse(task, "time", "--task"),
-                                         units.parse(reset, "time", "--reset"), success, operators)
+    with named_as({"success_rate": "--success", "demonstrations": "N", "operators": "--operators",
+                   "seconds_per_task": "--task", "seconds_per_reset": "--reset"}):
+        result = datamix.demonstration_hours(count, units.parse(task, "time", "--task"),
+                                             units.parse(reset, "time", "--reset"), success, operators)
     typer.echo(json.dumps(asdict(result), indent=2))
 
 

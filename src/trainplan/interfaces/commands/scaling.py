@@ -21,7 +21,7 @@ import typer
 
 from trainplan.accounts import scaling
 from trainplan import units
-from trainplan.errors import UserError
+from trainplan.errors import UserError, named_as
 
 FORMATS = ("json", "table")
 
@@ -58,7 +58,8 @@ def optimal_command(
     """Compute-optimal parameters and tokens for a budget C = 6ND (closed form)."""
     c = units.parse(budget, "flops", "--budget")
     fitted = _law(law)
-    opt = scaling.compute_optimal(c, fitted)
+    with named_as({"budget": "--budget"}):  # the flag the user typed (issue 16)
+        opt = scaling.compute_optimal(c, fitted)
     _emit({
         "params": opt.params, "tokens": opt.tokens, "loss": opt.loss, "tokens_per_param": opt.tokens_per_param,
         "budget_flops": opt.budget_flops, "params_exponent": opt.params_exponent,
@@ -128,10 +129,12 @@ def loss_command(
     n = units.parse(params, "count", "--params")
     d = units.parse(tokens, "count", "--tokens")
     fitted = _law(law)
-    _emit({"params": n, "tokens": d, "loss": scaling.loss(fitted, n, d),
-           "floor_at_params": scaling.loss_floor_at_params(fitted, n),
-           "floor_at_tokens": scaling.loss_floor_at_tokens(fitted, d),
-           "flops": scaling.FLOP_PER_PARAM_TOKEN * n * d, "law_source": fitted.source}, output_format)
+    with named_as({"params": "--params", "tokens": "--tokens"}):  # the flags the user typed (issue 16)
+        out = {"params": n, "tokens": d, "loss": scaling.loss(fitted, n, d),
+               "floor_at_params": scaling.loss_floor_at_params(fitted, n),
+               "floor_at_tokens": scaling.loss_floor_at_tokens(fitted, d),
+               "flops": scaling.FLOP_PER_PARAM_TOKEN * n * d, "law_source": fitted.source}
+    _emit(out, output_format)
 
 
 def register(app: typer.Typer) -> None:

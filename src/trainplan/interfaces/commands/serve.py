@@ -169,7 +169,7 @@ def serve_command(
 def roofline_command(
     file: WorkloadArg = None,
     set_: SetOpt = None,
-    side: Annotated[int, typer.Option("--side", help="side n of a square matmul", min=1)] = 4096,
+    side: Annotated[int, typer.Option("--side", help="side n of a square matmul", min=1, max=2**24)] = 4096,
     output_format: Annotated[str, typer.Option("--format", "-f", help="json or table")] = "json",
 ) -> None:
     """Roofline of the workload's accelerator: ridge, matmul and element-wise intensity, and the batch

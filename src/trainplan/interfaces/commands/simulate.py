@@ -38,6 +38,18 @@ BLOCKED_COLOUR = "#bbbbbb"
 ENGINES = ("auto", "python", "compiled")  # trainplan.simulate.queue.ENGINES
 READ_AHEAD_DEFAULT = 64  # trainplan.simulate.queue.READ_AHEAD_FRAMES (not imported here: the CLI starts light)
 
+# Plausible ranges of the flags (issue 16): beyond them a run is a typo, not a question, and
+# the arrays of a run (several float64 per frame) would exhaust memory.
+MAX_SEED = 2**63 - 1  # numpy's generators take any seed >= 0; one that fits in int64 is plenty
+MAX_FRAMES = 20_000_000  # ~ 10 float64 arrays of this length: ~ 1.6 GB, minutes of simulation
+MAX_BUFFER_FRAMES = 1_000_000  # a frame buffer of a million decoded frames is ~ 150 GB at 224 px
+MAX_TIMELINE = 1_000_000  # timeline intervals kept for --plot
+MIN_MEAN_FRAME_SECONDS = 1e-9  # the mean of an empirical sample: a billion frames a second per core
+MAX_FRAME_SECONDS = 3600.0  # a decode time or read latency above an hour per frame is not a measurement
+MAX_CV = 100.0  # a coefficient of variation beyond 100 is a heavy tail no sample of this size estimates
+MAX_KEYFRAME_COST = 1e4  # a keyframe costing ten thousand ordinary frames
+MAX_BUFFER_SIZES = 64  # --buffers: each size is one more run of the queue
+
 
 def _variability(decode_dist: str | None, cv: float | None, empirical: Path | None, read_cv: float | None,
                  keyframe_cost: float | None, keyframe_interval: int | None, read_latency: str | None,
@@ -60,6 +72,8 @@ def _variability(decode_dist: str | None, cv: float | None, empirical: Path | No
             raise UserError("--empirical", "a file of per-frame decode seconds for --decode-dist empirical")
         sample = read_sample(empirical)
     latency = units.parse(read_latency, "time", "--read-latency") if read_latency is not None else 0.0
+    if not 0 <= latency <= MAX_FRAME_SECONDS:
+        raise UserError("--read-latency", f"expected a latency from 0 to {MAX_FRAME_SECONDS:g} s, got {read_latency!r}")
     v = Variability(
         decode=dist, decode_cv=float(cv or 0.0), read_cv=float(read_cv or 0.0),
         empirical_decode_seconds=sample,
@@ -72,29 +86,34 @@ def _variability(decode_dist: str | None, cv: float | None, empirical: Path | No
 
 def read_sample(path: Path) -> tuple[float, ...]:
     """Per-frame decode seconds: a JSON list, a JSON object with `frame_seconds` or
-    `decode_seconds`, or text with one number a line (commas allowed; # comments)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise UserError(str(path), f"a readable file of per-frame decode seconds ({err.strerror})") from None
+    `decode_seconds`, or text with one number a line (commas allowed; # comments).
+    Each time is in [0, MAX_FRAME_SECONDS] and at least one is above zero."""
+    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+
+    where = str(path)
+    text = limits.read_text(path, "empirical")
+    expected = "numbers (seconds per frame), one a line or a JSON list"
     values: list[float] = []
-    try:
-        data = json.loads(text)
+    if text.lstrip()[:1] in ("[", "{"):
+        data = limits.loads_json(text, where)
         if isinstance(data, dict):
             data = data.get("frame_seconds", data.get("decode_seconds"))
-        if not isinstance(data, list):
-            raise ValueError
+        if not isinstance(data, list) or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in data):
+            raise UserError(where, f"{expected}, not true/false, strings or tables")
         values = [float(x) for x in data]
-    except (ValueError, TypeError):
+    else:
         try:
             for line in text.splitlines():
                 line = line.split("#", 1)[0].strip()
                 if line:
                     values.extend(float(x) for x in line.replace(",", " ").split())
-        except ValueError:
-            raise UserError(str(path), "numbers (seconds per frame), one a line or a JSON list") from None
-    if not values or any(not math.isfinite(v) or v < 0 for v in values) or sum(values) <= 0:
-        raise UserError(str(path), "at least one per-frame decode time, in seconds, >= 0")
+        except (ValueError, OverflowError):
+            raise UserError(where, expected) from None
+    if not values or any(not (0 <= v <= MAX_FRAME_SECONDS) for v in values) or sum(values) <= 0:
+        raise UserError(where, f"at least one per-frame decode time, each in seconds in [0, {MAX_FRAME_SECONDS:g}]")
+    if sum(values) / len(values) < MIN_MEAN_FRAME_SECONDS:
+        raise UserError(where, f"a mean decode time of at least {MIN_MEAN_FRAME_SECONDS:g} s per frame (a "
+                        f"billion frames a second per core is not a measurement), got {sum(values) / len(values):g} s")
     return tuple(values)
 
 
@@ -105,8 +124,10 @@ def _buffers(text: str | None) -> tuple[int, ...]:
         out = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
     except ValueError:
         raise UserError("--buffers", f"whole numbers of frames separated by commas, got {text!r}") from None
-    if not out or any(b < 1 for b in out):
-        raise UserError("--buffers", "buffer sizes >= 1 frame")
+    if not out or any(not 1 <= b <= MAX_BUFFER_FRAMES for b in out):
+        raise UserError("--buffers", f"expected buffer sizes from 1 to {MAX_BUFFER_FRAMES:,} frames, got {text!r}")
+    if len(out) > MAX_BUFFER_SIZES:
+        raise UserError("--buffers", f"expected at most {MAX_BUFFER_SIZES} buffer sizes, got {len(out)}")
     return out
 
 
@@ -248,8 +269,9 @@ def plot_timeline(result: Any, path: Path, title: str | None = None) -> None:
     path = Path(path)
     if path.suffix.lower() not in PLOT_SUFFIXES:
         raise UserError("--plot", f"a file ending in {', '.join(PLOT_SUFFIXES)}, got {path.name!r}")
-    if not path.parent.exists():
-        raise UserError("--plot", f"no such directory {str(path.parent)!r}")
+    from trainplan.present.outputs import check_output_path, write_output
+
+    check_output_path(path, "--plot")
     if not result.timeline:
         raise UserError("--timeline", "at least one interval to draw (--timeline > 0)")
     t0, t1 = result.timeline_span
@@ -294,8 +316,12 @@ def plot_timeline(result: Any, path: Path, title: str | None = None) -> None:
     axb.set_xlabel("time since the start of the measured window (ms)")
     ax.set_xlim(0, max((t1 - t0) * scale, 1e-9))
     fig.tight_layout()
-    fig.savefig(path)
+    import io
+
+    image = io.BytesIO()
+    fig.savefig(image, format=path.suffix.lower().lstrip("."))
     plt.close(fig)
+    write_output(image.getvalue(), path, "--plot")  # regular files only, atomically (issue 16)
 
 
 def simulate_command(
@@ -335,19 +361,24 @@ def simulate_command(
 
     if output_format not in FORMATS:
         raise UserError("--format", f"one of {', '.join(FORMATS)}, got {output_format!r}")
-    if frames < 1000:
-        raise UserError("--frames", f"at least 1000 frames, got {frames}")
-    if read_ahead < 0:
-        raise UserError("--read-ahead", f"a whole number of frames >= 0 (0: unbounded), got {read_ahead}")
-    if timeline < 0:
-        raise UserError("--timeline", "a number of intervals >= 0")
+    if not 1000 <= frames <= MAX_FRAMES:
+        raise UserError("--frames", f"expected 1000 to {MAX_FRAMES:,} frames, got {frames}")
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError("--seed", f"expected a whole number from 0 to 2^63-1, got {seed}")
+    if not 0 <= read_ahead <= MAX_BUFFER_FRAMES:
+        raise UserError("--read-ahead", f"expected a whole number of frames from 0 (unbounded) to "
+                        f"{MAX_BUFFER_FRAMES:,}, got {read_ahead}")
+    if not 0 <= timeline <= MAX_TIMELINE:
+        raise UserError("--timeline", f"expected a number of intervals from 0 to {MAX_TIMELINE:,}, got {timeline}")
     for name, value in (("--cv", cv), ("--read-cv", read_cv)):
-        if value is not None and not (value >= 0 and math.isfinite(value)):
-            raise UserError(name, f"a coefficient of variation >= 0, got {value}")
-    if keyframe_cost is not None and not (keyframe_cost > 0 and math.isfinite(keyframe_cost)):
-        raise UserError("--keyframe-cost", f"a cost > 0 (times an ordinary frame), got {keyframe_cost}")
-    if keyframe_interval is not None and keyframe_interval < 1:
-        raise UserError("--keyframe-interval", f"a whole number of frames >= 1, got {keyframe_interval}")
+        if value is not None and not (0 <= value <= MAX_CV):
+            raise UserError(name, f"expected a coefficient of variation from 0 to {MAX_CV:g}, got {value}")
+    if keyframe_cost is not None and not (0 < keyframe_cost <= MAX_KEYFRAME_COST):
+        raise UserError("--keyframe-cost", f"expected a cost above 0 and at most {MAX_KEYFRAME_COST:g} "
+                        f"(times an ordinary frame), got {keyframe_cost}")
+    if keyframe_interval is not None and not 1 <= keyframe_interval <= MAX_BUFFER_FRAMES:
+        raise UserError("--keyframe-interval", f"expected a whole number of frames from 1 to "
+                        f"{MAX_BUFFER_FRAMES:,}, got {keyframe_interval}")
     if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
         raise UserError("--plot", f"a file ending in {', '.join(PLOT_SUFFIXES)}, got {plot.name!r}")
     if engine not in ENGINES:
@@ -355,6 +386,11 @@ def simulate_command(
     if jobs < 0:
         raise UserError("--jobs", f"a number of worker processes >= 0 (0: every core), got {jobs}")
     sweep = _buffers(buffers)
+    from trainplan.present.outputs import check_output_path
+
+    for option, path in (("--output", output), ("--plot", plot)):
+        if path is not None and str(path) != "-":
+            check_output_path(path, option)  # a bad path fails before the simulation runs
     workload = load_workload(file, set_ or [], calibration)
     variability = _variability(decode_dist, cv, empirical, read_cv, keyframe_cost, keyframe_interval,
                                read_latency, workload.data.gop)

@@ -34,6 +34,9 @@ def solve_command(
 
     if output_format not in ("json", "table"):
         raise UserError("--format", f"expected json or table, got {output_format!r}")
+    if among is not None and not [a for a in among.split(",") if a.strip()]:
+        raise UserError("--among", f"expected comma-separated catalogue entries such as h100-sxm,a100-sxm-80gb, "
+                        f"got {among!r}")
     if key == "cluster.accelerator":
         result = solve.cheapest_accelerator(file, set_ or [], for_ or [], calibration,
                                             solve.parse_prices(price or []),

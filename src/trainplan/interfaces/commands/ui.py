@@ -7,6 +7,8 @@ import socket
 import threading
 import time
 import webbrowser
+from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -42,16 +44,20 @@ def _open_when_listening(server: object, url: str) -> None:
 
 
 def ui_command(
+    files: Optional[list[Path]] = typer.Argument(
+        None, help="workload TOML files the page may start from (the only files it reads)"),
     port: int = typer.Option(DEFAULT_PORT, "--port", help="port on 127.0.0.1 to serve the page on"),
     no_browser: bool = typer.Option(False, "--no-browser", help="do not open a web browser"),
 ) -> None:
     """An interactive page: sliders for the workload, the pipeline and the bill recomputed on every change."""
+    if not 0 < port < 65536:
+        raise UserError("--port", f"expected a port number 1-65535, got {port}")
     try:
         import uvicorn
 
         from trainplan.interfaces.web import create_app
 
-        app = create_app()
+        app = create_app(port, files or [])  # the workload files are checked before the port
     except ImportError as err:
         raise UserError("ui", f"needs fastapi and uvicorn ({err.name} is missing): "
                         "pip install 'trainplan[ui]'") from None

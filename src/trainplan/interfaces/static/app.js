@@ -106,6 +106,14 @@ function changed(event) {
 
 // ---------------------------------------------------------------- requests
 
+// The workload the sliders apply to: an uploaded file's text, one of the files given to
+// `trainplan ui` (by name), or the built-in default. The page never sends a file path.
+let uploaded = null;
+function base() {
+  if (uploaded !== null) return { config: uploaded };
+  return $("base").value ? { workload: $("base").value } : {};
+}
+
 async function send() {
   dirty = false;
   inflight = true;
@@ -114,7 +122,7 @@ async function send() {
     const response = await fetch("/api/plan", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ set: settings() }),
+      body: JSON.stringify({ set: settings(), ...base() }),
     });
     const data = await response.json();
     if (response.ok) {
@@ -314,6 +322,7 @@ async function start() {
     for (const r of opts.resolutions) $("resolution").append(option(`${r.width}x${r.height}`, `${r.label} (${r.width}×${r.height})`));
     for (const a of opts.access) $("access").append(option(a, a === "decoded" ? "decoded (pre-decoded frames)" : a));
     for (const a of opts.accelerators) $("accelerator").append(option(a.key, a.name));
+    for (const w of opts.workloads || []) $("base").append(option(w, w));
   } catch (err) {
     showError(`trainplan ui is not answering (${err})`);
     return;
@@ -323,6 +332,12 @@ async function start() {
     el.addEventListener("input", changed);  // range, select and checkbox all fire "input"
   }
   $("reset").addEventListener("click", () => { applyDefaults(); changed(null); });
+  $("base").addEventListener("input", () => { uploaded = null; $("upload").value = ""; changed(null); });
+  $("upload").addEventListener("change", async () => {
+    const file = $("upload").files[0];
+    uploaded = file ? await file.text() : null;
+    changed(null);
+  });
   changed(null);
 }
 

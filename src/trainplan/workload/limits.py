@@ -1,0 +1,220 @@
+"""Limits on every file trainplan reads: only regular files, a size cap, a nesting cap (issue 16).
+
+Every input file (the workload TOML, a calibration file, an empirical sample of decode
+times, a Hugging Face config.json) goes through `read_text`, so that
+
+- a path that is not a regular file (a directory, a FIFO that would block, /dev/zero that
+  never ends, a socket) is refused with one line before anything is opened for reading;
+- a file larger than its kind's cap is refused (read at most cap + 1 bytes, so a file that
+  grows while it is read is still caught);
+- every OS error (missing, permission denied, a name too long, a loop of links) is one line
+  naming the path, never a traceback;
+- the file is remembered as an input of this run, so that `--output` can refuse to
+  overwrite it (trainplan.present.outputs).
+
+`loads_toml` and `loads_json` parse with a nesting cap: a document nested deeper than
+MAX_NESTING levels (tables, arrays, objects, dotted keys all count) is refused with one
+line, as is one deep enough to exhaust Python's parser (RecursionError).
+
+`printable` strips terminal control sequences from text read from a file before it can
+reach a terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import errno
+import json
+import os
+import re
+import stat
+import tomllib
+from pathlib import Path
+from typing import Any, Final, Iterable, Iterator
+
+from trainplan.errors import UserError
+
+#: Size caps by kind of file, in bytes. Chosen far above any real file of the kind (a workload
+#: or calibration file is a few kB; a config.json of the largest published models is < 10 kB; an
+#: empirical sample of one decode time per frame for 10^6 frames is ~ 20 MB as text) and far
+#: below what would exhaust memory.
+MAX_BYTES: Final[dict[str, int]] = {
+    "workload": 1 * 2**20,
+    "calibration": 4 * 2**20,
+    "empirical": 64 * 2**20,
+    "hf_config": 4 * 2**20,
+}
+
+#: Deepest nesting accepted in a TOML or JSON input: a workload is 3 levels deep
+#: (cluster.accelerator.peak_flops), a calibration file 4 (probes.decode.settings.x), a
+#: config.json rarely more than 4 (rope_scaling, quantization_config).
+MAX_NESTING: Final[int] = 32
+
+_WHAT: Final[dict[str, str]] = {
+    "workload": "workload file",
+    "calibration": "calibration file",
+    "empirical": "file of per-frame decode seconds",
+    "hf_config": "Hugging Face config.json",
+}
+
+# Identities (device, inode) of the files read in this process: --output refuses to replace one.
+_inputs: set[tuple[int, int]] = set()
+
+
+def input_identities() -> frozenset[tuple[int, int]]:
+    """(st_dev, st_ino) of every file read through `read_text` since `forget_inputs`."""
+    return frozenset(_inputs)
+
+
+def forget_inputs() -> None:
+    """Start a new run (the CLI calls this first): no file has been read yet."""
+    _inputs.clear()
+
+
+def os_error_text(err: OSError) -> str:
+    """An OSError in words, without the path (the caller names it)."""
+    if err.errno == errno.ENAMETOOLONG:
+        return "the name is too long for the file system"
+    return err.strerror.lower() if err.strerror else type(err).__name__
+
+
+# The files a web request may cause to be read (None: any file). `trainplan ui` sets it to the
+# files given on its command line, so that a request naming a path reads nothing.
+_allowed_files: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "trainplan_allowed_files", default=None)
+
+
+@contextlib.contextmanager
+def only_files(paths: Iterable[str | Path]) -> Iterator[None]:
+    """Within the block, `read_text` reads only these files (and refuses any other path before
+    looking at it, so that not even its existence is revealed)."""
+    token = _allowed_files.set(frozenset(os.path.realpath(p) for p in paths))
+    try:
+        yield
+    finally:
+        _allowed_files.reset(token)
+
+
+def read_text(path: str | Path, kind: str, remember: bool = True) -> str:
+    """The UTF-8 text of the regular file `path`, at most MAX_BYTES[kind]; else UserError naming it.
+    `remember`: count it as an input of this run, which --output may not replace."""
+    where = printable(str(path))
+    what = _WHAT[kind]
+    cap = MAX_BYTES[kind]
+    if str(path) == "":
+        raise UserError(what, "expected a file name, got an empty one")
+    if "\x00" in str(path):
+        raise UserError(where, f"expected a {what} name without a NUL character")
+    allowed = _allowed_files.get()
+    if allowed is not None and os.path.realpath(path) not in allowed:
+        raise UserError(what, "the page reads no file named in a request: upload its content, or give "
+                        "the file on the command line of `trainplan ui`")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(where, f"no such {what}") from None
+    except OSError as err:
+        raise UserError(where, f"cannot read the {what}: {os_error_text(err)}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise UserError(where, f"expected a {what}, got a directory")
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(where, f"expected a regular {what}, got a device, pipe or socket")
+    if info.st_size > cap:
+        raise UserError(where, f"expected a {what} of at most {cap // 2**20} MiB, got {info.st_size / 2**20:.1f} MiB")
+    try:
+        # O_NONBLOCK: were the path swapped for a FIFO after the stat, open would not hang
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise UserError(where, f"expected a regular {what}, got a device, pipe or socket")
+            data = fh.read(cap + 1)
+            opened = os.fstat(fh.fileno())
+    except OSError as err:
+        raise UserError(where, f"cannot read the {what}: {os_error_text(err)}") from None
+    if len(data) > cap:
+        raise UserError(where, f"expected a {what} of at most {cap // 2**20} MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(where, f"expected a UTF-8 text {what}") from None
+    if remember:
+        _inputs.add((opened.st_dev, opened.st_ino))
+    return text
+
+
+def nesting_depth(obj: Any) -> int:
+    """How deeply dicts and lists nest in `obj` (a scalar is 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if depth > MAX_NESTING:
+            return depth
+        stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def _too_deep(where: str) -> UserError:
+    return UserError(where, f"expected tables and arrays nested at most {MAX_NESTING} levels deep")
+
+
+def check_nesting(obj: Any, where: str) -> None:
+    """UserError when `obj` nests deeper than MAX_NESTING."""
+    if nesting_depth(obj) > MAX_NESTING:
+        raise _too_deep(printable(where))
+
+
+def loads_toml(text: str, where: str, what: str = "TOML") -> dict[str, Any]:
+    """tomllib.loads with the nesting cap; malformed TOML is one line naming `where`."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(printable(where), f"malformed {what} ({printable(str(err))})") from None
+    except RecursionError:
+        raise _too_deep(printable(where)) from None
+    check_nesting(doc, where)
+    return doc
+
+
+def loads_json(text: str, where: str) -> Any:
+    """json.loads with the nesting cap; NaN and Infinity are refused (they are not JSON)."""
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        doc = json.loads(text, parse_constant=no_constant)
+    except RecursionError:
+        raise _too_deep(printable(where)) from None
+    except json.JSONDecodeError as err:
+        raise UserError(printable(where), f"valid JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+    except ValueError as err:
+        raise UserError(printable(where), f"valid JSON ({err})") from None
+    check_nesting(doc, where)
+    return doc
+
+
+# ESC-introduced sequences (CSI, OSC, DCS..., two-character escapes) and every other C0/C1
+# control character except tab and newline.
+_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(\x07|\x1b\\)?|[PX^_][^\x1b]*(\x1b\\)?|[ -~]?)")
+# Unicode's direction overrides and isolates can make a line read other than it is.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_LINE_BREAK = re.compile(r"[\n\r\u2028\u2029\x85]")
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """`text` without terminal escape sequences or control characters (each shown as '?');
+    with `one_line`, line breaks too (a message is one line)."""
+    if not isinstance(text, str):
+        text = str(text)
+    text = _CONTROL.sub("?", _ESCAPE.sub("?", text))
+    return _LINE_BREAK.sub(" ", text).replace("\t", " ") if one_line else text
