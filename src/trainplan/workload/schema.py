@@ -394,6 +394,7 @@ def load_workload(
 ) -> Workload:
     """Read a workload file (or the built-in default), apply --set overrides and a calibration file."""
     doc: dict[str, Any] = read_toml(path) if path is not None else {}
+    inspected = _measured_table(doc, path)  # keys `trainplan data inspect` measured (issue 14)
     from_file = {k for k, _, _ in _dotted(doc)}
     set_keys = {apply_override(doc, a) for a in overrides}
     measured: dict[str, tuple[Any, str]] = {}
@@ -403,6 +404,7 @@ def load_workload(
         measured = calibration_module.load(calibration)
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
+    measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file}, **measured}
     workload = build_workload(doc)
     workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
@@ -413,6 +415,15 @@ def load_workload(
         if check is not None:
             check(calibration, workload)
     return workload
+
+
+def _measured_table(doc: dict[str, Any], path: Any) -> dict[str, str]:
+    """Pop a workload file's `[measured]` table (dotted key -> where it was measured): those keys'
+    values were measured on the data (`trainplan data inspect --output`), so their provenance is `measured`."""
+    table = doc.pop("measured", {})
+    if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+        raise UserError(f"{path}: measured", "expected a table of dotted keys, each naming where it was measured")
+    return table
 
 
 # The model of the built-in default workload (SPEC §7's reference point), used only when the
