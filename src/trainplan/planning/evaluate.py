@@ -101,10 +101,11 @@ def pipeline_inputs(w: Workload, model: ModelFacts | None = None, **changes: Any
     model = model or resolve_model(w)
     c, d = w.cluster, w.data
     acc = w.accelerator
+    cache = cache_inputs(w)  # issue 14: the read stage mixes cached and remote rates
     args = dict(
         kind=d.kind, access=d.access, params=model.active_params, mfu=c.mfu,
         peak_flops=acc.peak(w.training.precision), cores=c.cores, core_fps_1080p=c.core_fps_1080p,
-        nvdec=c.nvdec, video_decoders=acc.video_decoders, nvdec_fps_1080p=c.nvdec_fps_1080p, link=c.link,
+        nvdec=c.nvdec, video_decoders=acc.video_decoders, nvdec_fps_1080p=c.nvdec_fps_1080p, link=cache["read_rate"],
         host_to_device=c.host_to_device, width=d.width, height=d.height, fps=d.fps, cameras=d.cameras,
         bitrate=d.bitrate, gop=d.gop, side=d.side, patch=d.patch, bytes_per_token=d.bytes_per_token,
         tokenizer_rate=d.tokenizer_rate, tokenize_online=d.tokenize_online, prefetch=c.prefetch,
@@ -112,6 +113,21 @@ def pipeline_inputs(w: Workload, model: ModelFacts | None = None, **changes: Any
     )
     args.update(changes)
     return args
+
+
+def cache_inputs(w: Workload) -> dict[str, float]:
+    """The cache what-if's inputs: cache and dataset sizes, both rates, the cached fraction and mixed rate."""
+    d = w.data
+    size = d.dataset_size
+    if size is None:
+        tokens = (w.training.tokens or 0.0) / w.training.epochs
+        size = float(pipeline_mod.dataset_bytes(kind=d.kind, access=d.access, hours=d.hours, cameras=d.cameras,
+                                                fps=d.fps, width=d.width, height=d.height, bitrate=d.bitrate,
+                                                tokens=tokens, bytes_per_token=d.bytes_per_token))
+    f = float(pipeline_mod.cached_fraction(w.storage.cache_size, size))
+    rate = w.cluster.link if f == 0 else float(pipeline_mod.cached_read_rate(w.cluster.link, w.storage.cache_rate, f))
+    return {"cache_size": w.storage.cache_size, "dataset_size": size, "cache_rate": w.storage.cache_rate,
+            "remote_rate": w.cluster.link, "cached_fraction": f, "read_rate": rate}
 
 
 def _bill_for(w: Workload, p: pipeline_mod.PipelineAccount, cores: float) -> bill_mod.BillAccount:
@@ -228,7 +244,9 @@ def build_report(w: Workload) -> dict[str, Any]:
             "retained_bytes": sto.retained_bytes, "input_byte_rate": sto.input_byte_rate,
             "save_seconds": sto.save_seconds, "save_share": sto.save_share,
         },
-        "pipeline": pipeline_report(pipe),
+        "pipeline": {**pipeline_report(pipe), "cache": pipeline_mod.cache_what_if(
+            pipeline_inputs(w, model), **{k: v for k, v in cache_inputs(w).items()
+                                          if k in ("cache_size", "dataset_size", "cache_rate", "remote_rate")})},
         "bill": bill_report(w, model, pipe, bill),
     }
     extra_accounts(w, model, report)

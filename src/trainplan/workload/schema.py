@@ -181,6 +181,8 @@ class DataSection(Section):
         1e6, "assumed: 1 M tokens/s per core for a fast BPE tokenizer (Hugging Face tokenizers, indicative)", gt=0)
     tokenize_online: bool = Q(False, "assumed: token ids are packed ahead of time, no tokenizer in the loop")
     hours: float = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0)
+    dataset_size: Bytes | None = Q(None, "derived: hours x cameras x bit rate for video (decoded: 1.5 W H a "
+                                   "frame), tokens / epochs x bytes per token for token ids", gt=0)
 
 
 class StorageSection(Section):
@@ -189,6 +191,10 @@ class StorageSection(Section):
     save_every: Seconds = Q(3600.0, "assumed: one checkpoint an hour", gt=0)
     exports: Whole = Q(0, "assumed: no exported bf16 weight copies", ge=0)
     copies: Whole = Q(1, "assumed: storage keeps one copy (replication is the provider's)", gt=0)
+    cache_size: Bytes = Q(0.0, "assumed: no page cache or local NVMe cache holds the dataset", ge=0)
+    cache_rate: ByteRate = Q(
+        10e9, "assumed: 10 GB/s reading cached bytes (page cache: a memory copy; local NVMe Gen4 reads "
+        "~7 GB/s); measure it with `trainplan probe read` (warm)", gt=0)
 
 
 class PricesSection(Section):
