@@ -15,9 +15,8 @@ from trainplan.measure import profiler as profile
 
 
 def test_split_formula_by_hand():
-    """W = 2 loader processes, B = 4 frames a step, t_prep = 10 ms a frame, body 10 ms, T = 30 ms:
-    with data in memory a step takes max(10, 4 x 10 / 2) = 20 ms, so the prep stall is (20 - 10) / 30
-    and the fetch stall the rest of the wait, 20/30 - 10/30."""
+    """W = 2 loader processes, read 5 ms and decode 10 ms of wall time a frame, wait 20/30 of the wall:
+    fetch = 20/30 x 5/15, prep = 20/30 x 10/15; cores to remove the prep stall = 400 frames/s x 8 ms."""
     hops = {
         "read": profile.HopStats("read", 2, 10, 10, 0.05, 0.001, 1e-4, 0.005, 1e4, 0.02),
         "decode": profile.HopStats("decode", 2, 10, 10, 0.1, 0.08, 0.008, 0.010, 125, 0.8),
@@ -25,8 +24,8 @@ def test_split_formula_by_hand():
     stall, basis, cores = profile.stall_split(hops, wait_share=20 / 30, seconds_per_step=0.030,
                                               body_seconds_per_step=0.010, frames_per_step=4, demand_fps=400,
                                               workers=2)
-    assert stall["prep"] == pytest.approx(10 / 30)
-    assert stall["fetch"] == pytest.approx(10 / 30)
+    assert stall["fetch"] == pytest.approx(20 / 30 * 5 / 15)
+    assert stall["prep"] == pytest.approx(20 / 30 * 10 / 15)
     assert "2 loader process" in basis
     assert cores == pytest.approx(400 * 0.008)  # Little's law: demand x prep CPU-seconds a frame
     # serial loading (no workers): in proportion of the hops' wall seconds a frame, 5 : 10

@@ -514,12 +514,12 @@ def stall_split(hops: dict[str, HopStats], *, wait_share: float, seconds_per_ste
                 workers: int | None) -> tuple[dict[str, float | None], str, float | None]:
     """Split the share of wall time the loop waited on data into fetch (I/O) and prep (CPU) stalls.
 
-    From the hop timers, as DS-Analyzer's differential passes would measure it: with the data in
-    memory the I/O hops cost nothing, and W loader processes deliver a step's B frames every
-    B t_prep / W seconds (t_prep: the prep hops' wall seconds per frame, in one process); so the
-    step would take T_warm = max(body, B t_prep / W) and the prep stall is (T_warm - body) / T,
-    the fetch stall the rest of the wait. Without loader processes (W = 0) loading is serial,
-    T = body + B (t_io + t_prep), and the wait splits in proportion t_io : t_prep.
+    From the hop timers: the wait splits in the ratio of the I/O hops' wall seconds a frame (t_io)
+    to the other hops' (t_prep), per loader process. Serial loading (no workers) makes this exact,
+    T = body + B (t_io + t_prep); with W workers each worker's time a frame is t_io + t_prep + the
+    untimed rest (collate, hand-over, waiting for a core), which is CPU-side and counted as prep.
+    (A first version took the prep stall as (max(body, B t_prep / W) - body) / T; on the end-to-end
+    example the untimed worker time then appeared as fetch and named the wrong hop.)
     Returns ({fetch, prep, total}, how it was split, cores that remove the prep stall)."""
     total = max(0.0, wait_share)
     io = [h for h in hops.values() if h.name in IO_HOPS]
@@ -535,17 +535,14 @@ def stall_split(hops: dict[str, HopStats], *, wait_share: float, seconds_per_ste
                 "no I/O hop timed (read, fetch, io, storage, open): the whole wait is the loader's CPU work", cores)
     if not prep:
         return {"fetch": total, "prep": 0.0, "total": total}, "only I/O hops timed: the whole wait is fetch", cores
-    if not workers:
-        share = t_prep / (t_io + t_prep)
-        return ({"fetch": total * (1 - share), "prep": total * share, "total": total},
-                "serial loading: the wait split as the I/O and prep hops' wall seconds per frame", cores)
-    processes = max(h.processes for h in prep)
-    w = max(1, min(workers, processes) if processes else workers)
-    warm_step = max(body_seconds_per_step, frames_per_step * t_prep / w)
-    prep_share = min(total, max(0.0, warm_step - body_seconds_per_step) / seconds_per_step)
-    return ({"fetch": total - prep_share, "prep": prep_share, "total": total},
-            f"{w} loader process(es): with the data in memory a step would take max(body, B t_prep / W) = "
-            f"{warm_step * 1e3:.2f} ms; the rest of the wait is fetch", cores)
+    # the loader's time a frame outside the I/O hops (collate, hand-over, waiting for a core) is
+    # CPU-side work too, so the I/O hops' share of the timed wall time is the fetch stall's share,
+    # and the rest of the wait is prep: a workers' pipeline does not change the ratio of the two
+    share = t_io / (t_io + t_prep)
+    w = workers or 0
+    return ({"fetch": total * share, "prep": total * (1 - share), "total": total},
+            f"{w} loader process(es): the wait split as the I/O hops' wall seconds a frame against the "
+            f"prep hops' ({t_io * 1e3:.3f} : {t_prep * 1e3:.3f} ms)", cores)
 
 
 def _percentile(values: list[float], q: float) -> float:
