@@ -410,7 +410,8 @@ def load_workload(
         measured = calibration_module.load(calibration)
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
-    measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file}, **measured}
+    measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
+                **measured}
     workload = build_workload(doc)
     workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
