@@ -270,3 +270,61 @@ def pipeline_account(**kwargs: Any) -> PipelineAccount:
         stored_bytes_per_hour=a["stored_bytes_per_hour"],
         decoded_bytes_per_hour=a["decoded_bytes_per_hour"],
     )
+
+
+# ---------------------------------------------------------------- cache what-if (issue 14)
+
+# The cached fractions the what-if reports busy at: 0, 10, ..., 100 % of the dataset.
+CACHE_FRACTIONS = tuple(i / 10 for i in range(11))
+
+
+def cached_fraction(cache_size: Any, dataset_size: Any) -> Any:
+    """f = min(1, cache / dataset): the share of the dataset's bytes a cache of that size holds
+    (an epoch reads every byte once, so a cache smaller than the dataset holds that share of an
+    epoch's reads however it is filled; with LRU and a dataset larger than the cache, a shuffled
+    epoch can hit less — this is the ceiling DS-Analyzer's what-if also uses)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(np.asarray(dataset_size, float) > 0,
+                     np.asarray(cache_size, float) / np.where(np.asarray(dataset_size, float) > 0, dataset_size, 1.0),
+                     1.0)
+    return np.clip(f, 0.0, 1.0)
+
+
+def cached_read_rate(remote_rate: Any, cache_rate: Any, fraction: Any) -> Any:
+    """The read stage's rate with a fraction f of the bytes served from a cache:
+    R = 1 / (f / R_cache + (1 - f) / R_remote) (every byte costs the time of the place it comes
+    from: the effective-access-time mix). f = 0 gives R_remote, f = 1 gives R_cache."""
+    f = np.asarray(fraction, float)
+    return 1.0 / (f / np.asarray(cache_rate, float) + (1.0 - f) / np.asarray(remote_rate, float))
+
+
+def dataset_bytes(*, kind: str, access: str, hours: Any, cameras: Any, fps: Any, width: Any, height: Any,
+                  bitrate: Any, tokens: Any = 0.0, bytes_per_token: Any = 4.0) -> Any:
+    """Bytes the loader reads over one epoch: video at its stored bit rate (decoded frames at
+    1.5 W H bytes each), token ids at bytes_per_token each."""
+    if kind == "video":
+        seconds = np.asarray(hours, float) * SECONDS_PER_HOUR * cameras
+        if access == "decoded":
+            return seconds * fps * YUV420_BYTES_PER_PIXEL * np.asarray(width, float) * height
+        return seconds * np.asarray(bitrate, float) / BITS_PER_BYTE
+    return np.asarray(tokens, float) * bytes_per_token
+
+
+def cache_what_if(inputs: dict[str, Any], *, cache_size: float, dataset_size: float, cache_rate: float,
+                  remote_rate: float, fractions: tuple[float, ...] = CACHE_FRACTIONS) -> dict[str, Any]:
+    """Busy fraction and binding stage with 0-100 % of the dataset cached (`inputs`: the keyword
+    arguments of `pipeline_arrays`, whose `link` is replaced by the mixed read rate)."""
+    fr = np.asarray(fractions, float)
+    rates = cached_read_rate(remote_rate, cache_rate, fr)
+    a = pipeline_arrays(**{**inputs, "link": rates})
+    busy = np.broadcast_to(a["busy"], fr.shape)
+    index = np.broadcast_to(a["bottleneck_index"], fr.shape)
+    f = float(cached_fraction(cache_size, dataset_size))
+    return {
+        "cache_size": float(cache_size), "dataset_size": float(dataset_size), "cached_fraction": f,
+        "cache_rate": float(cache_rate), "remote_rate": float(remote_rate),
+        "read_rate": float(cached_read_rate(remote_rate, cache_rate, f)),
+        "by_cached_fraction": [{"cached_fraction": float(x), "read_rate": float(r), "busy": float(b),
+                                "bottleneck": BOTTLENECKS[int(i)]}
+                               for x, r, b, i in zip(fr, rates, busy, index)],
+    }

@@ -524,6 +524,339 @@ def decode(fmt: ClipFormat = ClipFormat(), *, frames: int | None = None, access:
     return DecodeProbe(seq, rnd, access, clip.seconds_to_encode)
 
 
+# ---------------------------------------------------------------- decode: the user's own files (issue 14)
+
+
+@dataclass(frozen=True)
+class FileDecode:
+    """One decoder on a sample of the user's files, one access pattern. Rates per CPU-second unless named wall."""
+
+    decoder: str  # pyav | torchcodec
+    device: str  # cpu | cuda
+    access: Access
+    files: int
+    width: int  # the sample's dominant frame size (by frames)
+    height: int
+    gop: float  # measured keyframe interval (median of the packets' intervals)
+    frames_decoded: int
+    frames_used: int
+    cpu_seconds: float
+    wall_seconds: float
+    setup_seconds: float  # opening the files (and, on a GPU, creating the decoder's context)
+    frames_per_cpu_second: float  # frames decoded per CPU-second at the files' size
+    frames_per_wall_second: float
+    frames_used_per_cpu_second: float
+    frames_decoded_per_frame_used: float | None  # counted (None where the decoder does not say)
+    expected_frames_decoded_per_frame_used: float  # 1 in order, (G + 1) / 2 random, G measured
+    frames_per_cpu_second_1080p: float  # decoded frames/CPU-s scaled by pixels to 1080p-equivalent
+    core_fps_1080p: float  # what cluster.core_fps_1080p must be for the plan to reproduce the delivery
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _file_facts(path: Path) -> tuple[int, int, list[int], float]:
+    """(width, height, sorted pts of the video packets, median keyframe interval) from a demux pass."""
+    from trainplan.measure import inspect as insp
+
+    info = insp.inspect_video(path)
+    import av
+
+    with av.open(str(path)) as c:
+        s = c.streams.video[0]
+        pts = sorted(int(p.pts) for p in c.demux(s) if p.pts is not None)
+    return info.width, info.height, pts, float(info.gop_median or max(1, info.frames))
+
+
+def _pixels_weighted(parts: list[tuple[int, int, int]]) -> tuple[float, int, int]:
+    """(mean pixels a frame over the decoded frames, dominant width, dominant height)."""
+    frames = sum(n for n, _, _ in parts) or 1
+    pixels = sum(n * w * h for n, w, h in parts) / frames
+    counts: dict[tuple[int, int], int] = {}
+    for n, w, h in parts:
+        counts[(w, h)] = counts.get((w, h), 0) + n
+    (w, h), _ = max(counts.items(), key=lambda kv: kv[1])
+    return pixels, w, h
+
+
+def _file_result(decoder: str, device: str, access: Access, files: int, parts: list[tuple[int, int, int]],
+                 gops: list[float], decoded: int, used: int, cpu: float, wall: float, setup: float,
+                 counted: bool = True) -> FileDecode:
+    """`gops`: each file's measured keyframe interval; with the same number of targets in each file the
+    expected frames decoded per frame used is the mean of their (G + 1) / 2."""
+    pixels, w, h = _pixels_weighted(parts)
+    cpu, wall = max(cpu, 1e-9), max(wall, 1e-9)
+    gop = float(np.median(gops))
+    g = 1.0 if access == "sequential" else float(np.mean([(x + 1) / 2 for x in gops]))
+    used_fps = used / cpu
+    return FileDecode(
+        decoder=decoder, device=device, access=access, files=files, width=w, height=h, gop=gop,
+        frames_decoded=decoded, frames_used=used, cpu_seconds=cpu, wall_seconds=wall, setup_seconds=setup,
+        frames_per_cpu_second=decoded / cpu, frames_per_wall_second=decoded / wall,
+        frames_used_per_cpu_second=used_fps,
+        frames_decoded_per_frame_used=decoded / max(used, 1) if counted else None,
+        expected_frames_decoded_per_frame_used=g,
+        frames_per_cpu_second_1080p=decoded / cpu * pixels / PIXELS_1080P,
+        # the plan charges g decoded frames per frame used at 1/core_fps each (docs/pipeline-and-bill.md)
+        core_fps_1080p=used_fps * g * pixels / PIXELS_1080P)
+
+
+def decode_files_pyav(paths: list[Path], *, access: Access = "sequential", side: int = 224,
+                      postprocess: Postprocess = "rgb_resize", samples: int = 16, seed: int = 0,
+                      max_frames: int | None = None) -> FileDecode:
+    """PyAV on one thread over the files: in order (every frame post-processed), or at random
+    access (`samples` targets a file, stratified within GOPs as `random_targets` does: seek to the
+    keyframe before each, decode forward to it, post-process only the target)."""
+    parts: list[tuple[int, int, int]] = []
+    gops: list[float] = []
+    decoded = used = 0
+    cpu = wall = setup = 0.0
+    for path in paths:
+        w, h, pts, gop = _file_facts(path)
+        gops.append(gop)
+        c0, w0 = time.process_time(), time.perf_counter()
+        container, stream = open_single_threaded(str(path))
+        setup += time.perf_counter() - w0
+        n = 0
+        with container:
+            if access == "sequential":
+                for frame in container.decode(stream):
+                    postprocess_frame(frame, postprocess, side)
+                    n += 1
+                    if max_frames is not None and n >= max_frames:
+                        break
+                decoded += n
+                used += n
+            else:
+                targets = [pts[i] for i in random_targets(len(pts), max(1, int(round(gop))), samples, seed)]
+                for target in targets:
+                    container.seek(target, stream=stream, backward=True, any_frame=False)
+                    for frame in container.decode(stream):
+                        if frame.pts is None:
+                            continue
+                        n += 1
+                        if frame.pts >= target:
+                            postprocess_frame(frame, postprocess, side)
+                            break
+                decoded += n
+                used += len(targets)
+        cpu += time.process_time() - c0
+        wall += time.perf_counter() - w0
+        parts.append((n, w, h))
+    return _file_result("pyav", "cpu", access, len(paths), parts, gops, decoded, used, cpu, wall,
+                        setup)
+
+
+def torchcodec_or_reason() -> tuple[Any, str | None]:
+    """(the torchcodec module, None), or (None, why it cannot run here) in one line."""
+    try:
+        import torchcodec.decoders  # noqa: F401
+        import torchcodec as tc
+    except ImportError:
+        return None, ("torchcodec: not installed (pip install torchcodec; it needs FFmpeg's shared libraries, "
+                      "Debian's ffmpeg package)")
+    except (OSError, RuntimeError) as err:  # FFmpeg's libraries absent or of a version it does not support
+        first = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
+        return None, f"torchcodec: installed but cannot load FFmpeg's shared libraries ({first[:160]})"
+    return tc, None
+
+
+def decode_files_torchcodec(paths: list[Path], *, device: str = "cpu", access: Access = "sequential",
+                            side: int = 224, samples: int = 16, seed: int = 0) -> FileDecode:
+    """torchcodec's VideoDecoder over the files (RGB out), resized to `side` with torch.
+
+    On "cuda" (NVDEC) the decoder's creation is timed as set-up (the CUDA context and the
+    decoder's), and each batch is copied back to the host, as a CPU-side loader would need it;
+    CPU-seconds are then only the host's share, so the wall rate is the figure to read."""
+    tc, why = torchcodec_or_reason()
+    if tc is None:
+        raise ProbeSkipped(why or "torchcodec unavailable")
+    torch = _require_torch("decode (torchcodec)")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ProbeSkipped("torchcodec CUDA (NVDEC): no GPU visible to torch here")
+    from torchcodec.decoders import VideoDecoder
+
+    parts: list[tuple[int, int, int]] = []
+    gops: list[float] = []
+    decoded = used = 0
+    cpu = wall = setup = 0.0
+    for path in paths:
+        w, h, pts, gop = _file_facts(path)
+        gops.append(gop)
+        c0, w0 = time.process_time(), time.perf_counter()
+        dec = VideoDecoder(str(path), device=device, seek_mode="exact")
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        setup += time.perf_counter() - w0
+        total = len(dec)
+        if access == "sequential":
+            indices = list(range(total))
+        else:
+            indices = random_targets(total, max(1, int(round(gop))), samples, seed)
+        for start in range(0, len(indices), 16):
+            batch = dec.get_frames_at(indices[start : start + 16]).data  # N x C x H x W uint8
+            small = torch.nn.functional.interpolate(batch.float(), size=(side, side), mode="bilinear",
+                                                    align_corners=False)
+            small.to("cpu")
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        cpu += time.process_time() - c0
+        wall += time.perf_counter() - w0
+        n = len(indices)
+        used += n
+        decoded += n  # torchcodec does not say how many frames a seek decoded: counted as used
+        parts.append((n, w, h))
+    return _file_result("torchcodec", device, access, len(paths), parts, gops, decoded, used,
+                        cpu, wall, setup, counted=False)
+
+
+def _contention_worker(paths: list[str], side: int, postprocess: str, seconds: float, barrier: Any,
+                       queue: Any) -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    barrier.wait()
+    frames, c0, w0 = 0, time.process_time(), time.perf_counter()
+    while time.perf_counter() - w0 < seconds:
+        for path in paths:
+            container, stream = open_single_threaded(path)
+            with container:
+                for frame in container.decode(stream):
+                    postprocess_frame(frame, postprocess, side)  # type: ignore[arg-type]
+                    frames += 1
+            if time.perf_counter() - w0 >= seconds:
+                break
+    queue.put((frames, time.process_time() - c0, time.perf_counter() - w0))
+
+
+@dataclass(frozen=True)
+class ContentionRow:
+    decoders: int  # PyAV decoders running at once, one process each
+    frames_per_cpu_second: float  # per process, mean over the processes
+    frames_per_wall_second: float  # per process
+    cpu_share: float  # CPU-seconds / wall seconds per process: below 1 when a decoder waited for a core
+    relative_to_one: float  # frames per CPU-second against one decoder alone
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def decode_contention(paths: list[Path], *, max_decoders: int, side: int = 224,
+                      postprocess: Postprocess = "rgb_resize", seconds: float = 2.0,
+                      timeout: float = 300.0) -> list[ContentionRow]:
+    """The per-process rate with 1, 2, ..., k PyAV decoders at once (each a process decoding the files
+    in order for `seconds`): shared caches, memory bandwidth and, with more decoders than free cores,
+    time-slicing lower it. Per CPU-second, a decoder that waits for a core is not charged for it."""
+    import multiprocessing as mp
+
+    if max_decoders < 1:
+        raise UserError("--decoders", f"expected at least 1 decoder, got {max_decoders}")
+    ctx = mp.get_context("fork")
+    rows: list[ContentionRow] = []
+    base = None
+    for k in range(1, max_decoders + 1):
+        barrier, queue = ctx.Barrier(k), ctx.SimpleQueue()
+        procs = [ctx.Process(target=_contention_worker, args=([str(p) for p in paths], side, postprocess, seconds,
+                                                              barrier, queue), daemon=True) for _ in range(k)]
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        got = []
+        while not queue.empty():
+            got.append(queue.get())
+        if len(got) < k:
+            raise ProbeSkipped(f"decode contention: {k - len(got)} of {k} decoder processes did not finish")
+        per_cpu = float(np.mean([f / max(c, 1e-9) for f, c, _ in got]))
+        per_wall = float(np.mean([f / max(w, 1e-9) for f, _, w in got]))
+        share = float(np.mean([c / max(w, 1e-9) for _, c, w in got]))
+        base = base or per_cpu
+        rows.append(ContentionRow(k, per_cpu, per_wall, share, per_cpu / base))
+    return rows
+
+
+def cores_present() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def decode_user_files(paths: list[Path], *, access: Access = "sequential", side: int = 224,
+                      postprocess: Postprocess = "rgb_resize", samples: int = 16, seed: int = 0,
+                      max_decoders: int | None = None, contention_seconds: float = 2.0,
+                      torchcodec: bool = True) -> dict[str, Any]:
+    """The decode probe on the user's files: PyAV in order and at random access, torchcodec (CPU, and
+    CUDA when a GPU is visible) when installed, and the contention curve up to the cores present.
+
+    The headline `core_fps_1080p` (what the calibration records for the plan) is PyAV's figure for
+    the workload's access pattern, times the contention ratio at the most decoders measured: the
+    plan gives each of `cluster.cores` a decoder, all running at once, so the contended rate is
+    the one its cores-needed must use."""
+    if not paths:
+        raise UserError("PATH", "expected at least one video file to decode")
+    seq = decode_files_pyav(paths, access="sequential", side=side, postprocess=postprocess)
+    rnd = decode_files_pyav(paths, access="random", side=side, postprocess=postprocess, samples=samples, seed=seed)
+    results = [seq, rnd]
+    skipped: list[str] = []
+    if torchcodec:
+        tc, why = torchcodec_or_reason()
+        torch = _torch_or_none()
+        gpu = torch is not None and torch.cuda.is_available()
+        devices = ["cpu", "cuda"] if gpu else ["cpu"]
+        if tc is None:
+            skipped.append(why or "torchcodec: unavailable")
+            devices = []
+        if not gpu:
+            skipped.append("torchcodec CUDA (NVDEC): no GPU visible to torch here")
+        for device in devices:
+            try:
+                for acc in ("sequential", "random"):
+                    results.append(decode_files_torchcodec(paths, device=device, access=acc,  # type: ignore[arg-type]
+                                                           side=side, samples=samples, seed=seed))
+            except ProbeSkipped as reason:
+                skipped.append(str(reason))
+            except Exception as err:  # noqa: BLE001 - a decoder failing on a file must not end the probe
+                skipped.append(f"torchcodec {device}: failed on these files ({err.__class__.__name__}: "
+                               f"{str(err).splitlines()[0][:160] if str(err) else ''})")
+    k = max_decoders if max_decoders is not None else cores_present()
+    contention: list[ContentionRow] = []
+    if k >= 1 and contention_seconds > 0:
+        try:
+            contention = decode_contention(paths, max_decoders=k, side=side, postprocess=postprocess,
+                                           seconds=contention_seconds)
+        except ProbeSkipped as why:
+            skipped.append(str(why))
+    ratio = contention[-1].relative_to_one if contention else 1.0
+    head = rnd if access == "random" else seq
+    return {
+        "source": "files",
+        "files": [str(p) for p in paths],
+        "access": access,
+        "width": head.width, "height": head.height, "gop": head.gop, "codec": _codec_of(paths[0]),
+        "side": side, "postprocess": postprocess, "postprocess_text": POSTPROCESS_TEXT[postprocess], "threads": 1,
+        "frames_per_cpu_second": head.frames_per_cpu_second,
+        "frames_per_cpu_second_1080p": head.frames_per_cpu_second_1080p,
+        "frames_used_per_cpu_second": head.frames_used_per_cpu_second,
+        "uncontended_core_fps_1080p": head.core_fps_1080p,
+        "contention_decoders": contention[-1].decoders if contention else 1,
+        "contention_ratio": ratio,
+        "core_fps_1080p": head.core_fps_1080p * ratio,
+        "results": [r.to_dict() for r in results],
+        "contention": [r.to_dict() for r in contention],
+        "skipped": skipped,
+    }
+
+
+def _codec_of(path: Path) -> str:
+    import av
+
+    with av.open(str(path)) as c:
+        return c.streams.video[0].codec_context.name
+
+
 # ---------------------------------------------------------------- read
 
 

@@ -193,6 +193,11 @@ class ProfileResult:
     cores_needed_basis: str
     predicted: dict[str, Any] | None = None
     busy_relative_error: float | None = None  # (measured - predicted) / predicted
+    # issue 14: the wait split (DS-Analyzer's fetch and prep stalls), fractions of wall time
+    au: float | None = None  # MLPerf Storage's accelerator utilisation: compute time / total time (= busy here)
+    stall: dict[str, float | None] = field(default_factory=dict)  # fetch (I/O), prep (CPU), total
+    stall_basis: str = ""
+    cores_needed_prep: float | None = None  # cores that remove the prep stall (Little's law over the prep hops)
 
     def to_dict(self) -> dict[str, Any]:
         from trainplan.present.quantities import json_safe
@@ -246,10 +251,15 @@ class Profiler:
 
     def __init__(self, *, warmup: int = 2, sync: Sync | Callable[[], None] = "auto",
                  frames_per_batch: float | Callable[[Any], float] | None = None,
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, replay: bool = False) -> None:
         if warmup < 0:
             raise ValueError("warmup must be >= 0")
         self.warmup = warmup
+        # replay: after the warm-up, hand the loop the last batch fetched again and again instead of
+        # fetching (DS-Analyzer's synthetic pass: no fetch and no prep, the ingestion ceiling)
+        self.replay = replay
+        self._replayed: Any = None
+        self._replay_left: float = math.inf
         self._sync_mode = sync
         self.frames_per_batch = frames_per_batch
         self.workers = workers
@@ -311,6 +321,11 @@ class Profiler:
         """Yield the items of `iterable`, timing each blocking fetch and each loop body."""
         if self.workers is None:
             self.workers = getattr(iterable, "num_workers", None)
+        if self.replay:
+            try:
+                self._replay_left = float(len(iterable))  # type: ignore[arg-type]
+            except TypeError:  # an iterable dataset: the loop decides when to stop
+                self._replay_left = math.inf
         iterator = iter(iterable)
         body_start: float | None = None
         body_cpu = 0.0
@@ -325,11 +340,19 @@ class Profiler:
                 else:
                     self._explicit = None  # a warm-up step's explicit time is not counted
                     self._explicit_cpu = 0.0
-                try:
-                    item = next(iterator)
-                except StopIteration:
-                    body_start = None
-                    return
+                if self._replayed is not None:
+                    if self._index >= self._replay_left:
+                        body_start = None
+                        return
+                    item = self._replayed
+                else:
+                    try:
+                        item = next(iterator)
+                    except StopIteration:
+                        body_start = None
+                        return
+                    if self.replay and self._index + 1 >= self.warmup:
+                        self._replayed = item
                 t1 = time.perf_counter()
                 counted = self._index >= self.warmup
                 self._index += 1
@@ -439,6 +462,10 @@ class Profiler:
         else:
             cores = None
             basis = "unknown: no hop timers and no worker count"
+        stall, stall_basis, cores_prep = stall_split(hops, wait_share=fetch_s / wall if wall > 0 else 0.0,
+                                                     seconds_per_step=wall / n, body_seconds_per_step=body_s / n,
+                                                     frames_per_step=frames / n, demand_fps=demand,
+                                                     workers=self.workers)
         pred = predicted_from(predicted) if predicted is not None else None
         rel = None
         if pred and pred.get("busy"):
@@ -453,6 +480,7 @@ class Profiler:
             p95_fetch_seconds=_percentile(fetches, 0.95),
             hops=hops, slowest_hop=slowest, cpu_seconds_per_frame=per_frame, cores_needed=cores,
             cores_needed_basis=basis, predicted=pred, busy_relative_error=rel,
+            au=busy, stall=stall, stall_basis=stall_basis, cores_needed_prep=cores_prep,
         )
 
     def close(self) -> None:
@@ -475,6 +503,47 @@ class Profiler:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# Hops whose time is the loader waiting on storage (the fetch stall); every other timed hop is
+# the loader's CPU work (decode, transforms, collate: the prep stall).
+IO_HOPS = frozenset({"read", "fetch", "io", "storage", "open"})
+
+
+def stall_split(hops: dict[str, HopStats], *, wait_share: float, seconds_per_step: float,
+                body_seconds_per_step: float, frames_per_step: float, demand_fps: float,
+                workers: int | None) -> tuple[dict[str, float | None], str, float | None]:
+    """Split the share of wall time the loop waited on data into fetch (I/O) and prep (CPU) stalls.
+
+    From the hop timers: the wait splits in the ratio of the I/O hops' wall seconds a frame (t_io)
+    to the other hops' (t_prep), per loader process. Serial loading (no workers) makes this exact,
+    T = body + B (t_io + t_prep); with W workers each worker's time a frame is t_io + t_prep + the
+    untimed rest (collate, hand-over, waiting for a core), which is CPU-side and counted as prep.
+    (A first version took the prep stall as (max(body, B t_prep / W) - body) / T; on the end-to-end
+    example the untimed worker time then appeared as fetch and named the wrong hop.)
+    Returns ({fetch, prep, total}, how it was split, cores that remove the prep stall)."""
+    total = max(0.0, wait_share)
+    io = [h for h in hops.values() if h.name in IO_HOPS]
+    prep = [h for h in hops.values() if h.name not in IO_HOPS]
+    t_io = sum(h.wall_seconds_per_frame for h in io)
+    t_prep = sum(h.wall_seconds_per_frame for h in prep)
+    cpu_prep = sum(h.cpu_seconds_per_frame for h in prep)
+    cores = demand_fps * cpu_prep if prep and math.isfinite(demand_fps) else None
+    if not hops:
+        return {"fetch": None, "prep": None, "total": total}, "no hop timers: the wait cannot be split", cores
+    if not io:
+        return ({"fetch": 0.0, "prep": total, "total": total},
+                "no I/O hop timed (read, fetch, io, storage, open): the whole wait is the loader's CPU work", cores)
+    if not prep:
+        return {"fetch": total, "prep": 0.0, "total": total}, "only I/O hops timed: the whole wait is fetch", cores
+    # the loader's time a frame outside the I/O hops (collate, hand-over, waiting for a core) is
+    # CPU-side work too, so the I/O hops' share of the timed wall time is the fetch stall's share,
+    # and the rest of the wait is prep: a workers' pipeline does not change the ratio of the two
+    share = t_io / (t_io + t_prep)
+    w = workers or 0
+    return ({"fetch": total * share, "prep": total * (1 - share), "total": total},
+            f"{w} loader process(es): the wait split as the I/O hops' wall seconds a frame against the "
+            f"prep hops' ({t_io * 1e3:.3f} : {t_prep * 1e3:.3f} ms)", cores)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -588,6 +657,9 @@ class _Unwrapped:
     def __iter__(self) -> Iterator[Any]:
         return self.original(self.loader)
 
+    def __len__(self) -> int:
+        return len(self.loader)  # TypeError for an iterable dataset, as the loader's own
+
 
 # ---------------------------------------------------------------- text
 
@@ -610,6 +682,11 @@ def summary(result: ProfileResult) -> str:
                      f"{h.cpu_share * 100:.0f} % on a CPU)")
     if r.slowest_hop:
         lines.append(f"  slowest hop: {r.slowest_hop}")
+    if r.stall and r.stall.get("fetch") is not None:
+        lines.append(f"  stalls: fetch (I/O) {r.stall['fetch'] * 100:.1f} %, prep (CPU) {r.stall['prep'] * 100:.1f} % "
+                     f"of wall time; AU {r.busy * 100:.1f} %")
+        if r.cores_needed_prep is not None:
+            lines.append(f"  cores needed to remove the prep stall: {r.cores_needed_prep:.2f}")
     if r.cores_needed is not None:
         lines.append(f"  cores needed: {r.cores_needed:.2f} ({r.cores_needed_basis})")
     if r.predicted:
@@ -627,3 +704,75 @@ def summary(result: ProfileResult) -> str:
         if r.busy_relative_error is not None:
             lines.append(f"  measured busy vs predicted: {r.busy_relative_error * 100:+.1f} % relative")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- differential passes (issue 14)
+
+
+def warm_files(paths: list[Path], block: int = 4 * 2**20) -> int:
+    """Read every file once so its pages sit in the page cache; returns the bytes read."""
+    total = 0
+    buf = bytearray(block)
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while n := f.readinto(buf):
+                total += n
+    return total
+
+
+def drop_files(paths: list[Path]) -> str:
+    """Drop the files' pages from the page cache (posix_fadvise DONTNEED, no privilege needed)."""
+    from trainplan.measure.probe import _drop_from_cache
+
+    methods = {_drop_from_cache(p) for p in paths}
+    return "; ".join(sorted(methods)) if methods else "no data files named: nothing dropped"
+
+
+def differential_stalls(run_pass: Callable[[Profiler], Any], data_files: list[Path], *, warmup: int = 2,
+                        sync: Sync | Callable[[], None] = "auto",
+                        frames_per_batch: float | Callable[[Any], float] | None = None) -> dict[str, Any]:
+    """DS-Analyzer's differential passes over one training script, `run_pass(profiler)` each:
+
+    1. synthetic: after the warm-up the loop gets one batch again and again (no fetch, no prep):
+       seconds per step T_s, the ingestion ceiling;
+    2. warm: the data files read into the page cache first, so fetching costs a memory copy:
+       T_w; the prep stall is (T_w - T_s) / T_c;
+    3. cold: the data files dropped from the page cache first: T_c; the fetch stall is
+       (T_c - T_w) / T_c, and busy = AU = T_s / T_c.
+    Without data files the cold pass cannot drop anything; then the fetch stall comes from the hop
+    timers of the cold pass alone (said in `notes`)."""
+    passes: dict[str, ProfileResult] = {}
+    notes: list[str] = []
+    for name in ("synthetic", "warm", "cold"):
+        if name == "warm" and data_files:
+            warm_files(data_files)
+        if name == "cold":
+            notes.append(f"cold pass: {drop_files(data_files)}" if data_files else
+                         "cold pass: no --data files named, so the page cache could not be emptied; "
+                         "the fetch stall is the hop timers' split of the cold pass")
+        prof = Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch, replay=name == "synthetic")
+        try:
+            run_pass(prof)
+            passes[name] = prof.result()
+        finally:
+            prof.close()
+    t = {k: r.wall_seconds / r.steps for k, r in passes.items()}
+    cold = passes["cold"]
+    busy = min(1.0, t["synthetic"] / t["cold"])
+    if data_files:
+        prep = max(0.0, t["warm"] - t["synthetic"]) / t["cold"]
+        fetch = max(0.0, t["cold"] - t["warm"]) / t["cold"]
+    else:
+        prep = cold.stall.get("prep") or 0.0
+        fetch = cold.stall.get("fetch") or 0.0
+    return {
+        "method": "differential passes (synthetic, warm, cold)",
+        "busy": busy,
+        "au": busy,
+        "stall": {"fetch": fetch, "prep": prep, "total": fetch + prep},
+        "seconds_per_step": t,
+        "cores_needed_prep": cold.cores_needed_prep,
+        "hop_split_of_cold_pass": cold.stall,
+        "notes": notes,
+        "passes": {k: r.to_dict() for k, r in passes.items()},
+    }

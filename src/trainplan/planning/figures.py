@@ -206,6 +206,18 @@ D("pipeline.decoded_bytes_per_hour", "bytes_per_hour", "decoded per hour of data
 for _stage in ("read", "decode", "tokenize", "transfer"):
     D(f"pipeline.stages.{_stage}.tokens_per_second", "tokens_per_second", f"{_stage} capacity",
       f"tokens/s the {_stage} hop can deliver (absent where the hop does not exist)")
+# the cache what-if (docs/measurement.md): reads mixed between a local cache and remote storage
+D("pipeline.cache.cache_size", "bytes", "cache size", "page cache or local NVMe holding part of the data set",
+  sweep=False, detail=True)
+D("pipeline.cache.dataset_size", "bytes", "data set size", "bytes read over one epoch", sweep=False, detail=True)
+D("pipeline.cache.cached_fraction", "fraction", "cached fraction", "min(1, cache / data set)", sweep=False,
+  detail=True)
+D("pipeline.cache.cache_rate", "byte_rate", "cache read rate", "reads served by the cache", sweep=False,
+  detail=True)
+D("pipeline.cache.remote_rate", "byte_rate", "remote read rate", "reads from storage (cluster.link)", sweep=False,
+  detail=True)
+D("pipeline.cache.read_rate", "byte_rate", "mixed read rate", "1 / (f / cache rate + (1 - f) / remote rate)",
+  sweep=False, detail=True)
 # ---- bill (docs/pipeline-and-bill.md): per hour of data moved once
 D("bill.total", "dollars", "transport per hour of data", "bytes + cores + idle accelerator")
 D("bill.bytes", "dollars", "bytes", "storage + transfer")

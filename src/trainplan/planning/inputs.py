@@ -116,6 +116,10 @@ class PlanInputs:
             nvdec=w.cluster.nvdec, video_decoders=w.accelerator.video_decoders,
             tokenize_online=w.data.tokenize_online, prefetch=w.cluster.prefetch,
             flops_per_param_token=training_flops(1.0, 1.0, w.training.recompute))
+        if w.storage.cache_size:  # the read stage mixes cached and remote rates (docs/measurement.md)
+            from trainplan.planning.evaluate import cache_inputs
+
+            args["link"] = cache_inputs(w)["read_rate"]
         terms = self.terms
         if terms.flops_per_token_model is not None:  # the architecture's FLOPs per token (attention included)
             args["flops_per_param_token"] = terms.flops_per_token_model / self.model.active_params

@@ -327,6 +327,8 @@ class DataSection(Section):
         1e6, "assumed: 1 M tokens/s per core for a fast BPE tokenizer (Hugging Face tokenizers, indicative)", gt=0)
     tokenize_online: bool = Q(False, "assumed: token ids are packed ahead of time, no tokenizer in the loop")
     hours: Hours = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0)
+    dataset_size: Bytes | None = Q(None, "derived: hours x cameras x bit rate for video (decoded: 1.5 W H a "
+                                   "frame), tokens / epochs x bytes per token for token ids", gt=0)
 
 
 class StorageSection(Section):
@@ -335,6 +337,10 @@ class StorageSection(Section):
     save_every: Seconds = Q(3600.0, "assumed: one checkpoint an hour", gt=0)
     exports: Whole = Q(0, "assumed: no exported bf16 weight copies", ge=0)
     copies: Whole = Q(1, "assumed: storage keeps one copy (replication is the provider's)", gt=0)
+    cache_size: Bytes = Q(0.0, "assumed: no page cache or local NVMe cache holds the dataset", ge=0)
+    cache_rate: ByteRate = Q(
+        10e9, "assumed: 10 GB/s reading cached bytes (page cache: a memory copy; local NVMe Gen4 reads "
+        "~7 GB/s); measure it with `trainplan probe read` (warm)", gt=0)
 
 
 class PricesSection(Section):
@@ -541,6 +547,7 @@ def load_workload(
 ) -> Workload:
     """Read a workload file (or the built-in default), apply --set overrides and a calibration file."""
     doc: dict[str, Any] = read_toml(path) if path is not None else {}
+    inspected = _measured_table(doc, path)  # keys `trainplan data inspect` measured (issue 14)
     from_file = {k for k, _, _ in _dotted(doc)}
     set_keys = {apply_override(doc, a) for a in overrides}
     measured: dict[str, tuple[Any, str]] = {}
@@ -550,6 +557,8 @@ def load_workload(
         measured = calibration_module.load(calibration)
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
+    measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
+                **measured}
     workload = build_workload(doc)
     workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
@@ -565,7 +574,16 @@ def load_workload(
     return workload
 
 
-# The model of the built-in default workload (the reference workload (docs/pipeline-and-bill.md)), used only when the
+def _measured_table(doc: dict[str, Any], path: Any) -> dict[str, str]:
+    """Pop a workload file's `[measured]` table (dotted key -> where it was measured): those keys'
+    values were measured on the data (`trainplan data inspect --output`), so their provenance is `measured`."""
+    table = doc.pop("measured", {})
+    if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+        raise UserError(f"{path}: measured", "expected a table of dotted keys, each naming where it was measured")
+    return table
+
+
+# The model of the built-in default workload (the reference workload, docs/pipeline-and-bill.md), used only when the
 # workload names no model at all: a user's model.params or config.json must not inherit its shape.
 DEFAULT_MODEL = {"params": 93e6, "layers": 12, "width": 768}
 MODEL_IDENTITY_KEYS = ("params", "layers", "width", "hf_config")
@@ -710,6 +728,8 @@ PLAUSIBLE_RANGES: dict[str, tuple[float | None, float | None]] = {
     "training.retrain_every": (59, 3.2e9),
     "cluster.devices_per_node": (None, 1e4), "cluster.node_link": (1e3, 1e16),
     "serving.revenue_per_request": (None, 1e6),
+    # the cache what-if: up to 1e18 B (an exabyte) of data or cache; cache reads from 1 kB/s
+    "data.dataset_size": (None, 1e18), "storage.cache_size": (None, 1e18), "storage.cache_rate": (1e3, 1e16),
     "parallel.tensor": (None, 1e6), "parallel.pipeline": (None, 1e6), "parallel.interleave": (None, 1e4),
     "parallel.context": (None, 1e6), "parallel.expert": (None, 1e6), "parallel.data": (None, 1e8),
 }

@@ -1,11 +1,14 @@
-"""`trainplan data mix` (epochs of each source of a mixture) and `trainplan data demos`
-(person-hours for N demonstrations), docs/serving-scaling-energy.md. Thin: the formulas are in trainplan.accounts.datamix."""
+"""`trainplan data mix` (epochs of each source of a mixture), `trainplan data demos`
+(person-hours for N demonstrations), docs/serving-scaling-energy.md, and `trainplan data inspect PATH...` (the user's
+own video or token files measured, issue 14). Thin: the formulas are in trainplan.accounts.datamix
+and trainplan.measure.inspect."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -13,7 +16,8 @@ from trainplan.accounts import datamix
 from trainplan import units
 from trainplan.errors import UserError, named_as
 
-data_app = typer.Typer(help="Data: epochs of each source of a mixture; person-hours of demonstrations.",
+data_app = typer.Typer(help="Data: inspect your files; epochs of each source of a mixture; person-hours of "
+                            "demonstrations.",
                        no_args_is_help=True)
 
 
@@ -51,6 +55,107 @@ def demos(
         result = datamix.demonstration_hours(count, units.parse(task, "time", "--task"),
                                              units.parse(reset, "time", "--reset"), success, operators)
     typer.echo(json.dumps(asdict(result), indent=2))
+
+
+@data_app.command("inspect")
+def inspect_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="video or token files, or folders of them")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write (or update) a workload TOML: "
+                                                   "its [data] section from the files, provenance measured")] = None,
+    sample_files: Annotated[Optional[int], typer.Option("--sample", help="inspect a uniform random sample of N "
+                                                        "files (totals scaled up)")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the sample")] = 0,
+    dtype: Annotated[Optional[str], typer.Option(help="token id type of .bin files (default uint16)")] = None,
+    eos: Annotated[Optional[int], typer.Option(help="end-of-document token id of .bin/.npy files (default: "
+                                               "2048-token chunks are the documents)")] = None,
+    tokenizer: Annotated[Optional[Path], typer.Option(help="a tokenizer.json to count text tokens (default: "
+                                                      "GPT-2 pre-tokenizer pieces)")] = None,
+    near: Annotated[bool, typer.Option(help="look for near duplicates (MinHash + LSH)")] = True,
+    files: Annotated[bool, typer.Option("--files/--no-files", help="list each file in the table")] = True,
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",  # noqa: A002
+) -> None:
+    """Measure video (codec, size, fps, keyframe interval, bit rate, hours) or token corpora (tokens,
+    bytes per token, duplicate shares, effective unique tokens)."""
+    from trainplan.measure import inspect as insp
+
+    if format not in ("table", "json"):
+        raise UserError("--format", f"expected table or json, got {format!r}")
+    if sample_files is not None and sample_files < 1:
+        raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
+    report = _with_progress(lambda progress: insp.inspect_paths(
+        paths, sample_files=sample_files, seed=seed, dtype=dtype, eos=eos,
+        tokenizer=str(tokenizer) if tokenizer else None, near=near, progress=progress))
+    if output is not None:
+        where = ", ".join(str(p) for p in paths)
+        insp.to_workload(report, output, f"measured by `trainplan data inspect` on {where} "
+                         f"({report['files_inspected']} of {report['files_found']} files)")
+        report["workload_written"] = str(output)
+    if format == "json":
+        typer.echo(json.dumps(insp.finite(report), indent=2))
+    else:
+        typer.echo(inspect_table(report, files))
+
+
+def _with_progress(run: Any) -> Any:
+    """Run `run(progress)` with a rich progress bar on stderr (shown when stderr is a terminal)."""
+    import sys
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(file=sys.stderr)
+    with Progress(TextColumn("inspect {task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal) as bar:
+        task = bar.add_task("", total=None)
+
+        def progress(total: int, path: Any) -> None:
+            if path is None:
+                bar.update(task, total=total)
+            else:
+                bar.update(task, advance=1, description=str(getattr(path, "name", path))[-40:])
+
+        return run(progress)
+
+
+def _num(v: Any, fmt: str = ".3g") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def inspect_table(r: dict[str, Any], files: bool = True) -> str:
+    a = r["aggregate"]
+    head = f"{r['files_inspected']} of {r['files_found']} file(s) inspected"
+    lines = [head]
+    if r["kind"] == "video":
+        if files:
+            lines.append(f"  {'file':<28} {'codec':<6} {'size':>10} {'fps':>6} {'frames':>7} {'Mbit/s':>7} "
+                         f"{'bits/px':>8} {'GOP med':>7} {'min-max':>8}")
+            for f in r["files"]:
+                lines.append(f"  {Path(f['path']).name[-28:]:<28} {f['codec']:<6} {f['width']}x{f['height']:<5} "
+                             f"{f['fps']:>6.2f} {f['frames']:>7} {f['bitrate'] / 1e6:>7.2f} {f['bits_per_pixel']:>8.4f} "
+                             f"{_num(f['gop_median'], 'g'):>7} {_num(f['gop_min'], 'd')}-{_num(f['gop_max'], 'd'):<4}")
+        lines.append(f"  corpus: {a['codec']} {a['width']}x{a['height']} at {a['fps']:g} fps "
+                     f"({', '.join(a['containers'])}); {a['frames']:,} frames, {a['hours']:.4g} hours"
+                     + (f" (about {a['hours_estimated_total']:.4g} in all files)" if "hours_estimated_total" in a else ""))
+        lines.append(f"  bit rate {a['bitrate'] / 1e6:.3g} Mbit/s, {a['bits_per_pixel']:.4f} bits per pixel; keyframe "
+                     f"every {_num(a['gop_median'], 'g')} frames (median; min {_num(a['gop_min'], 'd')}, max "
+                     f"{_num(a['gop_max'], 'd')}, IQR {_num(a['gop_iqr'], 'g')})")
+        if len(a["formats"]) > 1:
+            lines.append(f"  {len(a['formats'])} formats; the figures above are the longest-running one's")
+    else:
+        if files:
+            for f in r["files"]:
+                lines.append(f"  {Path(f['path']).name[-40:]:<40} {f['documents']:>8} docs {f['tokens']:>12,} tokens "
+                             f"{_num(f['bytes_per_token'], '.3g'):>6} B/token")
+        lines.append(f"  {a['documents']:,} documents, {a['tokens']:,} tokens ({a['tokens_counted_as']}), "
+                     f"{_num(a['bytes_per_token'])} bytes per token stored")
+        near = a["near_duplicate_share"]
+        lines.append(f"  exact duplicates {a['exact_duplicate_share'] * 100:.2f} % of documents; near duplicates "
+                     + (f"{near * 100:.2f} %" if near is not None else "not measured") + f" ({a['near_duplicate_method']})")
+        lines.append(f"  effective unique tokens {a['effective_unique_tokens']:,} "
+                     f"({(1 - a['duplicate_token_share']) * 100:.1f} % of the tokens)")
+    if "workload_written" in r:
+        lines.append(f"  workload [data] written to {r['workload_written']} (provenance measured)")
+    return "\n".join(lines)
 
 
 def register(app: typer.Typer) -> None:

@@ -113,6 +113,63 @@ def decode_table(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_decode_files(videos: list[Path], file: Path | None, sets: list[str], side: int | None, access: str | None,
+                     samples: int, postprocess: str, sample: int, decoders: int | None) -> dict[str, Any]:
+    """The decode probe on the user's files (a sample of them), in the workload's side and access pattern."""
+    from trainplan.measure import inspect as insp
+    from trainplan.workload.schema import load_workload
+
+    w = load_workload(file, sets)
+    chosen = access or ("random" if w.data.access == "random" else "sequential")
+    if chosen not in ("sequential", "random"):
+        raise UserError("--access", f"expected sequential or random, got {chosen!r}")
+    if postprocess not in probe.POSTPROCESS_TEXT:
+        raise UserError("--postprocess", f"expected one of {', '.join(probe.POSTPROCESS_TEXT)}, got {postprocess!r}")
+    found = insp.collect(videos, insp.VIDEO_SUFFIXES)
+    if not found:
+        raise UserError("PATH", "expected video files (.mp4, .mkv, .mov, ...) or folders holding them")
+    chosen_files = insp.sample(found, sample)
+    for f in chosen_files:
+        insp.inspect_video(f)  # a file PyAV cannot open is refused here, in one line
+    d = probe.decode_user_files(chosen_files, access=chosen, side=side or w.data.side,  # type: ignore[arg-type]
+                                postprocess=postprocess, samples=samples, max_decoders=decoders)  # type: ignore[arg-type]
+    d["files_found"] = len(found)
+    return d
+
+
+def write_decode_files(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
+    settings = {k: d[k] for k in ("width", "height", "codec", "gop", "access", "side", "postprocess", "threads",
+                                  "contention_decoders")}
+    settings["source"] = "files"
+    settings["files"] = len(d["files"])
+    calibration.write(path, "decode", settings=settings, results=d, values=calibration.decode_files_values(d),
+                      machine=machine)
+
+
+def decode_files_table(d: dict[str, Any]) -> str:
+    lines = [f"decode probe on {len(d['files'])} of {d['files_found']} file(s): {d['codec']} {d['width']}x{d['height']}, "
+             f"keyframe every {d['gop']:g} frames (median), {d['postprocess_text']}",
+             f"  {'decoder':<18} {'access':<11} {'frames/CPU-s':>13} {'at 1080p':>9} {'frames/wall-s':>14} "
+             f"{'decoded/used':>13} {'(G+1)/2':>8} {'used/CPU-s':>11}"]
+    for r in d["results"]:
+        counted = "-" if r["frames_decoded_per_frame_used"] is None else f"{r['frames_decoded_per_frame_used']:.2f}"
+        lines.append(f"  {r['decoder'] + ' ' + r['device']:<18} {r['access']:<11} {r['frames_per_cpu_second']:>13.1f} "
+                     f"{r['frames_per_cpu_second_1080p']:>9.1f} {r['frames_per_wall_second']:>14.1f} {counted:>13} "
+                     f"{r['expected_frames_decoded_per_frame_used']:>8.2f} {r['frames_used_per_cpu_second']:>11.1f}")
+    if d["contention"]:
+        lines.append("  contention (PyAV, in order): decoders at once -> frames/CPU-s per decoder (vs one alone), "
+                     "CPU share")
+        for c in d["contention"]:
+            lines.append(f"    {c['decoders']:>3}  {c['frames_per_cpu_second']:>9.1f}  ({c['relative_to_one'] * 100:.0f} %)"
+                         f"  {c['cpu_share'] * 100:.0f} % of a core")
+    for s in d["skipped"]:
+        lines.append(f"  skipped: {s}")
+    lines.append(f"  cluster.core_fps_1080p for the plan ({d['access']}, at {d['contention_decoders']} decoder(s) at "
+                 f"once): {d['core_fps_1080p']:.1f} frames/s (alone {d['uncontended_core_fps_1080p']:.1f}; "
+                 "docs/pipeline-and-bill.md assumes 120)")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- other probes
 
 
@@ -197,7 +254,9 @@ def register(app: typer.Typer) -> None:
 
     @probe_app.command("decode")
     def decode_cmd(
-        file: WorkloadArg = None,
+        file: Annotated[Optional[list[Path]], typer.Argument(
+            help="a workload TOML (the built-in default without one) and/or your video files or folders: "
+                 "given videos, they are decoded instead of a synthetic clip")] = None,
         set_: SetOpt = None,
         width: Annotated[Optional[int], typer.Option(help="frame width in pixels (default data.width)")] = None,
         height: Annotated[Optional[int], typer.Option(help="frame height in pixels (default data.height)")] = None,
@@ -216,11 +275,29 @@ def register(app: typer.Typer) -> None:
         batch: Annotated[int, typer.Option(help="frames per handed-off batch", min=1)] = 16,
         seconds: Annotated[float, typer.Option(help="decode the clip again until this many CPU-seconds "
                                                "are spent (a steadier figure)", min=0)] = 0.0,
+        sample: Annotated[int, typer.Option("--sample", help="video files decoded (a uniform sample)", min=1)] = 4,
+        decoders: Annotated[Optional[int], typer.Option(help="contention: up to this many decoders at once "
+                                                        "(default the cores present; 0 skips it)", min=0)] = None,
         format: FormatOpt = "table",  # noqa: A002
         output: OutputOpt = None,
     ) -> None:
-        """Decode a synthetic H.264 clip in the workload's format on one thread: frames per CPU-second."""
+        """Decode on one thread: frames per CPU-second. Your files (in order, random access, torchcodec
+        when installed, contention with 1..k decoders), or a synthetic H.264 clip in the workload's format."""
         _check_format(format)
+        workload_files = [p for p in (file or []) if p.suffix.lower() == ".toml"]
+        videos = [p for p in (file or []) if p.suffix.lower() != ".toml"]
+        if len(workload_files) > 1:
+            raise UserError("FILE", "expected at most one workload TOML")
+        file = workload_files[0] if workload_files else None  # type: ignore[assignment]
+        if videos:
+            d = run_decode_files(videos, file, set_ or [], side, access, samples, postprocess, sample, decoders)
+            if output is not None:
+                write_decode_files(output, d, probe.machine())
+            if format == "json":  # the table lists them itself
+                for s in d["skipped"]:
+                    typer.echo(f"trainplan: skipped: {s}", err=True)
+            _emit(d, format, decode_files_table)
+            return
         if postprocess not in probe.POSTPROCESS_TEXT:
             raise UserError("--postprocess", f"expected one of {', '.join(probe.POSTPROCESS_TEXT)}, got {postprocess!r}")
         if handoff not in probe.HANDOFF_TEXT:

@@ -53,6 +53,44 @@ def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int
     return status
 
 
+def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, sync: str,
+                  frames_per_batch: float | None, format: str) -> None:  # noqa: A002
+    """`--stalls`: DS-Analyzer's differential passes (see profiler.differential_stalls)."""
+    if not script.is_file():
+        raise UserError(str(script), "no such script")
+    files = [f for p in data for f in (sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p])]
+    for f in files:
+        if not f.is_file():
+            raise UserError(str(f), "expected an existing data file or folder for --data")
+    statuses: list[int] = []
+
+    def one(prof: profile_mod.Profiler) -> None:
+        statuses.append(run_script(script, args, prof))
+
+    try:
+        out = profile_mod.differential_stalls(one, files, warmup=warmup, sync=sync,  # type: ignore[arg-type]
+                                              frames_per_batch=frames_per_batch)
+    except RuntimeError as err:
+        raise UserError(str(script), f"{err}; a script without a DataLoader can wrap its loop with "
+                        "trainplan.measure.profiler.current().wrap(iterable)") from None
+    out["script_exit_status"] = max(statuses) if statuses else 0
+    if format == "json":
+        typer.echo(json.dumps(clean(out), indent=2))
+    else:
+        t = out["seconds_per_step"]
+        lines = [f"profile --stalls: {script.name}, three passes",
+                 f"  seconds per step: synthetic {t['synthetic'] * 1e3:.2f} ms, warm {t['warm'] * 1e3:.2f} ms, "
+                 f"cold {t['cold'] * 1e3:.2f} ms",
+                 f"  busy (AU) {out['busy'] * 100:.1f} %   fetch stall {out['stall']['fetch'] * 100:.1f} %   "
+                 f"prep stall {out['stall']['prep'] * 100:.1f} %"]
+        if out["cores_needed_prep"] is not None:
+            lines.append(f"  cores needed to remove the prep stall: {out['cores_needed_prep']:.2f}")
+        lines.extend(f"  {n}" for n in out["notes"])
+        typer.echo("\n".join(lines))
+    if out["script_exit_status"] != 0:
+        raise typer.Exit(out["script_exit_status"])
+
+
 def register(app: typer.Typer) -> None:
     @app.command("profile", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def profile_cmd(
@@ -70,10 +108,18 @@ def register(app: typer.Typer) -> None:
         format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",  # noqa: A002
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="record the measured MFU in this "
                                                        "calibration TOML (needs the workload's model)")] = None,
+        stalls: Annotated[bool, typer.Option("--stalls", help="run the script three times (synthetic batches, "
+                                             "data warm in the page cache, data cold) and split the wait into "
+                                             "fetch and prep stalls")] = False,
+        data: Annotated[Optional[list[Path]], typer.Option("--data", help="the script's data files or folders "
+                                                           "(warmed and dropped from the page cache by --stalls)")] = None,
     ) -> None:
         """Run a training script and report its busy fraction, slowest hop and cores needed."""
         if format not in ("table", "json"):
             raise UserError("--format", f"expected table or json, got {format!r}")
+        if stalls:
+            _stall_passes(script, list(ctx.args), data or [], warmup, sync, frames_per_batch, format)
+            return
         if sync not in ("auto", "none", "cuda-sync", "cuda-events"):
             raise UserError("--sync", f"expected auto, none, cuda-sync or cuda-events, got {sync!r}")
         w = plan_account = None
