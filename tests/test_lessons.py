@@ -498,7 +498,7 @@ def test_roofline_command(side: int, text: str, capsys: pytest.CaptureFixture[st
     from trainplan.interfaces.cli import main
 
     with pytest.raises(SystemExit) as ex:
-        main(["roofline", str(LESSONS / "roofline.toml"), "--side", str(side)])
+        main(["roofline", str(LESSONS / "roofline.toml"), "--side", str(side), "-f", "json"])
     assert ex.value.code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["ridge_intensity"] == 400e12 / 2e12

@@ -237,13 +237,13 @@ def _cli(args: list[str]) -> tuple[int, str, str]:
 def test_cli_optimal_keys_and_default_law() -> None:
     import json
 
-    rc, out, _ = _cli(["scaling", "optimal", "--budget", "1e24"])
+    rc, out, _ = _cli(["scaling", "optimal", "--budget", "1e24", "-f", "json"])
     assert rc == 0
     data = json.loads(out)
     opt = scaling.compute_optimal(1e24, CH)
     for key in ("params", "tokens", "loss", "tokens_per_param"):
         assert data[key] == pytest.approx(getattr(opt, key))
-    rc, out, _ = _cli(["scaling", "optimal", "--budget", "1e24", "--law", "1.82,482.0,2085.4,0.3478,0.3658"])
+    rc, out, _ = _cli(["scaling", "optimal", "--budget", "1e24", "--law", "1.82,482.0,2085.4,0.3478,0.3658", "-f", "json"])
     assert json.loads(out)["params"] == pytest.approx(
         scaling.compute_optimal(1e24, scaling.ScalingLaw(1.82, 482.0, 2085.4, 0.3478, 0.3658)).params)
 
@@ -252,7 +252,7 @@ def test_cli_optimal_keys_and_default_law() -> None:
 def test_cli_fit_keys(tmp_path: Path) -> None:
     import json
 
-    rc, out, err = _cli(["scaling", "fit", str(RUNS_CSV), "--grid", "small", "--bootstrap", "4"])
+    rc, out, err = _cli(["scaling", "fit", str(RUNS_CSV), "--grid", "small", "--bootstrap", "4", "-f", "json"])
     assert rc == 0, err
     data = json.loads(out)
     for key in ("E", "A", "B", "alpha", "beta", "E_se", "A_se", "B_se", "alpha_se", "beta_se"):

@@ -208,7 +208,7 @@ def test_cli_serve_keys_match_the_account() -> None:
                        "--set", "serving.mfu=0.3", "--set", "serving.tokens_per_request=500",
                        "--set", "serving.requests_per_day=1e6", "--set", "serving.context=4096",
                        "--set", "serving.dtype=bf16", "--set", "prices.accelerator_hour=3"]
-    rc, out, err = _cli(["serve", *sets])
+    rc, out, err = _cli(["serve", *sets, "-f", "json"])
     assert rc == 0, err
     data = json.loads(out)
     expected = estimate(batch=16)
@@ -221,7 +221,7 @@ def test_cli_serve_keys_match_the_account() -> None:
 def test_cli_serve_ladder_and_errors() -> None:
     import json
 
-    rc, out, err = _cli(["serve", *SHAPE_7B, "--set", "serving.training_cost=1e6", "--ladder"])
+    rc, out, err = _cli(["serve", *SHAPE_7B, "--set", "serving.training_cost=1e6", "--ladder", "-f", "json"])
     assert rc == 0, err
     rows = json.loads(out)
     assert [r["dtype"] for r in rows[:4]] == ["fp32", "bf16", "int8", "int4"]
@@ -337,7 +337,7 @@ def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
 def test_cli_serve_from_a_parameter_count(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    rc, out, err = _main(["serve", "--set", "model.params=7e9", *COUNT_ONLY_SERVING], capsys)
+    rc, out, err = _main(["serve", "--set", "model.params=7e9", *COUNT_ONLY_SERVING, "-f", "json"], capsys)
     assert rc == 0, err
     data = json.loads(out)
     t_memory = 2 * P_ONLY / H100_BW
@@ -360,7 +360,7 @@ def test_cli_serve_a_workload_with_only_params(tmp_path: object, capsys: pytest.
 
     toml = Path(str(tmp_path)) / "count.toml"
     toml.write_text('[model]\nparams = "7B"\n\n[serving]\nbatch = 32\n', encoding="utf-8")
-    rc, out, err = _main(["serve", str(toml)], capsys)
+    rc, out, err = _main(["serve", str(toml), "-f", "json"], capsys)
     assert rc == 0, err
     data = json.loads(out)
     assert data["params"] == 7e9 and data["weights_bytes"] == 14e9 and data["kv_bytes_per_token"] is None
@@ -368,7 +368,7 @@ def test_cli_serve_a_workload_with_only_params(tmp_path: object, capsys: pytest.
     assert rc == 0, err
     assert "weights only" in out and "llama-3.1-8b" in out
     # a shape gives the KV cache back, with no reason key
-    rc, out, err = _main(["serve", str(toml), *SHAPE_7B[:-2], "--set", "model.params=6966738944"], capsys)
+    rc, out, err = _main(["serve", str(toml), *SHAPE_7B[:-2], "--set", "model.params=6966738944", "-f", "json"], capsys)
     assert rc == 0, err
     data = json.loads(out)
     assert data["kv_bytes_per_token"] == 524_288 and "kv_cache_missing" not in data

@@ -175,3 +175,18 @@ def format_input(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(format_input(v) for v in value) or "none"
     return str(value)
+
+
+def key_value_lines(values: dict[str, Any], dimensions: dict[str, str]) -> str:
+    """A small command's figures as `key  value` lines: each number through format_figure by the
+    dimension named for its key (a key ending in `_flops` is FLOPs, else a plain count); text as is."""
+    width = max((len(k) for k in values), default=0)
+    lines = []
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            text = "n/a" if value is None else ("yes" if value is True else "no" if value is False else str(value))
+        else:
+            dimension = dimensions.get(key, "flops" if key.endswith("_flops") else "count")
+            text = format_figure(value, dimension)
+        lines.append(f"{key:<{width}}  {text}")
+    return "\n".join(lines)

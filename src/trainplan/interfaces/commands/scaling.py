@@ -27,7 +27,7 @@ FORMATS = ("json", "table")
 
 LawOpt = Annotated[Optional[str], typer.Option(
     "--law", help="E,A,B,ALPHA,BETA; default Hoffmann et al. (2022) Approach 3: 1.69,406.4,410.7,0.34,0.28")]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="json or table")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table (default) or json")]
 
 GRIDS = {"replication": scaling.REPLICATION_GRID, "small": scaling.SMALL_GRID}
 
@@ -45,15 +45,15 @@ def _emit(out: dict[str, Any], fmt: str) -> None:
     if fmt == "json":
         typer.echo(json.dumps(clean, indent=2))
     else:
-        width = max(len(k) for k in clean)
-        typer.echo("\n".join(f"{k:<{width}}  {v:.6g}" if isinstance(v, float) else f"{k:<{width}}  {v}"
-                             for k, v in clean.items()))
+        from trainplan.present.quantities import key_value_lines
+
+        typer.echo(key_value_lines(clean, {"tokens_per_param": "ratio", "loss": "ratio"}))
 
 
 def optimal_command(
     budget: Annotated[str, typer.Option("--budget", help="training compute C, FLOP (6e23, '1e21 FLOP')")],
     law: LawOpt = None,
-    output_format: FormatOpt = "json",
+    output_format: FormatOpt = "table",
 ) -> None:
     """Compute-optimal parameters and tokens for a budget C = 6ND (closed form)."""
     c = units.parse(budget, "flops", "--budget")
@@ -93,7 +93,7 @@ def fit_command(
     seed: Annotated[int, typer.Option("--seed", help="seed of the bootstrap")] = scaling.BOOTSTRAP_SEED,
     at_params: Annotated[Optional[str], typer.Option("--at-params", help="extrapolate to N parameters")] = None,
     at_tokens: Annotated[Optional[str], typer.Option("--at-tokens", help="... trained on D tokens")] = None,
-    output_format: FormatOpt = "json",
+    output_format: FormatOpt = "table",
 ) -> None:
     """Fit E, A, B, alpha, beta to a table of runs (Huber on log loss, L-BFGS-B from a grid)."""
     if grid not in GRIDS:
@@ -123,7 +123,7 @@ def loss_command(
     params: Annotated[str, typer.Option("--params", help="parameters N (7B, 7e9)")],
     tokens: Annotated[str, typer.Option("--tokens", help="training tokens D (1.4T, 1.4e12)")],
     law: LawOpt = None,
-    output_format: FormatOpt = "json",
+    output_format: FormatOpt = "table",
 ) -> None:
     """L(N, D), and the floors left when N or D is held and the other grows without bound."""
     n = units.parse(params, "count", "--params")

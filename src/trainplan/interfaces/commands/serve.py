@@ -140,7 +140,7 @@ def _format(value: str) -> str:
 def serve_command(
     file: WorkloadArg = None,
     set_: SetOpt = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="json or table")] = "json",
+    output_format: Annotated[str, typer.Option("--format", "-f", help="table (default) or json")] = "table",
     show_ladder: Annotated[bool, typer.Option("--ladder", help="every model size x dtype as one table")] = False,
 ) -> None:
     """Serving: weights, KV cache, largest batch, tokens/s, cost per request, crossover with training."""
@@ -170,7 +170,7 @@ def roofline_command(
     file: WorkloadArg = None,
     set_: SetOpt = None,
     side: Annotated[int, typer.Option("--side", help="side n of a square matmul", min=1, max=2**24)] = 4096,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="json or table")] = "json",
+    output_format: Annotated[str, typer.Option("--format", "-f", help="table (default) or json")] = "table",
 ) -> None:
     """Roofline of the workload's accelerator: ridge, matmul and element-wise intensity, and the batch
     at which the model's FFN layer (d x ffn) turns compute-bound."""
@@ -205,7 +205,11 @@ def roofline_command(
     if fmt == "json":
         typer.echo(json.dumps(out, indent=2))
     else:
-        typer.echo("\n".join(f"{k:<28}{v}" for k, v in out.items()))
+        from trainplan.present.quantities import key_value_lines
+
+        typer.echo(key_value_lines(out, {"peak_flops": "flop_rate", "memory_bandwidth": "byte_rate",
+                                         "ridge_intensity": "ratio", "matmul_intensity": "ratio",
+                                         "elementwise_add_intensity": "ratio", "matmul_side": "count"}))
 
 
 def register(app: typer.Typer) -> None:
