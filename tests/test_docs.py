@@ -41,3 +41,16 @@ def test_readme_links_to_docs_pages_by_name() -> None:
     for page in ("workload", "accounts", "pipeline-and-bill", "serving-scaling-energy", "simulation",
                  "measurement", "sweep-and-solve", "parameter-counts", "trust", "architecture"):
         assert f"docs/{page}.md" in readme, page
+
+
+def test_every_workload_key_is_documented() -> None:
+    """Each key of the schema appears in docs/ by its dotted name (`[[sources]]` fields by their own
+    name in the sources paragraph of docs/workload.md): a key added without a word fails here."""
+    from trainplan.workload.schema import SECTIONS, SourceSpec
+
+    docs = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md"))
+    sources = (ROOT / "docs" / "workload.md").read_text(encoding="utf-8").split("### `[[sources]]`", 1)[1]
+    missing = [f"{section}.{name}" for section, model in SECTIONS.items() for name in model.model_fields
+               if f"`{section}.{name}`" not in docs]
+    missing += [f"sources.{name}" for name in SourceSpec.model_fields if f"`{name}`" not in sources]
+    assert not missing, missing
