@@ -169,3 +169,15 @@ def test_tokens_per_second_within_3_percent_of_published_mfu_runs(size, s, mfu_p
     peak = resolve_accelerator("h100-sxm").peak("bf16")
     predicted = compute.tokens_per_second(peak, mfu_percent / 100, per_token)
     assert predicted == pytest.approx(published, rel=0.03)
+
+
+def test_hfu_without_a_known_architecture_times_6p_at_the_hfu() -> None:
+    """cluster.hfu on a model given by count and shape only (the default ViT): no architecture terms,
+    so time = 6 P D / (peak x HFU) (found by the workload fuzzer: this used to reach None x float)."""
+    from trainplan.planning.evaluate import build_report
+    from trainplan.workload.schema import load_workload
+
+    w = load_workload(None, ["cluster.hfu=0.5", "data.kind=tokens", "training.tokens=1e9"])
+    report = build_report(w)
+    expected_seconds = 6 * 93e6 * 1e9 / (989.5e12 * 0.5)
+    assert report["compute"]["seconds"] == pytest.approx(expected_seconds, rel=1e-12)

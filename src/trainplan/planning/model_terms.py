@@ -175,4 +175,8 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
         terms.flops_report = {"flops_per_token_model": model_fpt, "flops_per_token_executed": executed_fpt,
                               "matmul_params": n, "mfu": mfu, "hfu": hfu,
                               "time_follows": "hfu (executed FLOPs)" if c.hfu is not None else "mfu (model FLOPs)"}
+    elif c.hfu is not None:
+        # without the architecture the count is 6 P per token (8 P under full recomputation): FLOPs as
+        # run, so the rate follows the HFU given (the fuzzer found the None this used to leave)
+        terms.utilisation, terms.hfu = c.hfu, c.hfu
     return terms
