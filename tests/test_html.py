@@ -80,3 +80,16 @@ def test_cli_writes_html(cli, tmp_path):
     assert res.returncode == 0, res.stderr
     text = out.read_text()
     assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 3
+
+
+def test_the_page_verdict_carries_the_planning_decisions() -> None:
+    """The HTML verdict is the CLI's: the verdict and the decisions' sentences (prices.attempts = 3
+    by default, so the bill says it budgets 3 attempts)."""
+    from trainplan.planning.evaluate import build_report
+    from trainplan.present.html import render_html
+    from trainplan.workload.schema import load_workload
+
+    w = load_workload(None, [])
+    page = render_html(build_report(w), w)
+    verdict = page.split("<p class=verdict>", 1)[1].split("</p>", 1)[0]
+    assert verdict.startswith("Decode binds") and "budgets 3 attempts" in verdict

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.present.quantities import format_input
-from trainplan.present.render import ACCOUNTS, flatten, format_value, label_of, section_rows
+from trainplan.present.render import ACCOUNTS, flatten, format_value, label_of, section_rows, verdict_text
 
 # Points of the busy-against-cores curve.
 CURVE_POINTS = 400
@@ -204,7 +204,7 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
         "<meta name=viewport content='width=device-width,initial-scale=1'>",
         f"<title>trainplan: {_esc(w.get('accelerator_name', 'plan'))}</title><style>{STYLE}</style></head><body>",
         "<h1>trainplan</h1>",
-        f"<p class=verdict>{_esc(report.get('verdict', ''))}</p>",
+        f"<p class=verdict>{_esc(verdict_text(report) if 'verdict' in report else '')}</p>",
         f"<p class=muted>{_esc(w.get('accelerator_name', ''))}, {format_value('workload.params', w.get('params'))} "
         f"parameters ({_esc(w.get('params_source', ''))}), {format_value('workload.tokens', w.get('tokens'))} "
         "training tokens.</p>",

@@ -155,7 +155,9 @@ function showError(message) {
 function render(report) {
   const p = report.pipeline;
   const b = report.bill;
-  $("verdict").textContent = report.verdict;
+  // the verdict and the planning decisions' sentences, as the CLI and the HTML report write them
+  const said = (report.decisions && report.decisions.sentences) || [];
+  $("verdict").textContent = [report.verdict, ...said].join(" ");
 
   const busy = $("busy");
   busy.textContent = percent(p.busy);
