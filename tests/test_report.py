@@ -23,7 +23,7 @@ WORKLOADS = [
 @pytest.mark.parametrize("sets", WORKLOADS)
 def test_every_figure_of_the_report_is_declared(sets):
     report = build_report(load_workload(None, sets))
-    undeclared = [k for k, v in flatten({s: v for s, v in report.items() if s not in ("assumptions", "verdict")}).items()
+    undeclared = [k for k, v in flatten({s: v for s, v in report.items() if s not in ("assumptions", "verdict", "null_reasons")}).items()
                   if k not in FIGURES and not isinstance(v, list)]
     assert undeclared == []
 
@@ -141,3 +141,20 @@ def test_no_nan_inf_exponent_or_none_in_text(sets):
 def test_every_dimension_writes_every_float_without_raw_forms(dimension, value):
     text = format_figure(value, dimension)
     assert text and RAW.search(text) is None and len(text) <= 32, text
+
+
+def test_json_writes_null_with_a_reason_where_a_figure_does_not_exist() -> None:
+    """No decode cores: the decoders supply 0 frames/s, so busy is 0 and the wall time infinite; JSON
+    writes null for it and says why beside it (null_reasons), and the key is still there."""
+    import json
+
+    from trainplan.present.render import to_json
+
+    report = json.loads(to_json(build_report(load_workload(None, ["cluster.cores=0"]))))
+    assert report["pipeline"]["busy"] == 0
+    assert report["compute"]["wall_seconds"] is None
+    assert report["null_reasons"]["compute.wall_seconds"].startswith("unbounded")
+    # with 24 cores every figure exists except the tokenizer's capacity: token ids are packed ahead of
+    # time (data.tokenize_online = false), so no tokenizer stage limits the pipeline
+    reasons = build_report(load_workload(None, ["cluster.cores=24"]))["null_reasons"]
+    assert list(reasons) == ["pipeline.stages.tokenize.tokens_per_second"]

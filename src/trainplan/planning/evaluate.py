@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Iterator
 
 import numpy as np
 
@@ -417,7 +417,37 @@ def build_report(w: Workload) -> dict[str, Any]:
             report[section.name].update(part)
         else:
             report[section.name] = part
+    reasons = null_reasons(report, figures)
+    if reasons:
+        report["null_reasons"] = reasons
     return clean(report)
+
+
+def null_reasons(report: dict[str, Any], figures: dict[str, Any]) -> dict[str, str]:
+    """Why each figure that JSON writes as null has no value: infinite (a rate of zero somewhere
+    upstream) or undefined (0/0), by dotted key. JSON has neither inf nor nan, so the reason
+    travels beside the null."""
+    def walk(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from walk(v, f"{prefix}{k}.")
+        else:
+            yield prefix[:-1], node
+
+    raw = dict(walk({k: v for k, v in report.items() if k not in ("assumptions", "verdict")}, ""))
+    raw.update({k: v for k, v in figures.items() if v is None})  # whole counts made None from inf
+    out: dict[str, str] = {}
+    unbounded = "unbounded at these inputs: {what} has no finite value (a rate of zero upstream, or a stage absent)"
+    for key, value in raw.items():
+        spec = FIGURES.get(key)
+        what = spec.label if spec else key
+        if value is None and key in figures:
+            out[key] = unbounded.format(what=what)
+        elif isinstance(value, float) and math.isinf(value):
+            out[key] = unbounded.format(what=what)
+        elif isinstance(value, float) and math.isnan(value):
+            out[key] = f"undefined at these inputs: {what} is 0/0 here"
+    return out
 
 
 # ---------------------------------------------------------------- sections: decisions and point-only accounts
