@@ -136,6 +136,10 @@ def measure(ops: list[str], processes: int = 2, size: int = 16 * 2**20, repeats:
         if not dist.is_initialized():
             dist.init_process_group(chosen)
         seconds = {op: timed(torch, dist, chosen, op, size, repeats) for op in ops}
+        # every rank leaves together: a rank that exits while another is still inside gloo can make
+        # that one abort (seen as exit -6 under torchrun on a loaded machine)
+        dist.barrier()
+        dist.destroy_process_group()
         launched = "torchrun"
     else:
         if processes < 2:

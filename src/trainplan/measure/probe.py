@@ -1169,6 +1169,8 @@ def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, bac
         if not dist.is_initialized():
             dist.init_process_group(chosen)
         seconds = _allreduce_timed(torch, dist, chosen, size, repeats)
+        dist.barrier()  # leave together: a rank exiting inside gloo can abort another
+        dist.destroy_process_group()
         launched = "torchrun"
     else:
         if processes < 2:
