@@ -158,3 +158,18 @@ def test_json_writes_null_with_a_reason_where_a_figure_does_not_exist() -> None:
     # time (data.tokenize_online = false), so no tokenizer stage limits the pipeline
     reasons = build_report(load_workload(None, ["cluster.cores=24"]))["null_reasons"]
     assert list(reasons) == ["pipeline.stages.tokenize.tokens_per_second"]
+
+
+def test_first_screen_fits_under_the_layout_it_is_given() -> None:
+    """A 70 B model on 512 devices laid out TP 8 x PP 4: the first screen judges the fit per device
+    of the layout (DP = 512 / (8 x 4) = 16), not of one whole replica, and states the pipeline
+    bubble (p - 1) / (m v) = 3 / (16 micro-batches x 5 virtual stages) = 3.75 %."""
+    from pathlib import Path
+
+    from trainplan.present.summary import first_screen
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "llama3-70b-512gpu.toml"
+    screen = "\n".join(first_screen(build_report(load_workload(example, []))))
+    fits = next(line for line in screen.splitlines() if line.startswith("Fits?"))
+    assert "under TP 8 x PP 4 x DP 16" in fits and "yes" in fits
+    assert "pipeline bubble" in screen and "3.75 %" in screen

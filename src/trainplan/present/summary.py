@@ -31,7 +31,32 @@ def _wrap(label: str, text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width=width, initial_indent=lead, subsequent_indent=" " * len(lead)) or [lead]
 
 
+def _layout(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The parallel section when the workload lays the model out beyond plain data parallelism
+    (tensor, pipeline, context or expert parallel): then its memory per device is the one that fits."""
+    par = report.get("parallel")
+    if not isinstance(par, dict) or "memory" not in par or "layout" not in par:
+        return None
+    lay = par["layout"]
+    split = lay.get("tensor", 1) * lay.get("pipeline", 1) * lay.get("context", 1) * lay.get("expert", 1)
+    return par if split > 1 else None
+
+
+def _layout_name(lay: dict[str, Any]) -> str:
+    parts = [f"{name} {lay[key]}" for key, name in (("tensor", "TP"), ("pipeline", "PP"), ("context", "CP"),
+                                                    ("expert", "EP"), ("data", "DP")) if lay.get(key, 1) > 1]
+    return " x ".join(parts)
+
+
 def _fit(report: dict[str, Any]) -> str:
+    par = _layout(report)
+    if par is not None:  # the layout's stages hold the model, not one whole replica per device
+        m = par["memory"]
+        per, card = fmt(m["per_device_bytes"], "bytes"), fmt(m["device_memory"], "bytes")
+        where = f"per device under {_layout_name(par['layout'])}"
+        if m["fits"]:
+            return f"yes: {per} {where} of {card} ({fmt(m['per_device_bytes'] / m['device_memory'], 'fraction')})."
+        return f"NO: {per} {where} against {card}; `trainplan layout` lists layouts that fit."
     m = report["memory"]
     per, card = fmt(m["per_device_bytes"], "bytes"), fmt(m["device_memory"], "bytes")
     if m["fits"]:
@@ -116,6 +141,13 @@ def first_screen(report: dict[str, Any], width: int = WIDTH) -> list[str]:
         lines += _wrap("Cost", cost, width)
     lines += _wrap("Waits on", _waits(report), width)
     lines += _wrap("Measure", _measure(report), width)
+    par = _layout(report)
+    if par is not None:
+        tm = par["time"]
+        lines += _wrap("Layout", f"{_layout_name(par['layout'])}: a step takes {fmt(tm['step_seconds'], 'seconds')} "
+                                 f"(MFU {fmt(par['mfu'], 'fraction')}, pipeline bubble "
+                                 f"{fmt(tm['bubble_share'], 'fraction')}); `trainplan layout` searches the others.",
+                       width)
     net = report.get("network", {})
     if net.get("verdict") == "bound":
         lines += _wrap("Network", f"the gradient sync is longer than backward: "
