@@ -19,7 +19,9 @@ def test_no_pointer_outside_the_repository(path: Path) -> None:
     if path == Path(__file__):
         return
     text = path.read_text(encoding="utf-8")
-    assert "../shared" not in text and "/work/" not in text, path
+    # the folder beside the checkout and the machine's work folder, spelled so this file names neither
+    sibling, machine = "/".join(("..", "shared")), "/".join(("", "work", ""))
+    assert sibling not in text and machine not in text, path
     assert not re.search(r"SPEC\s*§", text), path
     outside = [m.group(0) for m in re.finditer(r"https?://[\w-]+\.[\w.-]+\S*", text) if not LOCAL.match(m.group(0))]
     assert outside == [], (path, outside)

@@ -116,7 +116,8 @@ def _result(op: str, backend: str, world: int, nbytes: int, repeats: int, second
 def measure(ops: list[str], processes: int = 2, size: int = 16 * 2**20, repeats: int = 10,
             backend: str | None = None, timeout: float = 120.0) -> list[CollectiveResult]:
     """Time each collective of `ops` (names of accounts/collectives.py) on a `size`-byte buffer."""
-    from trainplan.measure.probe import ProbeSkipped, _free_port, _require_torch
+    from trainplan.measure.probe import (ProbeSkipped, _require_torch, join_torchrun_job, leave_torchrun_job,
+                                         run_local_ranks)
 
     for op in ops:
         if op not in OPS.values():
@@ -129,17 +130,9 @@ def measure(ops: list[str], processes: int = 2, size: int = 16 * 2**20, repeats:
     if not dist.is_available():
         raise ProbeSkipped("collectives: this torch build has no torch.distributed")
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        world = int(os.environ["WORLD_SIZE"])
-        chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-        if chosen == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        if not dist.is_initialized():
-            dist.init_process_group(chosen)
+        chosen, world = join_torchrun_job(torch, dist, backend)
         seconds = {op: timed(torch, dist, chosen, op, size, repeats) for op in ops}
-        # every rank leaves together: a rank that exits while another is still inside gloo can make
-        # that one abort (seen as exit -6 under torchrun on a loaded machine)
-        dist.barrier()
-        dist.destroy_process_group()
+        leave_torchrun_job(dist)
         launched = "torchrun"
     else:
         if processes < 2:
@@ -147,25 +140,7 @@ def measure(ops: list[str], processes: int = 2, size: int = 16 * 2**20, repeats:
         chosen = backend or "gloo"
         if chosen != "gloo":
             raise UserError("--backend", "expected gloo for local processes; launch with torchrun for NCCL")
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        queue = ctx.SimpleQueue()
-        port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(r, processes, port, ops, size, repeats, queue), daemon=True)
-                 for r in range(processes)]
-        for p in procs:
-            p.start()
-        deadline = time.monotonic() + timeout
-        for p in procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-        alive = [p for p in procs if p.is_alive()]
-        for p in alive:
-            p.terminate()
-        if alive or any(p.exitcode != 0 for p in procs) or queue.empty():
-            raise ProbeSkipped(f"collectives: the local gloo processes did not finish (exit codes "
-                               f"{[p.exitcode for p in procs]}, timeout {timeout:.0f} s)")
-        seconds = queue.get()
+        seconds = run_local_ranks(_worker, (ops, size, repeats), processes, timeout, "collectives")
         world = processes
         launched = "local processes"
     return [_result(op, chosen, world, size, repeats, seconds[op], launched) for op in ops]

@@ -1144,6 +1144,49 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def join_torchrun_job(torch: Any, dist: Any, backend: str | None) -> tuple[str, int]:
+    """Join the torchrun job this process is a rank of (RANK and WORLD_SIZE set): NCCL on the
+    local GPU when CUDA is available, else gloo. Returns (backend, world size)."""
+    chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    if chosen == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        dist.init_process_group(chosen)
+    return chosen, int(os.environ["WORLD_SIZE"])
+
+
+def leave_torchrun_job(dist: Any) -> None:
+    """Every rank leaves together: a rank that exits while another is still inside gloo can make
+    that one abort (seen as exit -6 under torchrun on a loaded machine)."""
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run_local_ranks(target: Callable[..., None], args: tuple[Any, ...], processes: int, timeout: float,
+                    what: str) -> Any:
+    """Start `processes` spawned ranks `target(rank, processes, port, *args, queue)` on loopback and
+    return what rank 0 put on the queue; ProbeSkipped (naming `what`) when they do not all finish."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    port = _free_port()
+    procs = [ctx.Process(target=target, args=(r, processes, port, *args, queue), daemon=True)
+             for r in range(processes)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    alive = [p for p in procs if p.is_alive()]
+    for p in alive:
+        p.terminate()
+    if alive or any(p.exitcode != 0 for p in procs) or queue.empty():
+        raise ProbeSkipped(f"{what}: the local gloo processes did not finish (exit codes "
+                           f"{[p.exitcode for p in procs]}, timeout {timeout:.0f} s)")
+    return queue.get()
+
+
 def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, backend: str | None = None,
               timeout: float = 120.0) -> AllreduceResult:
     """Bytes/s of an all-reduce of a `size`-byte float32 tensor.
@@ -1162,15 +1205,9 @@ def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, bac
     if size < 4:
         raise UserError("size", f"expected at least 4 bytes, got {size}")
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        world = int(os.environ["WORLD_SIZE"])
-        chosen = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-        if chosen == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        if not dist.is_initialized():
-            dist.init_process_group(chosen)
+        chosen, world = join_torchrun_job(torch, dist, backend)
         seconds = _allreduce_timed(torch, dist, chosen, size, repeats)
-        dist.barrier()  # leave together: a rank exiting inside gloo can abort another
-        dist.destroy_process_group()
+        leave_torchrun_job(dist)
         launched = "torchrun"
     else:
         if processes < 2:
@@ -1178,26 +1215,7 @@ def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, bac
         chosen = backend or "gloo"
         if chosen != "gloo":
             raise UserError("backend", "expected gloo for local processes; launch with torchrun for NCCL")
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        queue = ctx.SimpleQueue()
-        port = _free_port()
-        procs = [ctx.Process(target=_allreduce_worker, args=(r, processes, port, chosen, size, repeats, queue),
-                             daemon=True) for r in range(processes)]
-        for p in procs:
-            p.start()
-        deadline = time.monotonic() + timeout
-        for p in procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-        alive = [p for p in procs if p.is_alive()]
-        for p in alive:
-            p.terminate()
-        if alive or any(p.exitcode != 0 for p in procs) or queue.empty():
-            codes = [p.exitcode for p in procs]
-            raise ProbeSkipped(f"allreduce: the local gloo processes did not finish (exit codes {codes}, "
-                               f"timeout {timeout:.0f} s)")
-        seconds = queue.get()
+        seconds = run_local_ranks(_allreduce_worker, (chosen, size, repeats), processes, timeout, "allreduce")
         world = processes
         launched = "local processes"
     nbytes = max(1, size // 4) * 4
