@@ -136,11 +136,6 @@ def cache_section(ctx: PlanContext) -> dict[str, Any]:
                                                  **{k: v for k, v in cache.items() if k in keep})}
 
 
-def training_tokens(w: Workload) -> float:
-    """training.tokens if given; for video, data.hours of every camera at n tokens a frame, times epochs."""
-    return float(evaluate(PlanInputs.of(w))["workload.tokens"])
-
-
 # ---------------------------------------------------------------- the one evaluation
 
 
