@@ -112,27 +112,11 @@ def pipeline_inputs(w: Workload, model: ModelFacts | None = None, **changes: Any
     return PlanInputs.of(w, model=model).pipeline_args(**changes)
 
 
-def cache_inputs(w: Workload) -> dict[str, float]:
-    """The cache what-if's inputs (docs/measurement.md): cache and dataset sizes, both rates, the cached
-    fraction and the mixed read rate R = 1 / (f / R_cache + (1 - f) / R_remote)."""
-    d = w.data
-    size = d.dataset_size
-    if size is None:
-        tokens = (w.training.tokens or 0.0) / w.training.epochs
-        size = float(pipeline_mod.dataset_bytes(kind=d.kind, access=d.access, hours=d.hours, cameras=d.cameras,
-                                                fps=d.fps, width=d.width, height=d.height, bitrate=d.bitrate,
-                                                tokens=tokens, bytes_per_token=d.bytes_per_token))
-    f = float(pipeline_mod.cached_fraction(w.storage.cache_size, size))
-    rate = w.cluster.link if f == 0 else float(pipeline_mod.cached_read_rate(w.cluster.link, w.storage.cache_rate, f))
-    return {"cache_size": w.storage.cache_size, "dataset_size": size, "cache_rate": w.storage.cache_rate,
-            "remote_rate": w.cluster.link, "cached_fraction": f, "read_rate": rate}
-
-
 def cache_section(ctx: PlanContext) -> dict[str, Any]:
     """`pipeline.cache`: busy and the binding stage for cached fractions 0-100 % (docs/measurement.md)."""
-    cache = cache_inputs(ctx.workload)
+    cache = ctx.inputs.cache
     keep = ("cache_size", "dataset_size", "cache_rate", "remote_rate")
-    return {"cache": pipeline_mod.cache_what_if(pipeline_inputs(ctx.workload, ctx.model),
+    return {"cache": pipeline_mod.cache_what_if(ctx.inputs.pipeline_args(),
                                                  **{k: v for k, v in cache.items() if k in keep})}
 
 

@@ -77,6 +77,26 @@ class PlanInputs:
         return self.values[key]
 
     @cached_property
+    def cache(self) -> dict[str, float]:
+        """The cache what-if's inputs (docs/measurement.md): cache and dataset sizes, both rates, the
+        cached fraction and the mixed read rate R = 1 / (f / R_cache + (1 - f) / R_remote)."""
+        from trainplan.accounts import pipeline as pipeline_mod
+
+        w = self.workload
+        d = w.data
+        size = d.dataset_size
+        if size is None:
+            tokens = (w.training.tokens or 0.0) / w.training.epochs
+            size = float(pipeline_mod.dataset_bytes(kind=d.kind, access=d.access, hours=d.hours, cameras=d.cameras,
+                                                    fps=d.fps, width=d.width, height=d.height, bitrate=d.bitrate,
+                                                    tokens=tokens, bytes_per_token=d.bytes_per_token))
+        f = float(pipeline_mod.cached_fraction(w.storage.cache_size, size))
+        rate = (w.cluster.link if f == 0
+                else float(pipeline_mod.cached_read_rate(w.cluster.link, w.storage.cache_rate, f)))
+        return {"cache_size": w.storage.cache_size, "dataset_size": size, "cache_rate": w.storage.cache_rate,
+                "remote_rate": w.cluster.link, "cached_fraction": f, "read_rate": rate}
+
+    @cached_property
     def terms(self) -> Any:
         """The architecture's activations, training state and FLOPs (planning/model_terms.py): scalars of
         the workload, whose keys a sweep loops rather than varies as arrays when the architecture is known."""
@@ -117,9 +137,7 @@ class PlanInputs:
             tokenize_online=w.data.tokenize_online, prefetch=w.cluster.prefetch,
             flops_per_param_token=training_flops(1.0, 1.0, w.training.recompute))
         if w.storage.cache_size:  # the read stage mixes cached and remote rates (docs/measurement.md)
-            from trainplan.planning.evaluate import cache_inputs
-
-            args["link"] = cache_inputs(w)["read_rate"]
+            args["link"] = self.cache["read_rate"]
         terms = self.terms
         if terms.flops_per_token_model is not None:  # the architecture's FLOPs per token (attention included)
             args["flops_per_param_token"] = terms.flops_per_token_model / self.model.active_params
