@@ -18,7 +18,7 @@ examples/video_training.py, whose loader, model and step probe this example reus
 time-slicing by other work on a shared machine cancels to first order; each setting runs
 `--repeats` times and the median run is reported with the load average.
 
-Run:  python examples/video_pipeline_e2e.py [--seconds 4] [--repeats 3] [--json]
+Run:  python examples/video_pipeline_e2e.py [--seconds 4] [--repeats 3] [--quick] [--json]
 """
 
 from __future__ import annotations
@@ -51,11 +51,13 @@ class Run:
     workers: int
     width: int
     access: str  # sequential | random
-    link: float | None = None  # bytes/s of an emulated slow read; None reads at the disk's own rate
+    # bytes/s of an emulated slow read, per worker (a per-connection cap, as object stores have: k workers
+    # read at k times it); None reads at the disk's own rate
+    link: float | None = None
 
     @property
     def name(self) -> str:
-        slow = f", reads at {self.link / 1e6:g} MB/s" if self.link else ""
+        slow = f", reads at {self.link / 1e6:g} MB/s a worker" if self.link else ""
         return f"{self.workers} worker(s), model {self.width}, {self.access}{slow}"
 
 
@@ -114,7 +116,7 @@ class Frames(IterableDataset):
                 tp_profile.record("read", read[0], read[1], frames=n)
 
 
-def predict(cfg: vt.Config, run: Run, workload: Path, cal: dict[str, Path], params: int, demand_fps: float,
+def predict(cfg: vt.Config, run: Run, workload: Path, cal: dict[tuple[str, int], Path], params: int, demand_fps: float,
             peak: float) -> Any:
     from trainplan.accounts import pipeline
     from trainplan.planning import evaluate as plan
@@ -126,13 +128,14 @@ def predict(cfg: vt.Config, run: Run, workload: Path, cal: dict[str, Path], para
             f"model.params={params}", f"cluster.accelerator.peak_flops={peak}", "cluster.accelerator.memory=8e9",
             f"cluster.mfu={mfu}", "cluster.mfu_end_to_end=true", f"cluster.cores={max(run.workers, 1)}",
             "training.precision=\"fp32\""]
-    if run.link:
-        sets.append(f"cluster.link={run.link}")
-    w = load_workload(workload, sets, calibration=cal[run.access])
+    if run.link:  # the aggregate read rate of `workers` connections
+        sets.append(f"cluster.link={run.link * run.workers}")
+    w = load_workload(workload, sets, calibration=cal[(run.access, run.workers)])
     return pipeline.pipeline_account(**plan.pipeline_inputs(w))
 
 
-def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: dict[str, Path], peak: float) -> dict[str, Any]:
+def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: dict[tuple[str, int], Path],
+            peak: float) -> dict[str, Any]:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = vt.PatchMLP(cfg.side, cfg.patch, run.width, 1, cfg.classes)
@@ -146,15 +149,22 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
         gap = cfg.batch / demand * (1 / pred.busy - 1)
         demand = vt.step_rate_ready(step, cfg, cfg.probe_seconds + (cfg.warmup + 8) * gap, gap)
         pred = predict(cfg, run, workload, cal, params, demand, peak)
+    # prefetch: a worker may run a whole file ahead (60 frames, 4 batches of 16). With the default 2, a worker
+    # whose batches wait behind another worker's (the loader delivers in order) stops reading: two workers
+    # then read 1.7x one, not 2x
     loader = DataLoader(Frames(files, cfg.side, run.access, run.link, cfg.gop), batch_size=cfg.batch,
-                        num_workers=run.workers, worker_init_fn=vt._worker_init)  # noqa: SLF001
-    with tp_profile.Profiler(warmup=cfg.warmup, sync="none") as prof:
+                        num_workers=run.workers, worker_init_fn=vt._worker_init, prefetch_factor=PREFETCH)  # noqa: SLF001
+    # not counted: the batches the workers made ready before the first step (a head start no steady state has)
+    warmup = max(cfg.warmup, run.workers * PREFETCH)
+    # slowed reads arrive a file (about 1.4 s) at a time: a longer window, so its edges weigh little
+    seconds = cfg.seconds * (3 if run.link else 1)
+    with tp_profile.Profiler(warmup=warmup, sync="none") as prof:
         started = None
         for batch in prof.wrap(loader):
             started = started or time.perf_counter()
             with prof.step():
                 step(batch)
-            if time.perf_counter() - started >= cfg.seconds:
+            if time.perf_counter() - started >= seconds:
                 break
         r = prof.result(predicted=pred)
     del loader
@@ -176,16 +186,19 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
             "load_average": os.getloadavg()[0]}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--link", type=float, default=0.4e6, help="bytes/s of the slowed reads")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
-    cfg = vt.Config(seconds=args.seconds, probe_seconds=1.5, clips=4, clip_frames=60, gop=15)
-    runs = [Run(1, 96, "sequential"), Run(1, 192, "sequential"), Run(1, 96, "random"),
-            Run(1, 512, "sequential", link=args.link)]
+# Two workers only where they read: on this 2-vCPU machine two decoding workers and the trainer's step
+# want three cores, and the plan gives the step its own accelerator (docs/measurement.md has the figures)
+SETTINGS = [Run(1, 96, "sequential"), Run(1, 192, "sequential"), Run(1, 96, "random"),
+            Run(1, 512, "sequential", link=0.4e6), Run(2, 512, "sequential", link=0.4e6)]
+# --quick (the test suite): one decode-bound and one read-bound setting, to check the split names the hop
+QUICK = [Run(1, 96, "sequential"), Run(1, 512, "sequential", link=0.4e6)]
+PREFETCH = 4  # batches a worker may hold ready: a whole file's frames
+TARGET = 0.10  # issue 14: predicted busy within 10 % (relative) of the profiled busy, for >= 3 settings
+
+
+def run_all(runs: list[Run], seconds: float, repeats: int, probe_seconds: float = 1.5) -> dict[str, Any]:
+    """Files -> inspect -> probe decode (one calibration a pattern and decoder count) -> plan -> profiled loader."""
+    cfg = vt.Config(seconds=seconds, probe_seconds=probe_seconds, clips=4, clip_frames=60, gop=15)
     base = Path(tempfile.mkdtemp(prefix="trainplan-e2e-"))
     try:
         files = vt.make_clips(base / "clips", cfg)
@@ -193,40 +206,63 @@ def main(argv: list[str] | None = None) -> int:
         workload = insp.to_workload(report, base / "workload.toml", "measured by data inspect on the example's files")
         from trainplan.interfaces.commands.probe import write_decode_files
 
-        cal = {}
-        for access in ("sequential", "random"):  # one calibration per access pattern, as a user would probe
-            cal[access] = base / f"calibration-{access}.toml"
-            d = probe.decode_user_files(files, access=access, side=cfg.side, max_decoders=1,  # type: ignore[arg-type]
-                                        contention_seconds=0.5)
+        cal: dict[tuple[str, int], Path] = {}
+        probes = {}
+        # one calibration per access pattern and decoder count, as a user would probe for their loader: with
+        # k workers the plan takes the rate of k decoders at once (the contention curve's last point)
+        for access, decoders in sorted({(r.access, r.workers) for r in runs}):
+            cal[(access, decoders)] = base / f"calibration-{access}-{decoders}.toml"
+            d = probe.decode_user_files(files, access=access, side=cfg.side, max_decoders=decoders,  # type: ignore[arg-type]
+                                        contention_seconds=1.0 if decoders > 1 else 0.5, torchcodec=False)
             d["files_found"] = len(files)
-            write_decode_files(cal[access], d, probe.machine())
+            write_decode_files(cal[(access, decoders)], d, probe.machine())
+            probes[f"{access}, {decoders} decoder(s)"] = {k: d[k] for k in ("core_fps_1080p", "uncontended_core_fps_1080p",
+                                                                           "contention_ratio", "gop", "skipped")}
         mm = max((probe.matmul_torch(512, "float32", "cpu", threads=1, min_seconds=0.3).to_dict() for _ in range(3)),
                  key=lambda r: r["flops_per_cpu_second"])
         peak = mm["flops_per_cpu_second"]
         rows = []
         for run in runs:
-            got = sorted((measure(cfg, run, files, workload, cal, peak) for _ in range(max(1, args.repeats))),
+            got = sorted((measure(cfg, run, files, workload, cal, peak) for _ in range(max(1, repeats))),
                          key=lambda r: r["relative_error"])
-            rows.append(got[len(got) // 2])
-        out = {"inspect": report["aggregate"], "decode_probe": {k: d[k] for k in ("core_fps_1080p", "gop",
-                                                                                   "skipped")},
-               "settings": rows, "load_average": os.getloadavg()}
-        if args.json:
-            print(json.dumps(out, indent=2, default=str))
-        else:
-            a = report["aggregate"]
-            print(f"inspect: {a['files']} files {a['width']}x{a['height']} {a['codec']}, GOP {a['gop_median']:g}, "
-                  f"{a['bitrate'] / 1e6:.2f} Mbit/s; decode probe core_fps_1080p {d['core_fps_1080p']:.1f}; "
-                  f"load average {os.getloadavg()[0]:.2f}")
-            print(f"{'setting':46} {'predicted':>9} {'measured':>9} {'error':>7} {'plan binds':>10} "
-                  f"{'fetch':>6} {'prep':>6} {'split names':>11} {'at shares':>9} {'CPU step/dec':>12}")
-            for r in rows:
-                print(f"{r['setting']:46} {r['predicted_busy']:>9.3f} {r['measured_busy']:>9.3f} "
-                      f"{r['relative_error'] * 100:>6.1f}% {r['predicted_bottleneck']:>10} "
-                      f"{r['stall_fetch'] or 0:>6.2f} {r['stall_prep'] or 0:>6.2f} {r['stall_names'] or '-':>11} "
-                      f"{r['predicted_busy_at_measured_shares']:>9.3f} {r['step_cpu_share']:>6.2f}/{r['decode_cpu_share']:.2f}")
+            row = got[len(got) // 2]
+            row["errors_of_repeats"] = [g["relative_error"] for g in got]
+            row["expected_hop"] = "read" if run.link else "decode"
+            rows.append(row)
+        within = sum(abs(r["relative_error"]) <= TARGET for r in rows)
+        return {"inspect": report["aggregate"], "decode_probes": probes, "settings": rows,
+                "within_target": within, "target": TARGET, "load_average": os.getloadavg()}
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def table(out: dict[str, Any]) -> str:
+    a = out["inspect"]
+    lines = [f"inspect: {a['files']} files {a['width']}x{a['height']} {a['codec']}, GOP {a['gop_median']:g}, "
+             f"{a['bitrate'] / 1e6:.2f} Mbit/s; load average {out['load_average'][0]:.2f}"]
+    for name, d in out["decode_probes"].items():
+        lines.append(f"decode probe ({name}): core_fps_1080p {d['core_fps_1080p']:.1f} "
+                     f"(alone {d['uncontended_core_fps_1080p']:.1f})")
+    lines.append(f"{'setting':52} {'predicted':>9} {'measured':>9} {'error':>7} {'plan binds':>10} "
+                 f"{'fetch':>6} {'prep':>6} {'split names':>11} {'at shares':>9} {'CPU step/dec':>12}")
+    for r in out["settings"]:
+        lines.append(f"{r['setting']:52} {r['predicted_busy']:>9.3f} {r['measured_busy']:>9.3f} "
+                     f"{r['relative_error'] * 100:>6.1f}% {r['predicted_bottleneck']:>10} "
+                     f"{r['stall_fetch'] or 0:>6.2f} {r['stall_prep'] or 0:>6.2f} {r['stall_names'] or '-':>11} "
+                     f"{r['predicted_busy_at_measured_shares']:>9.3f} {r['step_cpu_share']:>6.2f}/{r['decode_cpu_share']:.2f}")
+    lines.append(f"within {out['target'] * 100:.0f} %: {out['within_target']} of {len(out['settings'])} settings")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="two settings (decode-bound, read-bound), for the tests")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    out = run_all(QUICK if args.quick else SETTINGS, args.seconds, args.repeats)
+    print(json.dumps(out, indent=2, default=str) if args.json else table(out))
     return 0
 
 
