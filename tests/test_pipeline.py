@@ -214,3 +214,76 @@ exchange_rate = 1.0
             (row["price_hour"] + row["transport_per_hour"]) / row["exchange_rate"])
     lab = next(row for row in rows if row["name"] == "lab-1080p")
     assert lab["transport_per_hour"] == pytest.approx(r["bill"]["total"])  # same format as the main data
+
+
+# ---------------------------------------------------------------- figures computed when read (issue 17)
+
+def _slowest_by_hand(caps):
+    """Stage by stage, `cap if cap < supply else supply`, one point at a time in plain Python."""
+    shape = np.broadcast_shapes(*(np.shape(c) for c in caps))
+    flat = [np.broadcast_to(np.asarray(c, float), shape).ravel().tolist() for c in caps]
+    out = []
+    for values in zip(*flat):
+        supply = values[0]
+        for cap in values[1:]:
+            supply = cap if cap < supply else supply
+        out.append(supply)
+    return np.array(out).reshape(shape)
+
+
+def _bitwise_equal(a, b) -> bool:
+    a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
+    same_nan = np.isnan(a) == np.isnan(b)
+    both = ~np.isnan(a)
+    return bool(np.all(same_nan) and np.array_equal(a[both], b[both])
+                and np.array_equal(np.signbit(a[both]), np.signbit(b[both])))
+
+
+def test_slowest_stage_equals_the_pairwise_rule_with_nan_zero_and_infinity():
+    """The fold's one-ufunc steps (fmin, minimum, skipping +inf) give the rule's value bit for bit,
+    NaN, -0.0 and inf included, for every mix of numbers and arrays; so does the indexed fold."""
+    rng = np.random.default_rng(17)
+    special = [np.nan, 0.0, -0.0, np.inf, 1.0, 2.5]
+    for _ in range(400):
+        caps = []
+        for _ in range(4):
+            if rng.random() < 0.5:
+                caps.append(float(rng.choice(special)) if rng.random() < 0.5 else float(rng.uniform(0, 3)))
+            else:
+                x = rng.uniform(0, 3, 9)
+                mask = rng.random(9) < 0.4
+                x[mask] = rng.choice(special, int(mask.sum()))
+                caps.append(x)
+        want = _slowest_by_hand(caps)
+        fast, _ = pl._fold_slowest(tuple(caps), index=False)
+        indexed, _ = pl._fold_slowest(tuple(caps), index=True)
+        assert _bitwise_equal(fast, want), (caps, fast, want)
+        assert _bitwise_equal(indexed, want), (caps, indexed, want)
+
+
+def test_busy_read_alone_equals_the_full_account():
+    """Reading busy alone computes it from fewer figures and the fast fold; the full account read
+    bottleneck first takes the indexed (np.where) fold: the same bits, over cores including 0."""
+    _, w = _account()
+    for access in ("sequential", "random", "decoded"):
+        for prefetch in (True, False):
+            args = pipeline_inputs(w, cores=np.linspace(0, 64, 129), access=access, prefetch=prefetch)
+            alone = pl.pipeline_arrays(**args)
+            busy = alone["busy"]
+            assert "bottleneck_index" not in alone.__dict__ and "decoded_bytes_per_hour" not in alone.__dict__
+            full = pl.pipeline_arrays(**args)
+            full["bottleneck_index"]
+            every = dict(full)
+            assert _bitwise_equal(busy, every["busy"]), access
+            assert list(every) == list(pl.FIGURES) and len(full) == len(pl.FIGURES)
+
+
+def test_busy_alone_by_hand_on_the_reference_workload():
+    """busy = min(1, cores x 120 / demand) on the reference workload (decode binds below 23.1 cores)."""
+    _, w = _account()
+    cores = np.arange(0.0, 40.0)
+    busy = pl.pipeline_arrays(**pipeline_inputs(w, cores=cores))["busy"]
+    demand = 0.4 * H100_BF16 / (6 * 93e6 * 256)
+    assert busy == pytest.approx(np.minimum(1.0, cores * 120.0 / demand), rel=1e-12)
+    with pytest.raises(KeyError):
+        pl.pipeline_arrays(**pipeline_inputs(w))["no_such_figure"]

@@ -240,3 +240,57 @@ def test_csv_without_pyarrow_reads_back_the_same_rows(monkeypatch):
     assert sweep.to_csv(result) == sweep._csv_numpy(result)
     with pytest.raises(UserError, match="trainplan\\[parquet\\]"):
         sweep.to_parquet(result)
+
+
+# ---------------------------------------------------------------- one figure, computed alone (issue 17)
+
+
+def test_grid_columns_are_the_cartesian_product_in_the_order_given(monkeypatch):
+    """Key columns against numpy's own product (np.repeat/np.tile of each axis), with a looped axis
+    between vector axes and chunks that straddle the looped combinations."""
+    monkeypatch.setattr(sweep, "CHUNK_POINTS", 7)
+    cores, access, batch = [0.0, 8.0, 16.0], ["sequential", "random"], [1.0, 4.0, 16.0, 64.0]
+    r = sweep.sweep(None, [], ["cluster.cores=0:16:8", "data.access=sequential,random",
+                               "training.micro_batch=1:64:x4"], figures=["pipeline.busy"])
+    n = len(cores) * len(access) * len(batch)
+    assert len(r) == n
+    assert np.array_equal(r.columns["cluster.cores"], np.repeat(cores, n // len(cores)))
+    assert list(r.columns["data.access"]) == list(np.tile(np.repeat(access, len(batch)), len(cores)))
+    assert np.array_equal(r.columns["training.micro_batch"], np.tile(batch, n // len(batch)))
+
+
+def test_one_figure_equals_the_full_sweep_and_the_hand_formula(monkeypatch):
+    """pipeline.busy alone, over several chunks, is the full sweep's column bit for bit and
+    min(1, cores x 120 / demand) on the reference workload; micro_batch does not move it."""
+    monkeypatch.setattr(sweep, "CHUNK_POINTS", 1000)
+    varies = ["cluster.cores=0:60", "training.micro_batch=1:50"]
+    one = sweep.sweep(None, [], varies, figures=["pipeline.busy"])
+    full = sweep.sweep(None, [], varies)
+    assert list(one.columns) == ["cluster.cores", "training.micro_batch", "pipeline.busy"]
+    assert np.array_equal(one.columns["pipeline.busy"], full.columns["pipeline.busy"])
+    demand = 0.4 * 989.5e12 / (6 * 93e6 * 256)
+    cores = np.repeat(np.arange(0.0, 61.0), 50)
+    assert one.columns["pipeline.busy"] == pytest.approx(np.minimum(1.0, cores * 120.0 / demand), rel=1e-12)
+    # and at a few points, the report of that one workload (a scalar evaluation)
+    for i in (0, 1234, 3049):
+        point = [f"cluster.cores={sweep._override(one.columns['cluster.cores'][i])}",
+                 f"training.micro_batch={sweep._override(one.columns['training.micro_batch'][i])}"]
+        assert one.columns["pipeline.busy"][i] == build_report(load_workload(None, point))["pipeline"]["busy"]
+
+
+def test_requested_figures_alone_are_computed(monkeypatch):
+    """evaluate(inputs, ["pipeline.busy"]) reads busy from the pipeline account and leaves the
+    figures it does not need uncomputed."""
+    from trainplan.accounts import pipeline as pipeline_mod
+    from trainplan.planning import evaluate as plan_mod
+    from trainplan.planning.inputs import PlanInputs
+
+    made = []
+    real = pipeline_mod.pipeline_arrays
+    monkeypatch.setattr(pipeline_mod, "pipeline_arrays", lambda **kw: made.append(real(**kw)) or made[-1])
+    w = load_workload(None, [])
+    out = plan_mod.evaluate(PlanInputs.of(w, {"cluster.cores": np.arange(0.0, 8.0)}), ["pipeline.busy"])
+    assert list(out) == ["pipeline.busy"] and len(made) == 1
+    computed = {k for k in made[0].__dict__ if k in pipeline_mod.FIGURES}
+    assert "busy" in computed and "bottleneck_index" not in computed
+    assert not computed & {"cores_needed", "threshold_params", "decoded_bytes_per_hour", "pixels_per_token"}

@@ -13,7 +13,9 @@ tokenizer for packed token ids) has infinite capacity.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -62,140 +64,310 @@ def rate_at_size(rate_1080p: Any, width: Any, height: Any) -> Any:
 
 def _capacity(rate_units_per_s: Any, units_per_token: Any) -> Any:
     """Stage capacity in tokens/s = its rate / its units per token (inf where it costs nothing)."""
+    units = np.asarray(units_per_token)
     with np.errstate(divide="ignore", invalid="ignore"):
-        cap = np.where(np.asarray(units_per_token) > 0, rate_units_per_s / np.where(
-            np.asarray(units_per_token) > 0, units_per_token, 1.0), np.inf)
+        if units.ndim == 0:  # one cost for every point: a division, or infinity at every point
+            return rate_units_per_s / units if units > 0 else np.full(np.shape(rate_units_per_s), np.inf)
+        cap = np.where(units > 0, rate_units_per_s / np.where(units > 0, units, 1.0), np.inf)
     return cap
 
 
-def pipeline_arrays(
-    *,
-    kind: str,
-    access: str,
-    params: Any,
-    mfu: Any,
-    peak_flops: Any,
-    cores: Any,
-    core_fps_1080p: Any,
-    nvdec: Any,
-    video_decoders: Any,
-    nvdec_fps_1080p: Any,
-    link: Any,
-    host_to_device: Any,
-    width: Any,
-    height: Any,
-    fps: Any,
-    cameras: Any,
-    bitrate: Any,
-    gop: Any,
-    side: Any,
-    patch: Any,
-    bytes_per_token: Any,
-    tokenizer_rate: Any,
-    tokenize_online: bool,
-    prefetch: bool,
-    flops_per_param_token: float,
-) -> dict[str, Any]:
-    """Every figure of the pipeline account, each an array broadcast over the arguments.
+def _reuse(ufunc: np.ufunc, fresh: Any, other: Any) -> Any:
+    """ufunc(fresh, other), written over `fresh` where it is an array the caller has just made (no
+    one else holds it) of the result's shape: a sweep's chunk then needs one buffer less, and
+    the fresh pages of a new buffer cost about as much as the arithmetic (issue 17)."""
+    if (isinstance(fresh, np.ndarray) and fresh.ndim and fresh.dtype == np.float64
+            and np.broadcast_shapes(fresh.shape, np.shape(other)) == fresh.shape):
+        return ufunc(fresh, other, out=fresh)
+    return ufunc(fresh, other)
+
+
+def _fold_slowest(caps: tuple[Any, ...], index: bool) -> tuple[Any, Any]:
+    """The slowest stage's capacity and (with `index`) its number in BOTTLENECKS, the first of equals
+    (as argmin over the stages would pick), taken pairwise: a stacked argmin over four arrays costs
+    more than the rest of the account. Stage by stage the capacity is `cap if cap < supply else
+    supply`: a NaN capacity is passed over, a NaN supply kept.
+
+    Without the index, where one side of a step is a single number that is neither NaN nor zero,
+    the step is one ufunc of the same value (a sweep's busy fraction spends most of its time here):
+    np.fmin(cap, supply) when the supply is that number (fmin passes over a NaN capacity),
+    np.minimum(supply, cap) when the capacity is (minimum keeps a NaN supply), nothing when the
+    capacity is +inf (never smaller). Equal values of those numbers are the same float, so which
+    side is taken on a tie does not matter; zero is left to the general step, as -0.0 == 0.0."""
+    supply, made = caps[0], False  # made: the supply is an array made here, free to write over
+    slowest: Any = np.ones(np.shape(supply), dtype=np.int64) if index else None
+    for stage, cap in enumerate(caps[1:], start=2):
+        if not index:
+            if _plain_number(cap):
+                if cap == np.inf:
+                    continue
+                supply = _reuse(np.minimum, supply, cap) if made else np.minimum(supply, cap)
+                made = True
+                continue
+            if _plain_number(supply):
+                supply, made = np.fmin(cap, supply), True
+                continue
+        smaller = cap < supply
+        supply, made = np.where(smaller, cap, supply), True
+        if index:
+            slowest = np.where(smaller, stage, slowest)
+    return supply, slowest
+
+
+def _plain_number(x: Any) -> bool:
+    """A single number that is neither NaN nor zero (see _fold_slowest)."""
+    return np.ndim(x) == 0 and not np.isnan(x) and x != 0
+
+
+# The figures of the pipeline account, in the order the report lists them.
+FIGURES = (
+    "tokens_per_frame", "decoded_per_used", "demand_fps", "demand_tokens_per_second", "supply_fps",
+    "supply_tokens_per_second", "busy", "bottleneck_index", "read_tokens_per_second", "decode_tokens_per_second",
+    "tokenize_tokens_per_second", "transfer_tokens_per_second", "decoder_fps", "core_fps", "cores_needed",
+    "cores_needed_cpu_only", "pixels_per_token", "threshold_params", "read_bytes_per_token",
+    "stored_bytes_per_token", "decoded_bytes_per_token", "transfer_bytes_per_token", "frames_per_hour",
+    "tokens_per_hour", "stored_bytes_per_hour", "decoded_bytes_per_hour",
+)
+
+
+class PipelineArrays(Mapping[str, Any]):
+    """The pipeline account's figures (FIGURES), each a number or an array over the arguments it
+    reads. A figure is computed from its one formula when first read, with the figures it needs:
+    a sweep of `busy` alone computes the capacities and the demand, not all 26 figures
+    (issue 17). Arguments as `pipeline_arrays`."""
+
+    def __init__(self, *, kind: str, access: str, params: Any, mfu: Any, peak_flops: Any, cores: Any,
+                 core_fps_1080p: Any, nvdec: Any, video_decoders: Any, nvdec_fps_1080p: Any, link: Any,
+                 host_to_device: Any, width: Any, height: Any, fps: Any, cameras: Any, bitrate: Any, gop: Any,
+                 side: Any, patch: Any, bytes_per_token: Any, tokenizer_rate: Any, tokenize_online: bool,
+                 prefetch: bool, flops_per_param_token: float) -> None:
+        f = np.float64
+        self.video, self.access, self.prefetch = kind == "video", access, prefetch
+        self.params, self.mfu, self.peak_flops, self.cores = (np.asarray(x, f) for x in (params, mfu, peak_flops,
+                                                                                          cores))
+        self.width, self.height, self.fps, self.cameras = (np.asarray(x, f) for x in (width, height, fps, cameras))
+        self.core_fps_1080p, self.nvdec, self.video_decoders = core_fps_1080p, nvdec, video_decoders
+        self.nvdec_fps_1080p, self.link, self.host_to_device = nvdec_fps_1080p, link, host_to_device
+        self.bitrate, self.gop, self.side, self.patch = bitrate, gop, side, patch
+        self.bytes_per_token, self.tokenizer_rate, self.tokenize_online = bytes_per_token, tokenizer_rate, \
+            tokenize_online
+        self.flops_per_param_token = flops_per_param_token
+
+    # ---- the Mapping: figure name -> value, computed on first read
+    def __getitem__(self, name: str) -> Any:
+        if name not in _FIGURE_SET:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(FIGURES)
+
+    def __len__(self) -> int:
+        return len(FIGURES)
+
+    # ---- the frame: tokens, decodes, pixels and bits per frame (video); one token a "frame" otherwise
+    @cached_property
+    def tokens_per_frame(self) -> Any:
+        if self.video:
+            return np.asarray(tokens_per_frame(np.asarray(self.side), np.asarray(self.patch)), np.float64)
+        return np.ones_like(self.params)
+
+    @cached_property
+    def decoded_per_used(self) -> Any:
+        return decoded_per_used(self.access, self.gop) if self.video else np.zeros_like(self.params)
+
+    @cached_property
+    def _frame_pixels(self) -> Any:
+        return self.width * self.height
+
+    @cached_property
+    def _bits_per_pixel(self) -> Any:
+        return np.asarray(self.bitrate, np.float64) / (self._frame_pixels * self.fps)
+
+    @cached_property
+    def _read_bytes_per_frame(self) -> Any:
+        if self.access == "decoded":
+            return YUV420_BYTES_PER_PIXEL * self._frame_pixels
+        return self.decoded_per_used * self._frame_pixels * self._bits_per_pixel / BITS_PER_BYTE
+
+    # ---- decode: CPU cores and the accelerator's video engines
+    @cached_property
+    def core_fps(self) -> Any:
+        if self.video:
+            return rate_at_size(self.core_fps_1080p, self.width, self.height)
+        return np.full_like(self.params, np.nan)
+
+    @cached_property
+    def _engines(self) -> Any:
+        if self.video:
+            return np.where(np.asarray(self.nvdec, bool), np.asarray(self.video_decoders, np.float64), 0.0)
+        return np.zeros_like(self.params)
+
+    @cached_property
+    def _engine_fps(self) -> Any:
+        return rate_at_size(self.nvdec_fps_1080p, self.width, self.height)
+
+    @cached_property
+    def decoder_fps(self) -> Any:
+        if self.video:
+            # frames decoded per second: cores x their rate + engines x theirs
+            return _reuse(np.add, self.cores * self.core_fps, self._engines * self._engine_fps)
+        return np.full_like(self.params, np.inf)
+
+    # ---- bytes per token at each hop
+    @cached_property
+    def read_bytes_per_token(self) -> Any:
+        if self.video:
+            return self._read_bytes_per_frame / self.tokens_per_frame
+        return np.asarray(self.bytes_per_token, np.float64) + 0 * self.params
+
+    @cached_property
+    def transfer_bytes_per_token(self) -> Any:
+        if self.video:
+            return RGB_BYTES_PER_PIXEL * np.asarray(self.side, np.float64) ** 2 / self.tokens_per_frame
+        return self.read_bytes_per_token
+
+    @cached_property
+    def pixels_per_token(self) -> Any:
+        if self.video:
+            return self.decoded_per_used * self._frame_pixels / self.tokens_per_frame
+        return np.zeros_like(self.params)
+
+    @cached_property
+    def decoded_bytes_per_token(self) -> Any:
+        if self.video:
+            return self.decoded_per_used * YUV420_BYTES_PER_PIXEL * self._frame_pixels / self.tokens_per_frame
+        return np.zeros_like(self.params)
+
+    @cached_property
+    def stored_bytes_per_token(self) -> Any:
+        if self.video:
+            return self._frame_pixels * self._bits_per_pixel / BITS_PER_BYTE / self.tokens_per_frame
+        return self.read_bytes_per_token
+
+    # ---- each stage's capacity in tokens/s
+    @cached_property
+    def read_tokens_per_second(self) -> Any:
+        if self.video:
+            return self.link / (self._read_bytes_per_frame / self.tokens_per_frame)
+        return self.link / self.read_bytes_per_token
+
+    @cached_property
+    def decode_tokens_per_second(self) -> Any:
+        if self.video:
+            return _capacity(self.decoder_fps, self.decoded_per_used / self.tokens_per_frame)
+        return np.full_like(self.params, np.inf)
+
+    @cached_property
+    def tokenize_tokens_per_second(self) -> Any:
+        if self.video:  # resize and patchify are in the decoder rate
+            return np.full_like(self.read_tokens_per_second, np.inf)
+        if self.tokenize_online:
+            return self.cores * self.tokenizer_rate
+        return np.full_like(self.params, np.inf)
+
+    @cached_property
+    def transfer_tokens_per_second(self) -> Any:
+        return self.host_to_device / self.transfer_bytes_per_token
+
+    @property
+    def _caps(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f"{s}_tokens_per_second") for s in STAGES)
+
+    # ---- demand, supply, busy
+    @cached_property
+    def demand_fps(self) -> Any:
+        return demand_fps(self.mfu, self.peak_flops, self.params, self.tokens_per_frame, self.flops_per_param_token)
+
+    @cached_property
+    def demand_tokens_per_second(self) -> Any:
+        return self.demand_fps * self.tokens_per_frame
+
+    @cached_property
+    def supply_tokens_per_second(self) -> Any:
+        if "_slowest" in self.__dict__:  # found with the bottleneck already
+            return self.__dict__["_supply_indexed"]
+        return _fold_slowest(self._caps, index=False)[0]
+
+    @cached_property
+    def _slowest(self) -> Any:
+        supply, slowest = _fold_slowest(self._caps, index=True)
+        self.__dict__["_supply_indexed"] = supply
+        return slowest
+
+    @cached_property
+    def supply_fps(self) -> Any:
+        return self.supply_tokens_per_second / self.tokens_per_frame
+
+    @cached_property
+    def bottleneck_index(self) -> Any:
+        slowest = self._slowest
+        bound = self.supply_tokens_per_second < self.demand_tokens_per_second
+        return np.where(bound, slowest, 0)
+
+    @cached_property
+    def busy(self) -> Any:
+        supply, demand = self.supply_tokens_per_second, self.demand_tokens_per_second
+        if self.prefetch:  # min(1, S / D)
+            return _reuse(np.minimum, supply / demand, 1.0)
+        # no overlap: each token costs load time plus compute time
+        return np.where(np.isinf(supply), 1.0, supply / (supply + demand))
+
+    # ---- what would change it
+    @cached_property
+    def cores_needed_cpu_only(self) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf is the answer at the extremes
+            return self.demand_fps * self.decoded_per_used / self.core_fps
+
+    @cached_property
+    def cores_needed(self) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            engine_frames = self._engines * (self._engine_fps if self.video else 0.0)
+            return np.maximum(0.0, self.demand_fps * self.decoded_per_used - engine_frames) / self.core_fps
+
+    @cached_property
+    def threshold_params(self) -> Any:
+        """Model size below which the given supply stalls the accelerator: D(P*) = S."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self.mfu * self.peak_flops / (self.flops_per_param_token * self.supply_tokens_per_second)
+
+    # ---- per hour of data
+    @cached_property
+    def frames_per_hour(self) -> Any:
+        if self.video:
+            return self.cameras * self.fps * SECONDS_PER_HOUR
+        return np.full_like(self.params, np.nan)
+
+    @cached_property
+    def tokens_per_hour(self) -> Any:
+        return self.frames_per_hour * self.tokens_per_frame
+
+    @cached_property
+    def stored_bytes_per_hour(self) -> Any:
+        if self.video:
+            return self.cameras * np.asarray(self.bitrate, np.float64) / BITS_PER_BYTE * SECONDS_PER_HOUR
+        return np.full_like(self.params, np.nan)
+
+    @cached_property
+    def decoded_bytes_per_hour(self) -> Any:
+        if self.video:
+            return self.frames_per_hour * YUV420_BYTES_PER_PIXEL * self._frame_pixels
+        return np.full_like(self.params, np.nan)
+
+
+_FIGURE_SET = frozenset(FIGURES)
+
+
+def pipeline_arrays(**kwargs: Any) -> PipelineArrays:
+    """Every figure of the pipeline account (FIGURES) by name, each computed when first read: a
+    number, or an array broadcast over the arguments it reads. Arguments (by keyword): kind,
+    access, params, mfu, peak_flops, cores, core_fps_1080p, nvdec, video_decoders, nvdec_fps_1080p,
+    link, host_to_device, width, height, fps, cameras, bitrate, gop, side, patch, bytes_per_token,
+    tokenizer_rate, tokenize_online, prefetch, flops_per_param_token (planning/inputs.py builds them).
 
     Capacities are in tokens/s per accelerator; `bottleneck_index` indexes BOTTLENECKS.
     """
-    f = np.float64
-    params, mfu, peak_flops, cores = (np.asarray(x, f) for x in (params, mfu, peak_flops, cores))
-    width, height, fps, cameras = (np.asarray(x, f) for x in (width, height, fps, cameras))
-    if kind == "video":
-        n = np.asarray(tokens_per_frame(np.asarray(side), np.asarray(patch)), f)
-        g = decoded_per_used(access, gop)
-        frame_pixels = width * height
-        bits_per_pixel = np.asarray(bitrate, f) / (frame_pixels * fps)
-        if access == "decoded":
-            read_bytes_per_frame = YUV420_BYTES_PER_PIXEL * frame_pixels
-        else:
-            read_bytes_per_frame = g * frame_pixels * bits_per_pixel / BITS_PER_BYTE
-        core_fps = rate_at_size(core_fps_1080p, width, height)
-        engines = np.where(np.asarray(nvdec, bool), np.asarray(video_decoders, f), 0.0)
-        engine_fps = rate_at_size(nvdec_fps_1080p, width, height)
-        decoder_fps = cores * core_fps + engines * engine_fps  # frames decoded per second
-        decode_cap = _capacity(decoder_fps, g / n)
-        read_cap = link / (read_bytes_per_frame / n)
-        transfer_bytes_per_token = RGB_BYTES_PER_PIXEL * np.asarray(side, f) ** 2 / n
-        tokenize_cap = np.full_like(read_cap, np.inf)  # resize and patchify are in the decoder rate
-        pixels_per_token = g * frame_pixels / n
-        decoded_bytes_per_token = g * YUV420_BYTES_PER_PIXEL * frame_pixels / n
-        stored_bytes_per_token = frame_pixels * bits_per_pixel / BITS_PER_BYTE / n
-        read_bytes_per_token = read_bytes_per_frame / n
-        frames_per_hour = cameras * fps * SECONDS_PER_HOUR
-        stored_bytes_per_hour = cameras * np.asarray(bitrate, f) / BITS_PER_BYTE * SECONDS_PER_HOUR
-        decoded_bytes_per_hour = frames_per_hour * YUV420_BYTES_PER_PIXEL * frame_pixels
-    else:
-        n = np.ones_like(params)
-        g = np.zeros_like(params)
-        core_fps = np.full_like(params, np.nan)
-        engines = np.zeros_like(params)
-        decoder_fps = np.full_like(params, np.inf)
-        decode_cap = np.full_like(params, np.inf)
-        read_bytes_per_token = np.asarray(bytes_per_token, f) + 0 * params
-        read_cap = link / read_bytes_per_token
-        transfer_bytes_per_token = read_bytes_per_token
-        tokenize_cap = cores * tokenizer_rate if tokenize_online else np.full_like(params, np.inf)
-        pixels_per_token = np.zeros_like(params)
-        decoded_bytes_per_token = np.zeros_like(params)
-        stored_bytes_per_token = read_bytes_per_token
-        frames_per_hour = np.full_like(params, np.nan)
-        stored_bytes_per_hour = np.full_like(params, np.nan)
-        decoded_bytes_per_hour = np.full_like(params, np.nan)
-    transfer_cap = host_to_device / transfer_bytes_per_token
-    demand_frames = demand_fps(mfu, peak_flops, params, n, flops_per_param_token)
-    demand_tokens = demand_frames * n
-    caps = np.broadcast_arrays(read_cap, decode_cap, tokenize_cap, transfer_cap)
-    # the slowest stage, the first of equals (as argmin over the stages would pick), pairwise: a stacked
-    # argmin over four arrays costs more than the rest of the account
-    supply_tokens, slowest = caps[0], np.ones(caps[0].shape, dtype=np.int64)
-    for stage, cap in enumerate(caps[1:], start=2):
-        smaller = cap < supply_tokens
-        supply_tokens = np.where(smaller, cap, supply_tokens)
-        slowest = np.where(smaller, stage, slowest)
-    bound = supply_tokens < demand_tokens
-    bottleneck_index = np.where(bound, slowest, 0)
-    if prefetch:
-        busy = np.minimum(1.0, supply_tokens / demand_tokens)
-    else:
-        # no overlap: each token costs load time plus compute time
-        busy = np.where(np.isinf(supply_tokens), 1.0, supply_tokens / (supply_tokens + demand_tokens))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf is the answer at the extremes
-        cores_needed_cpu_only = demand_frames * g / core_fps
-        engine_frames = engines * (engine_fps if kind == "video" else 0.0)
-        cores_needed = np.maximum(0.0, demand_frames * g - engine_frames) / core_fps
-        # model size below which the given supply stalls the accelerator: D(P*) = S
-        threshold_params = mfu * peak_flops / (flops_per_param_token * supply_tokens)
-    return {
-        "tokens_per_frame": n,
-        "decoded_per_used": g,
-        "demand_fps": demand_frames,
-        "demand_tokens_per_second": demand_tokens,
-        "supply_fps": supply_tokens / n,
-        "supply_tokens_per_second": supply_tokens,
-        "busy": busy,
-        "bottleneck_index": bottleneck_index,
-        "read_tokens_per_second": caps[0],
-        "decode_tokens_per_second": caps[1],
-        "tokenize_tokens_per_second": caps[2],
-        "transfer_tokens_per_second": caps[3],
-        "decoder_fps": decoder_fps,
-        "core_fps": core_fps,
-        "cores_needed": cores_needed,
-        "cores_needed_cpu_only": cores_needed_cpu_only,
-        "pixels_per_token": pixels_per_token,
-        "threshold_params": threshold_params,
-        "read_bytes_per_token": read_bytes_per_token,
-        "stored_bytes_per_token": stored_bytes_per_token,
-        "decoded_bytes_per_token": decoded_bytes_per_token,
-        "transfer_bytes_per_token": transfer_bytes_per_token,
-        "frames_per_hour": frames_per_hour,
-        "tokens_per_hour": frames_per_hour * n,
-        "stored_bytes_per_hour": stored_bytes_per_hour,
-        "decoded_bytes_per_hour": decoded_bytes_per_hour,
-    }
+    return PipelineArrays(**kwargs)
 
 
 def wall_seconds(compute_seconds: Any, busy: Any) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Collection, Iterator
+from typing import Any, Callable, Collection, Iterator, Mapping
 
 import numpy as np
 
@@ -178,7 +178,7 @@ def evaluate(inputs: PlanInputs, figures: Collection[str] | None = None) -> dict
         out.update(_compute_figures(inputs, p))
     if "memory" in need:
         out.update(_memory_figures(inputs))
-    out.update(_pipeline_figures(inputs, p, bottleneck=figures is None or "pipeline.bottleneck" in figures))
+    out.update(_pipeline_figures(inputs, p, None if figures is None else set(figures)))
     if "bill" in need:
         out.update(_bill_figures(inputs, p))
     if figures is not None:
@@ -284,19 +284,33 @@ def _memory_figures(inputs: PlanInputs) -> dict[str, Any]:
     return out
 
 
-def _pipeline_figures(inputs: PlanInputs, p: dict[str, Any], bottleneck: bool = True) -> dict[str, Any]:
-    """The pipeline account (docs/pipeline-and-bill.md) by JSON key (the bottleneck's name only when `bottleneck`)."""
+def _pipeline_key(name: str) -> str:
+    """The report's key of pipeline account figure `name` (accounts/pipeline.py FIGURES)."""
+    if name == "bottleneck_index":
+        return "pipeline.bottleneck"
+    stage = name.split("_", 1)[0]
+    if name.endswith("_tokens_per_second") and stage in pipeline_mod.STAGES:
+        return f"pipeline.stages.{stage}.tokens_per_second"
+    return f"pipeline.{name}"
+
+
+# The pipeline account's figures by the report's key.
+_PIPELINE_KEYS: dict[str, str] = {_pipeline_key(name): name for name in pipeline_mod.FIGURES}
+
+
+def _pipeline_figures(inputs: PlanInputs, p: Mapping[str, Any], wanted: set[str] | None = None) -> dict[str, Any]:
+    """The pipeline account (docs/pipeline-and-bill.md) by JSON key; with `wanted`, only those keys
+    (the account computes a figure when it is first read: the others cost nothing)."""
     d, c, acc = inputs.workload.data, inputs.workload.cluster, inputs.workload.accelerator
     out: dict[str, Any] = {}
     out.update({"pipeline.kind": d.kind, "pipeline.access": d.access, "pipeline.prefetch": bool(c.prefetch)})
-    for name, value in p.items():
+    for key, name in _PIPELINE_KEYS.items():
+        if wanted is not None and key not in wanted:
+            continue
         if name == "bottleneck_index":
-            if bottleneck:
-                out["pipeline.bottleneck"] = np.asarray(pipeline_mod.BOTTLENECKS)[np.asarray(value, int)]
-        elif name.endswith("_tokens_per_second") and name.split("_", 1)[0] in pipeline_mod.STAGES:
-            out[f"pipeline.stages.{name.split('_', 1)[0]}.tokens_per_second"] = value
+            out[key] = np.asarray(pipeline_mod.BOTTLENECKS)[np.asarray(p[name], int)]
         else:
-            out[f"pipeline.{name}"] = value
+            out[key] = p[name]
     out["pipeline.cores"] = inputs["cluster.cores"]
     out["pipeline.video_decoders"] = float(acc.video_decoders) if c.nvdec else 0.0
     return out

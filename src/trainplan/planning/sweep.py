@@ -211,11 +211,15 @@ class SweepResult:
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
 
-def _mesh(axes: list[Axis], start: int, stop: int) -> dict[str, np.ndarray]:
-    """Values of each axis at flat grid indices start..stop (last axis fastest)."""
+def _fill_grid(columns: dict[str, np.ndarray], axes: list[Axis], start: int) -> None:
+    """Write the grid of `axes` (last axis fastest) into columns[key][start:start + its size]: each
+    axis's values broadcast over the grid's shape, one pass per column and no index arrays."""
     shape = tuple(len(a.values) for a in axes)
-    idx = np.unravel_index(np.arange(start, stop), shape)
-    return {a.key: np.asarray(a.values, float)[i] for a, i in zip(axes, idx)}
+    stop = start + math.prod(shape)
+    for i, a in enumerate(axes):
+        along = [1] * len(shape)
+        along[i] = shape[i]
+        columns[a.key][start:stop].reshape(shape)[...] = np.asarray(a.values, float).reshape(along)
 
 
 def _override(value: Any) -> str:
@@ -244,26 +248,32 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
     _check_vector_values(base, vector)
 
     keys = names
-    columns: dict[str, np.ndarray] = {}  # preallocated on the first chunk, filled chunk by chunk
+    # the varied keys' columns first, each written once (the vector axes' grid for every combination
+    # of the looped ones); the figures' columns on the first chunk, when their dtypes are known
+    columns: dict[str, np.ndarray] = {a.key: np.empty(total, dtype=_dtype(a.values[0])) for a in looped + vector}
+    columns = {k: columns[k] for k in keys}
+    figure_keys: list[str] | None = None
     offset = 0
     show = progress if progress is not None else total > PROGRESS_POINTS
     with _progress(total, show) as advance:
         for combo in itertools.product(*(a.values for a in looped)):
             extra = [f"{a.key}={_override(v)}" for a, v in zip(looped, combo)]
             w = load_workload(file, list(sets) + extra, calibration) if extra else base
+            for a, v in zip(looped, combo):
+                columns[a.key][offset:offset + per_combo] = v
+            if vector:
+                _fill_grid(columns, vector, offset)
             for start in range(0, per_combo, CHUNK_POINTS):
-                stop = min(per_combo, start + CHUNK_POINTS)
-                arrays = _mesh(vector, start, stop) if vector else {}
+                n = min(per_combo - start, CHUNK_POINTS)
+                # the chunk's grid: views of the key columns, not copies
+                arrays = {a.key: columns[a.key][offset:offset + n] for a in vector}
                 figs = evaluate(w, arrays, figures)
-                n = stop - start
-                cols: dict[str, Any] = {a.key: v for a, v in zip(looped, combo)}
-                cols.update(arrays)
-                cols.update(figs)
-                if not columns:
-                    wanted = _wanted(cols, keys, figures)
-                    columns = {k: np.empty(total, dtype=_dtype(cols[k])) for k in wanted}
-                for k, column in columns.items():
-                    column[offset:offset + n] = cols[k]  # a scalar or a broadcast view: no temporary copy
+                if figure_keys is None:
+                    cols = {**dict(zip((a.key for a in looped), combo)), **arrays, **figs}
+                    figure_keys = [k for k in _wanted(cols, keys, figures) if k not in columns]
+                    columns.update({k: np.empty(total, dtype=_dtype(figs[k])) for k in figure_keys})
+                for k in figure_keys:
+                    columns[k][offset:offset + n] = figs[k]  # a scalar or a broadcast view: no temporary copy
                 offset += n
                 advance(n)
     # rows in the order of the grid as written: the first --vary slowest
