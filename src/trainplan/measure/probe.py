@@ -27,6 +27,7 @@ import io
 import math
 import os
 import platform
+import re
 import socket
 import tempfile
 import time
@@ -647,34 +648,111 @@ def decode_files_pyav(paths: list[Path], *, access: Access = "sequential", side:
                         setup)
 
 
+# torchcodec's libraries that only a CUDA build of torch (and the CUDA runtime) provide: a torchcodec
+# wheel built for CUDA names them, and on a CPU build of torch fails to load for want of them.
+CUDA_ONLY_LIBRARIES = ("libnvrtc", "libcudart", "libc10_cuda", "libtorch_cuda")
+# Frames a torchcodec call returns at once in order (get_frames_in_range): bounds the RGB frames held
+# in memory; the decoder's work per frame does not depend on it.
+TORCHCODEC_BATCH = 16
+
+
 def torchcodec_or_reason() -> tuple[Any, str | None]:
     """(the torchcodec module, None), or (None, why it cannot run here) in one line."""
     try:
-        import torchcodec.decoders  # noqa: F401
         import torchcodec as tc
+        import torchcodec.decoders  # noqa: F401
+    except ImportError as err:
+        if err.name in (None, "torchcodec"):
+            return None, ("torchcodec: not installed (pip install 'trainplan[decode]'; it needs FFmpeg's shared "
+                          "libraries, Debian's ffmpeg package)")
+        return None, f"torchcodec: installed but does not import ({_first_line(err)})"
+    except (OSError, RuntimeError) as err:  # FFmpeg's libraries absent, or a wheel built for another torch
+        return None, _torchcodec_load_failure(err)
+    try:
+        import torchcodec.transforms  # noqa: F401
     except ImportError:
-        return None, ("torchcodec: not installed (pip install torchcodec; it needs FFmpeg's shared libraries, "
-                      "Debian's ffmpeg package)")
-    except (OSError, RuntimeError) as err:  # FFmpeg's libraries absent or of a version it does not support
-        first = str(err).strip().splitlines()[0] if str(err).strip() else err.__class__.__name__
-        return None, f"torchcodec: installed but cannot load FFmpeg's shared libraries ({first[:160]})"
+        return None, (f"torchcodec {getattr(tc, '__version__', '?')}: too old, it lacks the decoder's own resize "
+                      "(torchcodec.transforms) the probe uses; pip install 'trainplan[decode]'")
     return tc, None
 
 
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return (text.splitlines()[0] if text else err.__class__.__name__)[:160]
+
+
+def _torchcodec_load_failure(err: BaseException) -> str:
+    """One line for a torchcodec that is installed but does not load, naming the shared libraries the
+    loader could not find (torchcodec tries FFmpeg 8 down to 4 and lists each attempt's error)."""
+    causes = [err]
+    while causes[-1].__cause__ is not None and len(causes) < 8:
+        causes.append(causes[-1].__cause__)  # type: ignore[arg-type]
+    text = "\n".join(str(c) for c in causes)
+    missing = list(dict.fromkeys(re.findall(r"(lib[\w.+-]+?\.so[\w.]*): cannot open shared object file", text)))
+    named = ", ".join(missing[:6]) + (", ..." if len(missing) > 6 else "") if missing else _first_line(causes[-1])
+    if any(lib in text for lib in CUDA_ONLY_LIBRARIES):
+        return (f"torchcodec: this torchcodec is built for CUDA and the CUDA libraries it needs are not here "
+                f"(missing {named}); with a CPU torch install the CPU build, pip install 'trainplan[decode]'")
+    if missing:
+        return (f"torchcodec: installed but FFmpeg's shared libraries are missing ({named}); "
+                "install Debian's ffmpeg package (apt-get install ffmpeg)")
+    return f"torchcodec: installed but does not load ({named})"
+
+
+def open_torchcodec(path: str | Path, *, device: str = "cpu", side: int = 224,
+                    postprocess: Postprocess = "rgb_resize") -> Any:
+    """A torchcodec VideoDecoder as the probe uses it: exact seeking (the file's frames indexed when it
+    opens), one FFmpeg thread, frames out as N x C x H x W uint8 RGB; with "rgb_resize" on the CPU,
+    resized to `side` x `side` by the decoder itself (bilinear). On CUDA no resize is asked of the
+    decoder (decode_files_torchcodec resizes with torch on the device)."""
+    tc, why = torchcodec_or_reason()
+    if tc is None:
+        raise ProbeSkipped(why or "torchcodec unavailable")
+    from torchcodec.decoders import VideoDecoder
+    from torchcodec.transforms import Resize
+
+    resize = postprocess == "rgb_resize" and not device.startswith("cuda")
+    return VideoDecoder(str(path), device=device, seek_mode="exact", num_ffmpeg_threads=1,
+                        transforms=[Resize((side, side))] if resize else None)
+
+
 def decode_files_torchcodec(paths: list[Path], *, device: str = "cpu", access: Access = "sequential",
-                            side: int = 224, samples: int = 16, seed: int = 0) -> FileDecode:
-    """torchcodec's VideoDecoder over the files (RGB out), resized to `side` with torch.
+                            side: int = 224, postprocess: Postprocess = "rgb_resize", samples: int = 16,
+                            seed: int = 0) -> FileDecode:
+    """torchcodec's VideoDecoder over the files, on one FFmpeg thread, RGB out, in the same access
+    patterns and on the same targets as `decode_files_pyav`.
+
+    On the CPU the resize to `side` is the decoder's own (torchcodec.transforms.Resize, bilinear:
+    swscale converts to RGB at full size, then resizes the RGB frame, two passes where PyAV's
+    to_ndarray(width=, height=) makes one); torchcodec always converts to RGB, so postprocess "none"
+    is done as "rgb". In order the frames are fetched TORCHCODEC_BATCH at a time; at random access
+    one target at a time, in the order PyAV visits them (torchcodec seeks to the target's keyframe
+    unless the target lies ahead in the GOP it is decoding, where it decodes on). torchcodec does not
+    say how many frames it decoded (its count is kept in C++ and not exposed to Python), so at
+    random access frames decoded are set to frames used and the ratio is None; in order every frame
+    decoded is used, so the ratio is 1.
 
     On "cuda" (NVDEC) the decoder's creation is timed as set-up (the CUDA context and the
-    decoder's), and each batch is copied back to the host, as a CPU-side loader would need it;
-    CPU-seconds are then only the host's share, so the wall rate is the figure to read."""
+    decoder's), frames are resized with torch on the device and copied back to the host, as a
+    CPU-side loader would need them; CPU-seconds are then only the host's share, so the wall rate
+    is the figure to read."""
     tc, why = torchcodec_or_reason()
     if tc is None:
         raise ProbeSkipped(why or "torchcodec unavailable")
     torch = _require_torch("decode (torchcodec)")
-    if device.startswith("cuda") and not torch.cuda.is_available():
+    cuda = device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
         raise ProbeSkipped("torchcodec CUDA (NVDEC): no GPU visible to torch here")
-    from torchcodec.decoders import VideoDecoder
+    if postprocess not in POSTPROCESS_TEXT:
+        raise UserError("postprocess", f"expected one of {', '.join(POSTPROCESS_TEXT)}, got {postprocess!r}")
+    resize = postprocess == "rgb_resize"
+
+    def finish(frames: Any) -> None:  # N x C x H x W uint8, on `device`
+        if cuda:
+            if resize:
+                frames = torch.nn.functional.interpolate(frames.float(), size=(side, side), mode="bilinear",
+                                                         align_corners=False)
+            frames.to("cpu")
 
     parts: list[tuple[int, int, int]] = []
     gops: list[float] = []
@@ -684,30 +762,30 @@ def decode_files_torchcodec(paths: list[Path], *, device: str = "cpu", access: A
         w, h, pts, gop = _file_facts(path)
         gops.append(gop)
         c0, w0 = time.process_time(), time.perf_counter()
-        dec = VideoDecoder(str(path), device=device, seek_mode="exact")
-        if device.startswith("cuda"):
+        dec = open_torchcodec(path, device=device, side=side, postprocess=postprocess)
+        if cuda:
             torch.cuda.synchronize()
         setup += time.perf_counter() - w0
-        total = len(dec)
+        n = 0
         if access == "sequential":
-            indices = list(range(total))
+            total = len(dec)
+            for start in range(0, total, TORCHCODEC_BATCH):
+                batch = dec.get_frames_in_range(start, min(total, start + TORCHCODEC_BATCH)).data
+                finish(batch)
+                n += int(batch.shape[0])
         else:
-            indices = random_targets(total, max(1, int(round(gop))), samples, seed)
-        for start in range(0, len(indices), 16):
-            batch = dec.get_frames_at(indices[start : start + 16]).data  # N x C x H x W uint8
-            small = torch.nn.functional.interpolate(batch.float(), size=(side, side), mode="bilinear",
-                                                    align_corners=False)
-            small.to("cpu")
-        if device.startswith("cuda"):
+            for target in random_targets(len(pts), max(1, int(round(gop))), samples, seed):
+                finish(dec.get_frame_at(target).data.unsqueeze(0))
+                n += 1
+        if cuda:
             torch.cuda.synchronize()
         cpu += time.process_time() - c0
         wall += time.perf_counter() - w0
-        n = len(indices)
         used += n
-        decoded += n  # torchcodec does not say how many frames a seek decoded: counted as used
+        decoded += n  # in order: each frame decoded once and used; at random: not counted (see above)
         parts.append((n, w, h))
     return _file_result("torchcodec", device, access, len(paths), parts, gops, decoded, used,
-                        cpu, wall, setup, counted=False)
+                        cpu, wall, setup, counted=access == "sequential")
 
 
 def _contention_worker(paths: list[str], side: int, postprocess: str, seconds: float, barrier: Any,
@@ -815,7 +893,8 @@ def decode_user_files(paths: list[Path], *, access: Access = "sequential", side:
             try:
                 for acc in ("sequential", "random"):
                     results.append(decode_files_torchcodec(paths, device=device, access=acc,  # type: ignore[arg-type]
-                                                           side=side, samples=samples, seed=seed))
+                                                           side=side, postprocess=postprocess, samples=samples,
+                                                           seed=seed))
             except ProbeSkipped as reason:
                 skipped.append(str(reason))
             except Exception as err:  # noqa: BLE001 - a decoder failing on a file must not end the probe
