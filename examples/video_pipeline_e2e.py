@@ -135,7 +135,7 @@ def predict(cfg: vt.Config, run: Run, workload: Path, cal: dict[tuple[str, int],
 
 
 def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: dict[tuple[str, int], Path],
-            peak: float) -> dict[str, Any]:
+            peak: float, min_steps: int = 32) -> dict[str, Any]:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = vt.PatchMLP(cfg.side, cfg.patch, run.width, 1, cfg.classes)
@@ -147,7 +147,8 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
         # at the plan's own duty cycle (examples/video_training.py): where busy < 1 the trainer waits
         # (1/b - 1) step times before each step, and a step after a wait runs slower on this VM
         gap = cfg.batch / demand * (1 / pred.busy - 1)
-        demand = vt.step_rate_ready(step, cfg, cfg.probe_seconds + (cfg.warmup + 8) * gap, gap)
+        # at least min_steps steps after a wait: the rate after a wait wanders by a tenth from step to step
+        demand = vt.step_rate_ready(step, cfg, cfg.probe_seconds + (cfg.warmup + min_steps) * gap, gap)
         pred = predict(cfg, run, workload, cal, params, demand, peak)
     # prefetch: a worker may run a whole file ahead (60 frames, 4 batches of 16). With the default 2, a worker
     # whose batches wait behind another worker's (the loader delivers in order) stops reading: two workers
@@ -158,6 +159,7 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
     warmup = max(cfg.warmup, run.workers * PREFETCH)
     # slowed reads arrive a file (about 1.4 s) at a time: a longer window, so its edges weigh little
     seconds = cfg.seconds * (3 if run.link else 1)
+    seconds = max(seconds, min_steps * cfg.batch / pred.supply_fps)  # and at least min_steps steps counted
     with tp_profile.Profiler(warmup=warmup, sync="none") as prof:
         started = None
         for batch in prof.wrap(loader):
@@ -181,6 +183,10 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
             "predicted_busy_at_measured_shares": at_shares, "decode_cpu_share": s_dec,
             "predicted_busy": pred.busy, "predicted_bottleneck": pred.bottleneck,
             "measured_busy": r.busy, "relative_error": r.busy_relative_error,
+            # where a gap comes from: the plan's supply and demand against what the run delivered and trained on
+            "predicted_supply_fps": pred.supply_fps, "measured_delivered_fps": r.delivered_fps,
+            "predicted_demand_fps": pred.demand_fps, "measured_demand_fps": r.demand_fps,
+            "decode_hop_fps_cpu": r.hops["decode"].frames_per_cpu_second if "decode" in r.hops else None,
             "stall_fetch": stall.get("fetch"), "stall_prep": stall.get("prep"), "stall_names": named,
             "cores_needed_prep": r.cores_needed_prep, "step_cpu_share": r.step_cpu_share,
             "load_average": os.getloadavg()[0]}
@@ -196,7 +202,8 @@ PREFETCH = 4  # batches a worker may hold ready: a whole file's frames
 TARGET = 0.10  # issue 14: predicted busy within 10 % (relative) of the profiled busy, for >= 3 settings
 
 
-def run_all(runs: list[Run], seconds: float, repeats: int, probe_seconds: float = 1.5) -> dict[str, Any]:
+def run_all(runs: list[Run], seconds: float, repeats: int, probe_seconds: float = 1.5,
+            min_steps: int = 32) -> dict[str, Any]:
     """Files -> inspect -> probe decode (one calibration a pattern and decoder count) -> plan -> profiled loader."""
     cfg = vt.Config(seconds=seconds, probe_seconds=probe_seconds, clips=4, clip_frames=60, gop=15)
     base = Path(tempfile.mkdtemp(prefix="trainplan-e2e-"))
@@ -223,7 +230,7 @@ def run_all(runs: list[Run], seconds: float, repeats: int, probe_seconds: float 
         peak = mm["flops_per_cpu_second"]
         rows = []
         for run in runs:
-            got = sorted((measure(cfg, run, files, workload, cal, peak) for _ in range(max(1, repeats))),
+            got = sorted((measure(cfg, run, files, workload, cal, peak, min_steps) for _ in range(max(1, repeats))),
                          key=lambda r: r["relative_error"])
             row = got[len(got) // 2]
             row["errors_of_repeats"] = [g["relative_error"] for g in got]

@@ -25,7 +25,7 @@ GENEROUS = 0.35  # relative: timings on a loaded CI machine wander
 
 
 def test_split_names_the_binding_hop_and_busy_is_near_the_plan() -> None:
-    out = e2e.run_all(e2e.QUICK, seconds=2.0, repeats=1, probe_seconds=1.0)
+    out = e2e.run_all(e2e.QUICK, seconds=2.0, repeats=1, probe_seconds=1.0, min_steps=8)
     rows = out["settings"]
     assert [r["expected_hop"] for r in rows] == ["decode", "read"]
     aggregate = out["inspect"]
