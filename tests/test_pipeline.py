@@ -287,3 +287,102 @@ def test_busy_alone_by_hand_on_the_reference_workload():
     assert busy == pytest.approx(np.minimum(1.0, cores * 120.0 / demand), rel=1e-12)
     with pytest.raises(KeyError):
         pl.pipeline_arrays(**pipeline_inputs(w))["no_such_figure"]
+
+
+# ---------------------------------------------------------------- the loader's CPU per frame used (o)
+
+
+def test_hand_over_cpu_only_by_hand():
+    """1080p in order, 8 cores at 120 frames/s, o = 0.2 ms: a frame used costs a core 1/120 + 0.0002
+    = 0.0085333 s, so 8 cores use 8 / 0.0085333 = 937.5 frames/s (240,000 tokens/s at 256 a frame);
+    the cores needed for the demand D = 2,770.78 frames/s are D x 0.0085333 = 23.644."""
+    p, _ = _account(**{"data.loader_cpu_per_frame": '"0.2 ms"'})
+    d = 0.4 * H100_BF16 / (6 * 93e6 * 256)
+    assert p.supply_fps == pytest.approx(937.5)
+    assert p.stage_tokens_per_second["decode"] == pytest.approx(240_000.0)
+    assert p.busy == pytest.approx(937.5 / d)
+    assert p.cores_needed == pytest.approx(23.644, abs=5e-4)
+    assert p.cores_needed_cpu_only == pytest.approx(23.644, abs=5e-4)
+    assert p.decoder_fps == 960.0  # the decoders' own rate, the hand-over not taken out
+    assert p.bottleneck == "decode"
+
+
+def test_hand_over_with_engines_by_hand():
+    """1080p random access with a keyframe every 9 frames (g = 5), 7 engines at 771 frames/s (H100),
+    o = 1 ms. Engines: 7 x 771 / 5 = 1,079.4 used frames/s, whose hand-over takes 1.0794 cores.
+    8 cores: 6.9206 left, at 5/120 + 0.001 = 0.0426667 s a frame, 162.2016 more: 1,241.6016.
+    1 core: less than the engines' hand-over needs, so 1 / 0.001 = 1,000 frames/s.
+    Cores needed: (5 D - 5,397) / 120 + D x 0.001 with D = 2,770.777 -> 70.4741 + 2.7708 = 73.2449."""
+    over = {"data.access": '"random"', "data.gop": 9, "cluster.nvdec": "true", "data.loader_cpu_per_frame": 0.001}
+    p, _ = _account(**over)
+    assert p.supply_fps == pytest.approx(1241.6016, abs=1e-4)
+    assert p.cores_needed == pytest.approx(73.2449, abs=1e-4)
+    assert p.cores_needed_cpu_only == pytest.approx(5 * 2770.777 / 120 + 2.770777, abs=1e-3)  # 118.220
+    one, _ = _account(**over, **{"cluster.cores": 1})
+    assert one.supply_fps == pytest.approx(1000.0)
+    none, _ = _account(**over, **{"cluster.cores": 0})
+    assert none.supply_fps == 0.0 and none.bottleneck == "decode"  # no core for the hand-over
+
+
+def test_hand_over_of_decoded_frames_by_hand():
+    """Pre-decoded frames need no decoder, but each still costs o: 8 cores at 1 ms, 8,000 frames/s
+    (2,048,000 tokens/s), under the 1.5 GB/s link's 482.25 decoded 1080p frames/s."""
+    p, _ = _account(**{"data.access": '"decoded"', "data.loader_cpu_per_frame": 0.001})
+    assert p.stage_tokens_per_second["decode"] == pytest.approx(8000 * 256)
+    assert p.supply_fps == pytest.approx(1.5e9 / (1.5 * 1920 * 1080))
+    assert p.cores_needed == pytest.approx(2770.777 * 0.001, rel=1e-6)
+    slow, _ = _account(**{"data.access": '"decoded"', "data.loader_cpu_per_frame": 0.05})
+    assert slow.supply_fps == pytest.approx(160.0) and slow.bottleneck == "decode"  # 8 / 0.05 < 482.25
+
+
+def test_hand_over_leaves_tokens_alone():
+    """Token data has no frames: o does not enter."""
+    over = {"data.kind": '"tokens"', "training.tokens": "1e9", "model.params": 1e6}
+    p, _ = _account(**over)
+    q, _ = _account(**over, **{"data.loader_cpu_per_frame": 0.5})
+    assert repr(p) == repr(q)  # every field the same (repr: NaN, the figures token data lacks, equals itself)
+
+
+def _old_decode_tokens(args: dict) -> np.ndarray:
+    """The decode stage before o, written out: (cores x core rate + engines x engine rate) / g x n,
+    rates scaled from 1080p by pixels; infinite for pre-decoded frames (g = 0)."""
+    scale = 1920 * 1080 / (np.asarray(args["width"], float) * args["height"])
+    engines = args["video_decoders"] if args["nvdec"] else 0.0
+    decoded = np.asarray(args["cores"]) * args["core_fps_1080p"] * scale + engines * args["nvdec_fps_1080p"] * scale
+    n = np.floor(args["side"] / args["patch"]) ** 2
+    if args["access"] == "decoded":
+        return np.full(np.shape(decoded), np.inf)
+    g = 1.0 if args["access"] == "sequential" else (args["gop"] + 1) / 2
+    return decoded / g * n
+
+
+@pytest.mark.parametrize("access", ["sequential", "random", "decoded"])
+@pytest.mark.parametrize("nvdec", [False, True])
+def test_hand_over_zero_is_the_formula_without_it(access, nvdec):
+    """o = 0 given as an array (the general formula, not the shortcut a single 0 takes) gives the
+    figures of the formula without o, over cores from 0 to 64 and several frame sizes."""
+    _, w = _account()
+    for width, height, gop in ((1920, 1080, 30), (640, 480, 12), (3840, 2160, 61)):
+        cores = np.linspace(0, 64, 129)
+        args = pipeline_inputs(w, cores=cores, access=access, nvdec=nvdec, width=width, height=height, gop=gop)
+        zero = pl.pipeline_arrays(**{**args, "loader_cpu_per_frame": np.zeros_like(cores)})
+        plain = pl.pipeline_arrays(**args)
+        np.testing.assert_allclose(zero["decode_tokens_per_second"], _old_decode_tokens(args), rtol=1e-12)
+        for name in ("decode_tokens_per_second", "supply_tokens_per_second", "busy", "cores_needed",
+                     "cores_needed_cpu_only", "threshold_params", "bottleneck_index"):
+            np.testing.assert_allclose(zero[name], plain[name], rtol=1e-12, err_msg=name)
+
+
+def test_hand_over_cost_is_monotone_and_continuous():
+    """More CPU per frame never raises supply; across the point where the engines' hand-over fills
+    the cores (cores = E o) the two branches meet."""
+    _, w = _account()
+    o = np.linspace(0, 0.01, 2001)
+    args = pipeline_inputs(w, cores=2.0, access="random", gop=9, nvdec=True, loader_cpu_per_frame=o)
+    fps = pl.pipeline_arrays(**args)["decode_tokens_per_second"] / 256
+    assert np.all(np.diff(fps) <= 1e-9)
+    e = 7 * 771 / 5  # used frames/s from the engines
+    at = 2.0 / e  # o where E o = cores
+    left = pl.pipeline_arrays(**{**args, "loader_cpu_per_frame": at * (1 - 1e-12)})["decode_tokens_per_second"]
+    right = pl.pipeline_arrays(**{**args, "loader_cpu_per_frame": at * (1 + 1e-12)})["decode_tokens_per_second"]
+    assert left / 256 == pytest.approx(e, rel=1e-9) and right / 256 == pytest.approx(e, rel=1e-9)

@@ -140,7 +140,7 @@ class PipelineArrays(Mapping[str, Any]):
                  core_fps_1080p: Any, nvdec: Any, video_decoders: Any, nvdec_fps_1080p: Any, link: Any,
                  host_to_device: Any, width: Any, height: Any, fps: Any, cameras: Any, bitrate: Any, gop: Any,
                  side: Any, patch: Any, bytes_per_token: Any, tokenizer_rate: Any, tokenize_online: bool,
-                 prefetch: bool, flops_per_param_token: float) -> None:
+                 prefetch: bool, flops_per_param_token: float, loader_cpu_per_frame: Any = 0.0) -> None:
         f = np.float64
         self.video, self.access, self.prefetch = kind == "video", access, prefetch
         self.params, self.mfu, self.peak_flops, self.cores = (np.asarray(x, f) for x in (params, mfu, peak_flops,
@@ -152,6 +152,7 @@ class PipelineArrays(Mapping[str, Any]):
         self.bytes_per_token, self.tokenizer_rate, self.tokenize_online = bytes_per_token, tokenizer_rate, \
             tokenize_online
         self.flops_per_param_token = flops_per_param_token
+        self.loader_cpu_per_frame = loader_cpu_per_frame
 
     # ---- the Mapping: figure name -> value, computed on first read
     def __getitem__(self, name: str) -> Any:
@@ -207,6 +208,33 @@ class PipelineArrays(Mapping[str, Any]):
     def _engine_fps(self) -> Any:
         return rate_at_size(self.nvdec_fps_1080p, self.width, self.height)
 
+    @property
+    def _hand_over(self) -> bool:
+        """Whether the loader's CPU per frame used (o) enters: video, and o not a single zero. With o a
+        single zero (the default) the figures are today's formulas untouched, to the bit, and a sweep
+        pays nothing for the term."""
+        o = self.loader_cpu_per_frame
+        return self.video and not (np.ndim(o) == 0 and o == 0)
+
+    @cached_property
+    def _used_fps_with_hand_over(self) -> Any:
+        """Frames used per second that decode and the loader's hand-over sustain together (video).
+
+        A frame decoded on a core costs that core g / core_fps + o seconds; a frame an engine decodes
+        still costs o seconds of a core for its hand-over. With E = engines x engine_fps / g used frames
+        per second from the engines and C from the cores, the cores' time a second is
+        C (g / core_fps + o) + E o <= cores, so the rate is E + (cores - E o) / (g / core_fps + o) while
+        cores >= E o, and cores / o when the engines' hand-over alone fills the cores. Pre-decoded
+        frames (g = 0) need no decoder: cores / o, without bound when o = 0."""
+        o = np.asarray(self.loader_cpu_per_frame, np.float64)
+        g = self.decoded_per_used
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            hand_over_only = np.where(o > 0, self.cores / np.where(o > 0, o, 1.0), np.inf)
+            engine_used = self._engines * self._engine_fps / g
+            spare = self.cores - engine_used * o  # core-seconds a second left after the engines' frames
+            shared = engine_used + spare / (g / self.core_fps + o)
+            return np.where(g > 0, np.where(spare >= 0, shared, hand_over_only), hand_over_only)
+
     @cached_property
     def decoder_fps(self) -> Any:
         if self.video:
@@ -254,6 +282,8 @@ class PipelineArrays(Mapping[str, Any]):
 
     @cached_property
     def decode_tokens_per_second(self) -> Any:
+        if self._hand_over:
+            return self._used_fps_with_hand_over * self.tokens_per_frame
         if self.video:
             return _capacity(self.decoder_fps, self.decoded_per_used / self.tokens_per_frame)
         return np.full_like(self.params, np.inf)
@@ -317,13 +347,22 @@ class PipelineArrays(Mapping[str, Any]):
     @cached_property
     def cores_needed_cpu_only(self) -> Any:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf is the answer at the extremes
-            return self.demand_fps * self.decoded_per_used / self.core_fps
+            return self._plus_hand_over(self.demand_fps * self.decoded_per_used / self.core_fps)
 
     @cached_property
     def cores_needed(self) -> Any:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             engine_frames = self._engines * (self._engine_fps if self.video else 0.0)
-            return np.maximum(0.0, self.demand_fps * self.decoded_per_used - engine_frames) / self.core_fps
+            return self._plus_hand_over(
+                np.maximum(0.0, self.demand_fps * self.decoded_per_used - engine_frames) / self.core_fps)
+
+    def _plus_hand_over(self, decode_cores: Any) -> Any:
+        """Cores for decoding plus D x o for the loader's hand-over of every frame used (Little's law
+        again: each of the D frames a second holds a core o seconds, whoever decoded it)."""
+        if not self._hand_over:
+            return decode_cores
+        with np.errstate(invalid="ignore", over="ignore"):
+            return decode_cores + self.demand_fps * np.asarray(self.loader_cpu_per_frame, np.float64)
 
     @cached_property
     def threshold_params(self) -> Any:
@@ -363,7 +402,8 @@ def pipeline_arrays(**kwargs: Any) -> PipelineArrays:
     number, or an array broadcast over the arguments it reads. Arguments (by keyword): kind,
     access, params, mfu, peak_flops, cores, core_fps_1080p, nvdec, video_decoders, nvdec_fps_1080p,
     link, host_to_device, width, height, fps, cameras, bitrate, gop, side, patch, bytes_per_token,
-    tokenizer_rate, tokenize_online, prefetch, flops_per_param_token (planning/inputs.py builds them).
+    tokenizer_rate, tokenize_online, prefetch, flops_per_param_token, and loader_cpu_per_frame (seconds
+    of a core per frame used besides decoding, default 0; planning/inputs.py builds them).
 
     Capacities are in tokens/s per accelerator; `bottleneck_index` indexes BOTTLENECKS.
     """

@@ -27,7 +27,7 @@ PIPELINE_ARGS: dict[str, str] = {
     "cluster.host_to_device": "host_to_device", "data.width": "width", "data.height": "height",
     "data.fps": "fps", "data.cameras": "cameras", "data.bitrate": "bitrate", "data.gop": "gop",
     "data.side": "side", "data.patch": "patch", "data.bytes_per_token": "bytes_per_token",
-    "data.tokenizer_rate": "tokenizer_rate",
+    "data.tokenizer_rate": "tokenizer_rate", "data.loader_cpu_per_frame": "loader_cpu_per_frame",
 }
 VECTOR_KEYS: frozenset[str] = frozenset(PIPELINE_ARGS) | frozenset({
     "model.params", "training.tokens", "training.micro_batch", "training.seq_len", "training.grad_accum",

@@ -322,6 +322,10 @@ class DataSection(Section):
     side: Whole = Q(224, "reference workload: 224 px images", gt=0)
     patch: Whole = Q(14, "reference workload: 14 px patches", gt=0)
     buffer: Whole = Q(64, "docs/simulation.md: a 64-frame buffer between decoders and accelerator", gt=0)
+    loader_cpu_per_frame: Seconds = Q(
+        0.0, "assumed: 0, not counted (CPU a loader worker spends on each frame used besides decoding it: the "
+        "tensor, collation, the copy into shared memory, the hand-over); measure it with examples/"
+        "video_pipeline_e2e.py's hand-over probe", ge=0)
     bytes_per_token: BytesPerToken = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0)
     tokenizer_rate: PerSecond = Q(
         1e6, "assumed: 1 M tokens/s per core for a fast BPE tokenizer (Hugging Face tokenizers, indicative)", gt=0)
@@ -705,6 +709,8 @@ PLAUSIBLE_RANGES: dict[str, tuple[float | None, float | None]] = {
     "data.fps": (1e-3, 1e5), "data.bitrate": (1e3, 1e13), "data.gop": (None, 1e6), "data.side": (None, 1e5),
     "data.patch": (None, 1e5), "data.buffer": (None, 1e7), "data.bytes_per_token": (1e-3, 1e7),
     "data.tokenizer_rate": (1e-3, 1e13), "data.hours": (1e-6, 1e10),
+    # a loader's hand-over of one frame: about 0.2 ms measured (docs/measurement.md); a second is 5,000x that
+    "data.loader_cpu_per_frame": (None, 1.0),
     # storage
     "storage.checkpoints_kept": (None, 1e6), "storage.write_rate": (1e3, 1e16),
     "storage.save_every": (1e-3, 1e10), "storage.exports": (None, 1e6), "storage.copies": (None, 1e4),
