@@ -79,6 +79,7 @@ def workloads(draw: st.DrawFn, kind: str | None = None) -> dict[str, Any]:
             "patch": draw(st.integers(1, side)), "hours": draw(log_uniform(0.1, 1e5)),
             "bytes_per_token": draw(st.floats(1.0, 8.0)), "tokenize_online": draw(st.booleans()),
             "tokenizer_rate": draw(log_uniform(1e4, 1e8)),
+            "loader_cpu_per_frame": draw(st.one_of(st.just(0.0), log_uniform(1e-6, 0.1))),
         },
         "prices": {"accelerator_hour": draw(st.floats(0.0, 100.0)), "core_hour": draw(st.floats(0.0, 1.0))},
     }
@@ -141,6 +142,35 @@ def test_busy_never_falls_as_supply_grows(doc, factor, figure):
     after = pipeline_mod.pipeline_account(**args).busy
     assert 0.0 <= before <= 1.0 and 0.0 <= after <= 1.0
     assert at_least(after, before), (figure, before_value, grown, before, after)
+
+
+@SETTINGS
+@given(workloads(kind="video"), st.floats(1.0, 10.0))
+def test_busy_never_rises_as_the_hand_over_grows(doc, factor):
+    """More CPU per frame used in the loader (data.loader_cpu_per_frame) never raises busy."""
+    w = build_workload(doc)
+    args = pipeline_inputs(w, resolve_model(w))
+    before = pipeline_mod.pipeline_account(**args).busy
+    args["loader_cpu_per_frame"] = args["loader_cpu_per_frame"] * factor + 1e-4 * factor
+    after = pipeline_mod.pipeline_account(**args).busy
+    assert at_least(before, after), (before, after)
+
+
+@SETTINGS
+@given(workloads(kind="video"))
+def test_no_hand_over_is_the_formula_without_it(doc):
+    """With o = 0 the general formula (o given as an array, so the shortcut a single 0 takes is not
+    used) gives the supply, busy and cores needed of the formula without o."""
+    import numpy as np
+
+    w = build_workload(with_(doc, "data.loader_cpu_per_frame", 0.0))
+    args = pipeline_inputs(w, resolve_model(w))
+    plain = pipeline_mod.pipeline_arrays(**args)
+    zero = pipeline_mod.pipeline_arrays(**{**args, "loader_cpu_per_frame": np.zeros(1)})
+    for name in ("decode_tokens_per_second", "supply_tokens_per_second", "busy", "cores_needed",
+                 "cores_needed_cpu_only", "bottleneck_index"):
+        a, b = float(np.asarray(plain[name])), float(np.asarray(zero[name])[0])
+        assert close(a, b, 1e-12) or (math.isnan(a) and math.isnan(b)), (name, a, b)
 
 
 @SETTINGS

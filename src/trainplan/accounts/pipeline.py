@@ -411,8 +411,9 @@ def pipeline_arrays(**kwargs: Any) -> PipelineArrays:
 
 
 def wall_seconds(compute_seconds: Any, busy: Any) -> Any:
-    """The compute time stretched by the input pipeline's busy fraction (infinite at busy 0)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    """The compute time stretched by the input pipeline's busy fraction (infinite at busy 0, and
+    where a busy fraction near the smallest float makes it overflow)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.where(busy > 0, compute_seconds / np.where(busy > 0, busy, 1.0), np.inf)
 
 
