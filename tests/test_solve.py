@@ -53,6 +53,17 @@ def test_smallest_link_for_decoded_frames_is_a_float_bisection():
     assert r["value"] >= expected * (1 - 1e-12)
 
 
+def test_largest_hand_over_for_a_busy_target():
+    # busy = 8 / (1/120 + o) / D >= 0.33  ->  o <= 8 / (0.33 D) - 1/120 = 0.000416 s (0.42 ms)
+    expected = 8 / (0.33 * DEMAND) - 1 / CORE_FPS
+    assert expected == pytest.approx(4.16e-4, abs=1e-6)
+    r = solve.solve(None, [], "data.loader_cpu_per_frame", ["pipeline.busy>=0.33"], largest=True)
+    assert r["value"] == pytest.approx(expected, rel=1e-4) and r["value"] <= expected * (1 + 1e-9)
+    # fewest cores for busy 0.95 with 0.2 ms a frame: 0.95 D (1/120 + 0.0002) = 22.46  ->  23
+    more = solve.solve(None, ["data.loader_cpu_per_frame=0.2 ms"], "cluster.cores", ["pipeline.busy>=0.95"])
+    assert more["value"] == math.ceil(0.95 * DEMAND * (1 / CORE_FPS + 2e-4)) == 23
+
+
 def test_looped_key_is_bisected():
     # model.params on the default names a new model (looped); threshold: D(P) x 256 tokens <= 8 x 120 frames/s
     # busy >= 1  <->  0.4 Φ / (6 P 256) <= 960  ->  P >= 0.4 Φ / (6 x 256 x 960)

@@ -54,6 +54,21 @@ def test_video_grid_agrees_with_build_report_for_every_column():
     assert n > 70 * 3 * 2 * 3 * 3 * 2
 
 
+def test_hand_over_grid_agrees_with_build_report_and_by_hand():
+    """data.loader_cpu_per_frame varies as an array like any numeric key; in order on CPU cores alone
+    the supply is cores / (1/120 + o) frames/s (docs/pipeline-and-bill.md)."""
+    _check_agrees(["cluster.nvdec=true"], [
+        "data.loader_cpu_per_frame=0,0.2ms,5ms", "cluster.cores=0:16:8", "data.access=sequential,random,decoded",
+    ])
+    result = sweep.sweep(None, [], ["data.loader_cpu_per_frame=0:1ms:0.25ms", "cluster.cores=8,16"],
+                         figures=["pipeline.supply_fps"])
+    rows = list(sweep.rows(result))
+    assert len(rows) == 10
+    for row in rows:
+        o, cores = row["data.loader_cpu_per_frame"], row["cluster.cores"]
+        assert row["pipeline.supply_fps"] == pytest.approx(cores / (1 / 120 + o), rel=1e-12)
+
+
 def test_token_grid_agrees_with_build_report_for_every_column():
     sets = ["data.kind=tokens", "training.tokens=2e9", "model.layers=16", "model.width=2048",
             "cluster.accelerator=a100-sxm-80gb", "data.tokenize_online=true"]
@@ -154,7 +169,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 VECTOR_AXES = ["cluster.mfu", "cluster.cores", "cluster.count", "training.micro_batch", "data.bitrate",
-               "prices.core_hour", "storage.copies", "data.hours"]
+               "prices.core_hour", "storage.copies", "data.hours", "data.loader_cpu_per_frame"]
 
 
 @st.composite
