@@ -90,6 +90,34 @@ def test_plan_takes_measured_values(tmp_path):
     assert w.provenance["cluster.link"].kind == "assumed"
 
 
+def handover_result(per_frame: float = 2.5e-4, making: float = 5e-5) -> dict:
+    """The shape of the hand-over probe's result in examples/video_pipeline_e2e.py."""
+    return {"loader_cpu_per_frame": per_frame - making, "worker_cpu_per_frame": per_frame,
+            "making_cpu_per_frame": making, "frames": 4096, "side": 224, "batch": 16}
+
+
+def test_the_hand_over_is_measured_in_the_plan(tmp_path):
+    from trainplan.accounts import pipeline as pl
+    from trainplan.planning.evaluate import pipeline_inputs
+    from trainplan.workload.schema import load_workload
+
+    d = handover_result()
+    cal = calibration.write(tmp_path / "cal.toml", calibration.HANDOVER_PROBE, settings={"batch": 16}, results=d,
+                            values=calibration.handover_values(d), machine=MACHINE)
+    write_decode(cal)  # merged beside the decode rate
+    w = load_workload(None, [], cal)
+    assert w.data.loader_cpu_per_frame == pytest.approx(2e-4)
+    prov = w.provenance["data.loader_cpu_per_frame"]
+    assert prov.kind == "measured" and "hand-over probe" in prov.source and "0.250 ms" in prov.source
+    assert "trainplan probe handover" not in prov.source  # no such command
+    # 8 cores at 101.5 frames/s of 1080p, 0.2 ms a frame on top: 8 / (1/101.5 + 0.0002)
+    p = pl.pipeline_account(**pipeline_inputs(w))
+    assert p.supply_fps == pytest.approx(8 / (1 / 101.5 + 2e-4))
+    assert load_workload(None, [], None).provenance["data.loader_cpu_per_frame"].kind == "assumed"
+    with pytest.raises(UserError, match="data.loader_cpu_per_frame"):
+        calibration.handover_values(handover_result(per_frame=5e-5, making=6e-5))  # the clock did not see it
+
+
 def test_refuses_another_resolution(tmp_path):
     cal = write_decode(tmp_path / "cal.toml", width=3840, height=2160)
     with pytest.raises(UserError) as err:
@@ -196,7 +224,8 @@ def test_format_true_is_not_format_1(tmp_path):
 
 
 @pytest.mark.parametrize("key,value", [("cluster.core_fps_1080p", 1e12), ("cluster.link", 1e15),
-                                       ("cluster.accelerator.peak_flops", 1e3), ("cluster.mfu", 1e-9)])
+                                       ("cluster.accelerator.peak_flops", 1e3), ("cluster.mfu", 1e-9),
+                                       ("data.loader_cpu_per_frame", 5.0)])
 def test_absurd_measurements_are_refused(tmp_path, key, value):
     path = tmp_path / "cal.toml"
     path.write_text(f'format = 1\n[[values]]\nkey = "{key}"\nvalue = {value!r}\n')

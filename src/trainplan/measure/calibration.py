@@ -26,9 +26,11 @@ Layout (format 1):
 Keys probes set: `cluster.core_fps_1080p` (decode), `cluster.link` (read, cold),
 `cluster.interconnect` (allreduce, bus bytes/s), `cluster.host_to_device` (transfer,
 pinned), `cluster.accelerator.peak_flops` (matmul, only when asked: it is the achieved
-rate of one matmul, a ceiling, not a datasheet peak), and `cluster.mfu` with
+rate of one matmul, a ceiling, not a datasheet peak), `cluster.mfu` with
 `cluster.mfu_end_to_end = true` (from `trainplan profile`: a measured training step is
-end-to-end, so scaling efficiency must not be applied on top of it, docs/accounts.md).
+end-to-end, so scaling efficiency must not be applied on top of it, docs/accounts.md), and
+`data.loader_cpu_per_frame` (the hand-over probe of examples/video_pipeline_e2e.py: a loader
+worker's CPU per frame used besides decoding it, docs/pipeline-and-bill.md).
 
 `load(path)` returns `{dotted_key: Measured}`; a `Measured` unpacks as `(value, source)`.
 `check_compatible(path, workload)` raises UserError when the recorded format disagrees.
@@ -49,6 +51,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from trainplan.errors import UserError
 
 FORMAT_VERSION = 1
+# The probe name of the hand-over measurement (examples/video_pipeline_e2e.py), its key data.loader_cpu_per_frame.
+HANDOVER_PROBE = "handover"
 
 # The workload keys a calibration may set, with the unit the value is stored in (SI).
 KNOWN_KEYS: dict[str, str] = {
@@ -64,6 +68,7 @@ KNOWN_KEYS: dict[str, str] = {
     "training.activation_bytes_per_layer_token": "B",
     "training.activation_bytes_outside_token": "B",
     "storage.cache_rate": "B/s",  # read probe, warm: the page cache's rate (issue 14's cache what-if)
+    "data.loader_cpu_per_frame": "s",  # the hand-over probe: a loader worker's CPU per frame besides decoding
 }
 
 # Settings of the decode probe that must agree with the workload it is applied to.
@@ -140,6 +145,9 @@ MEASURED_RANGES: dict[str, tuple[float, float]] = {
     # an achieved matmul: 1 GFLOP/s (an old CPU core) to 1e17 (50x a B200's dense fp8)
     "cluster.accelerator.peak_flops": (1e9, 1e17),
     "cluster.mfu": (1e-6, 1.0),
+    # a loader worker's CPU per frame besides decoding: ~0.2 ms measured (docs/measurement.md); below a
+    # nanosecond the clock did not move, above a second it timed something else (the schema's own bound)
+    "data.loader_cpu_per_frame": (1e-9, 1.0),
 }
 
 
@@ -290,12 +298,16 @@ def _source_text(entry: dict[str, Any]) -> str:
     cpu = entry.get("cpu_model")
     machine = f"{where} ({cpu})" if cpu else where
     note = entry.get("note")
-    text = f"measured by `trainplan {_command(entry.get('probe', ''))}` on {machine}, {entry.get('date', 'undated')}"
+    text = f"measured by {_command(entry.get('probe', ''))} on {machine}, {entry.get('date', 'undated')}"
     return f"{text}: {note}" if note else text
 
 
+# Probes that are not `trainplan probe NAME`: what ran them.
+COMMANDS = {"profile": "`trainplan profile`", HANDOVER_PROBE: "the hand-over probe of examples/video_pipeline_e2e.py"}
+
+
 def _command(probe: str) -> str:
-    return "profile" if probe == "profile" else f"probe {probe}"
+    return COMMANDS.get(probe, f"`trainplan probe {probe}`")
 
 
 def load(path: str | Path) -> dict[str, Measured]:
@@ -445,3 +457,16 @@ def mfu_values(mfu: float, note: str) -> list[dict[str, Any]]:
                         "workload's model size and accelerator peak")
     return [{"key": "cluster.mfu", "value": float(mfu), "note": note},
             {"key": "cluster.mfu_end_to_end", "value": True, "note": "set with the measured, end-to-end MFU"}]
+
+
+def handover_values(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """From the hand-over probe (examples/video_pipeline_e2e.py): data.loader_cpu_per_frame, the loader
+    worker's CPU-seconds per frame yielded, less what making the frames cost."""
+    value = float(result["loader_cpu_per_frame"])
+    if not (math.isfinite(value) and value > 0):
+        raise UserError("data.loader_cpu_per_frame", f"expected a measured CPU time per frame above 0 s, got "
+                        f"{value!r}; the run was too short for the worker's clock, run it longer")
+    note = (f"a DataLoader worker yielding ready {result['side']} px uint8 frames in batches of {result['batch']}: "
+            f"{result['worker_cpu_per_frame'] * 1e3:.3f} ms of CPU a frame, less "
+            f"{result['making_cpu_per_frame'] * 1e3:.3f} ms making the frame, over {result['frames']} frames")
+    return [{"key": "data.loader_cpu_per_frame", "value": value, "note": note}]
