@@ -4,8 +4,11 @@
    `gop` frames).
 2. `data inspect` measures them and writes the workload's [data] section (provenance measured).
 3. `probe decode` on those files (PyAV, one thread, the loader's post-processing) writes
-   `cluster.core_fps_1080p` to a calibration file; the read rate is the emulated link's.
-4. The plan predicts busy and the binding hop for each setting.
+   `cluster.core_fps_1080p` to a calibration file; the read rate is the emulated link's. The
+   hand-over probe (a DataLoader worker yielding ready frames) writes `data.loader_cpu_per_frame`
+   beside it: the worker's CPU per frame outside the decoder.
+4. The plan predicts busy and the binding hop for each setting (and, for comparison, without the
+   hand-over: `predicted_busy_without_handover`).
 5. A torch DataLoader whose worker processes decode the files (in order, or at random access)
    feeds a small model on the CPU, under the profiler: measured busy and the stall split.
 
@@ -116,8 +119,48 @@ class Frames(IterableDataset):
                 tp_profile.record("read", read[0], read[1], frames=n)
 
 
+def _making_cpu_per_frame(side: int, frames: int = 20_000) -> float:
+    """CPU-seconds per frame of making the ready frames alone (ReadyFrames' generator, no loader):
+    what the hand-over probe's worker spends on a frame that is not the hand-over."""
+    it = iter(vt.ReadyFrames(side))
+    next(it)  # the distinct frames are made once, before the worker's clock is read in the probe too
+    c0 = time.thread_time()
+    for _ in range(frames):
+        next(it)
+    return (time.thread_time() - c0) / frames
+
+
+def handover_probe(cfg: vt.Config, seconds: float) -> dict[str, Any]:
+    """The hand-over alone: one DataLoader worker yielding ready uint8 frames of the model's side in
+    batches of cfg.batch, taken as fast as they come. The worker's CPU-seconds (from /proc) per frame
+    delivered, less the cost of making the frames, is what a loader worker spends on a frame besides
+    decoding it: the tensor, collation into a batch, the copy into shared memory, the hand-over
+    (data.loader_cpu_per_frame). The clock ticks are 10 ms: a second of the worker's CPU reads to 1 %;
+    the batches prefetched at the start and at the end of the window offset each other."""
+    making = _making_cpu_per_frame(cfg.side)
+    loader = DataLoader(vt.ReadyFrames(cfg.side), batch_size=cfg.batch, num_workers=1,
+                        worker_init_fn=vt._worker_init)  # noqa: SLF001
+    it = iter(loader)
+    for _ in range(cfg.warmup):  # the worker started and its frames made
+        next(it)
+    pids = [w.pid for w in it._workers]  # noqa: SLF001 - the worker process, to read its CPU time
+    cpu0, wall0 = sum(vt._cpu_seconds_of(p) for p in pids), time.perf_counter()  # noqa: SLF001
+    frames = 0
+    while time.perf_counter() - wall0 < seconds:
+        frames += len(next(it))
+    cpu = sum(vt._cpu_seconds_of(p) for p in pids) - cpu0  # noqa: SLF001
+    wall = time.perf_counter() - wall0
+    del it, loader
+    per_frame = cpu / frames
+    return {"loader_cpu_per_frame": per_frame - making, "worker_cpu_per_frame": per_frame,
+            "making_cpu_per_frame": making, "frames": frames, "worker_cpu_seconds": cpu, "wall_seconds": wall,
+            "side": cfg.side, "batch": cfg.batch}
+
+
 def predict(cfg: vt.Config, run: Run, workload: Path, cal: dict[tuple[str, int], Path], params: int, demand_fps: float,
-            peak: float) -> Any:
+            peak: float, handover: float | None = None) -> Any:
+    """The plan of `run` with the calibration's decode rate and hand-over (`handover`, seconds a frame,
+    replaces the measured hand-over: 0 plans without it)."""
     from trainplan.accounts import pipeline
     from trainplan.planning import evaluate as plan
     from trainplan.workload.schema import load_workload
@@ -130,6 +173,8 @@ def predict(cfg: vt.Config, run: Run, workload: Path, cal: dict[tuple[str, int],
             "training.precision=\"fp32\""]
     if run.link:  # the aggregate read rate of `workers` connections
         sets.append(f"cluster.link={run.link * run.workers}")
+    if handover is not None:
+        sets.append(f"data.loader_cpu_per_frame={handover!r}")
     w = load_workload(workload, sets, calibration=cal[(run.access, run.workers)])
     return pipeline.pipeline_account(**plan.pipeline_inputs(w))
 
@@ -150,6 +195,7 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
         # at least min_steps steps after a wait: the rate after a wait wanders by a tenth from step to step
         demand = vt.step_rate_ready(step, cfg, cfg.probe_seconds + (cfg.warmup + min_steps) * gap, gap)
         pred = predict(cfg, run, workload, cal, params, demand, peak)
+    without = predict(cfg, run, workload, cal, params, demand, peak, handover=0.0)
     # prefetch: a worker may run a whole file ahead (60 frames, 4 batches of 16). With the default 2, a worker
     # whose batches wait behind another worker's (the loader delivers in order) stops reading: two workers
     # then read 1.7x one, not 2x
@@ -182,6 +228,7 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
     return {"setting": run.name, "params": params, "demand_fps_cpu": demand,
             "predicted_busy_at_measured_shares": at_shares, "decode_cpu_share": s_dec,
             "predicted_busy": pred.busy, "predicted_bottleneck": pred.bottleneck,
+            "predicted_busy_without_handover": without.busy,
             "measured_busy": r.busy, "relative_error": r.busy_relative_error,
             # where a gap comes from: the plan's supply and demand against what the run delivered and trained on
             "predicted_supply_fps": pred.supply_fps, "measured_delivered_fps": r.delivered_fps,
@@ -225,6 +272,11 @@ def run_all(runs: list[Run], seconds: float, repeats: int, probe_seconds: float 
             write_decode_files(cal[(access, decoders)], d, probe.machine())
             probes[f"{access}, {decoders} decoder(s)"] = {k: d[k] for k in ("core_fps_1080p", "uncontended_core_fps_1080p",
                                                                            "contention_ratio", "gop", "skipped")}
+        # the hand-over probe, recorded beside each decode rate (provenance measured in the plan)
+        handover = handover_probe(cfg, probe_seconds)
+        for path in cal.values():
+            calibration.write(path, calibration.HANDOVER_PROBE, settings={"side": cfg.side, "batch": cfg.batch},
+                              results=handover, values=calibration.handover_values(handover), machine=probe.machine())
         mm = max((probe.matmul_torch(512, "float32", "cpu", threads=1, min_seconds=0.3).to_dict() for _ in range(3)),
                  key=lambda r: r["flops_per_cpu_second"])
         peak = mm["flops_per_cpu_second"]
@@ -237,7 +289,7 @@ def run_all(runs: list[Run], seconds: float, repeats: int, probe_seconds: float 
             row["expected_hop"] = "read" if run.link else "decode"
             rows.append(row)
         within = sum(abs(r["relative_error"]) <= TARGET for r in rows)
-        return {"inspect": report["aggregate"], "decode_probes": probes, "settings": rows,
+        return {"inspect": report["aggregate"], "decode_probes": probes, "handover_probe": handover, "settings": rows,
                 "within_target": within, "target": TARGET, "load_average": os.getloadavg()}
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -250,13 +302,18 @@ def table(out: dict[str, Any]) -> str:
     for name, d in out["decode_probes"].items():
         lines.append(f"decode probe ({name}): core_fps_1080p {d['core_fps_1080p']:.1f} "
                      f"(alone {d['uncontended_core_fps_1080p']:.1f})")
+    h = out["handover_probe"]
+    lines.append(f"hand-over probe: {h['loader_cpu_per_frame'] * 1e3:.3f} ms of a worker's CPU a frame "
+                 f"(data.loader_cpu_per_frame; {h['worker_cpu_per_frame'] * 1e3:.3f} ms less "
+                 f"{h['making_cpu_per_frame'] * 1e3:.4f} ms making it, {h['frames']} frames)")
     lines.append(f"{'setting':52} {'predicted':>9} {'measured':>9} {'error':>7} {'plan binds':>10} "
-                 f"{'fetch':>6} {'prep':>6} {'split names':>11} {'at shares':>9} {'CPU step/dec':>12}")
+                 f"{'fetch':>6} {'prep':>6} {'split names':>11} {'at shares':>9} {'CPU step/dec':>12} {'no hand-over':>12}")
     for r in out["settings"]:
         lines.append(f"{r['setting']:52} {r['predicted_busy']:>9.3f} {r['measured_busy']:>9.3f} "
                      f"{r['relative_error'] * 100:>6.1f}% {r['predicted_bottleneck']:>10} "
                      f"{r['stall_fetch'] or 0:>6.2f} {r['stall_prep'] or 0:>6.2f} {r['stall_names'] or '-':>11} "
-                     f"{r['predicted_busy_at_measured_shares']:>9.3f} {r['step_cpu_share']:>6.2f}/{r['decode_cpu_share']:.2f}")
+                     f"{r['predicted_busy_at_measured_shares']:>9.3f} {r['step_cpu_share']:>6.2f}/{r['decode_cpu_share']:.2f} "
+                     f"{r['predicted_busy_without_handover']:>12.3f}")
     lines.append(f"within {out['target'] * 100:.0f} %: {out['within_target']} of {len(out['settings'])} settings")
     return "\n".join(lines)
 
