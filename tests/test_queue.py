@@ -268,6 +268,39 @@ def test_agrees_with_the_pipeline_formula_in_every_state():
     assert n > 150
 
 
+@pytest.mark.parametrize("o", [2e-4, 1e-3, 5e-3])
+def test_agrees_with_the_formula_with_the_loaders_hand_over(o):
+    """With data.loader_cpu_per_frame the queue's decoders deliver the formula's rate: cores that hand
+    over their own frames, the engines' hand-over taken from the cores, pre-decoded frames handed over."""
+    n = 0
+    for args in _pipeline_states():
+        if args["cores"] not in (2, 23.1) or args["params"] == 1e9:
+            continue
+        account = pipeline_mod.pipeline_account(**args, loader_cpu_per_frame=o)
+        spec, notes = queue_spec_from_pipeline(account, frames=8000)
+        supply_fps = float(account.stage_tokens_per_second["decode"]) / account.tokens_per_frame
+        assert sum(1 / d for d in spec.decoder_seconds_per_frame) == pytest.approx(supply_fps, rel=1e-9)
+        assert any("loader_cpu_per_frame" in note for note in notes)
+        r = simulate(spec, timeline_limit=0)
+        assert abs(r.busy - account.busy) < 0.01, (args, r.busy, account.busy)
+        n += 1
+    assert n > 40
+
+
+def test_hand_over_by_hand_in_the_queue():
+    """1080p random access, g = 5, 7 engines at 771, 2 cores, o = 1 ms: the engines' 1,079.4 used
+    frames/s need 1.0794 cores to hand over, 0.9206 cores decode at 5 / (5/120 + 0.001) = 117.19
+    frames/s each; with 1 core the engines' hand-over fills it: 1,000 frames/s between them."""
+    args = dict(REFERENCE_ARGS, access="random", gop=9, nvdec=True, video_decoders=7, cameras=3,
+                loader_cpu_per_frame=1e-3)
+    spec, _ = queue_spec_from_pipeline(pipeline_mod.pipeline_account(**args, cores=2))
+    cpu = [d for d, name in zip(spec.decoder_seconds_per_frame, spec.decoder_names) if name == "cpu"]
+    assert sum(1 / d for d in cpu) == pytest.approx((2 - 7 * 771 / 5 * 1e-3) / (5 / 120 + 1e-3))
+    spec, _ = queue_spec_from_pipeline(pipeline_mod.pipeline_account(**args, cores=1))
+    assert spec.decoder_names == ("nvdec",) * 7
+    assert sum(1 / d for d in spec.decoder_seconds_per_frame) == pytest.approx(1000.0)
+
+
 # docs/pipeline-and-bill.md's reference point as pipeline arguments: 1080p H.264 at 8 Mbit/s, ViT 224/14, 93 M params, H100
 REFERENCE_ARGS = dict(
     kind="video", access="sequential", nvdec=False, video_decoders=0, nvdec_fps_1080p=771.0, width=1920,

@@ -447,6 +447,7 @@ class PipelineAccount:
     tokens_per_hour: float
     stored_bytes_per_hour: float
     decoded_bytes_per_hour: float
+    loader_cpu_per_frame: float = 0.0  # o, seconds of a core per frame used besides decoding (video)
 
 
 def pipeline_account(**kwargs: Any) -> PipelineAccount:
@@ -482,6 +483,7 @@ def pipeline_account(**kwargs: Any) -> PipelineAccount:
         tokens_per_hour=a["tokens_per_hour"],
         stored_bytes_per_hour=a["stored_bytes_per_hour"],
         decoded_bytes_per_hour=a["decoded_bytes_per_hour"],
+        loader_cpu_per_frame=float(kwargs.get("loader_cpu_per_frame", 0.0)) if kwargs["kind"] == "video" else 0.0,
     )
 
 

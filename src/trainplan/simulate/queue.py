@@ -871,9 +871,15 @@ def queue_spec_from_pipeline(
             serial_fps = fps_other
     decoders: list[float] = []
     names: list[str] = []
+    o = float(getattr(account, "loader_cpu_per_frame", 0.0))
+    if o > 0:
+        g, core_fps, cores, engines, engine_fps, hand_note = _with_hand_over(account, g, o)
+        notes.append(hand_note)
+    else:
+        core_fps, cores = float(account.core_fps), float(account.cores)
+        engines = int(round(float(account.video_decoders)))
+        engine_fps = (float(account.decoder_fps) - cores * core_fps) / engines if engines > 0 and g > 0 else 0.0
     if g > 0:
-        core_fps = float(account.core_fps)
-        cores = float(account.cores)
         whole = int(math.floor(cores + 1e-9))
         frac = cores - whole
         if whole > MAX_CPU_DECODERS:
@@ -892,9 +898,7 @@ def queue_spec_from_pipeline(
             decoders.append(g / (core_fps * frac))
             names.append("cpu")
             notes.append(f"{cores:g} cores: {whole} decoders and one at {frac:.3g} of a core's speed")
-        engines = int(round(float(account.video_decoders)))
         if engines > 0:
-            engine_fps = (float(account.decoder_fps) - cores * core_fps) / engines
             decoders += [g / engine_fps] * engines
             names += ["nvdec"] * engines
         if not decoders:
@@ -914,6 +918,35 @@ def queue_spec_from_pipeline(
         read_ahead_frames=read_ahead_frames,
     )
     return spec, notes
+
+
+def _with_hand_over(account: Any, g: float, o: float) -> tuple[float, float, float, int, float, str]:
+    """The decoders of a pipeline whose loader spends o core-seconds on each frame used besides decoding
+    it (data.loader_cpu_per_frame, docs/pipeline-and-bill.md), as (g, core_fps, cores, engines, engine_fps,
+    note) for the queue: with E used frames/s from the engines, their hand-over takes E o of the cores, and
+    each remaining core takes g / core_fps + o a frame; where the engines' hand-over alone fills the
+    cores, the engines deliver cores / o between them. Pre-decoded frames (g = 0) become cores that
+    each hand over a frame in o seconds (g = 1 frame of work at 1 / o frames/s). The total rate is
+    the formula's; the split of the engines' hand-over over the cores is folded into the rates."""
+    cores, core_fps = float(account.cores), float(account.core_fps)
+    if g <= 0:
+        return 1.0, 1.0 / o, cores, 0, 0.0, (f"data.loader_cpu_per_frame {o:g} s: pre-decoded frames are handed "
+                                              f"over by {cores:g} cores at {1 / o:.4g} frames/s each")
+    engines = int(round(float(account.video_decoders)))
+    engine_fps = (float(account.decoder_fps) - cores * core_fps) / engines if engines > 0 else 0.0
+    engine_used = engines * engine_fps / g
+    spare = cores - engine_used * o
+    per_core = g / (g / core_fps + o)  # decoded frames/s of a core that also hands its frames over
+    if spare >= 0:
+        return g, per_core, spare, engines, engine_fps, (
+            f"data.loader_cpu_per_frame {o:g} s: {spare:.4g} of {cores:g} cores decode at {per_core:.4g} frames/s "
+            f"each, hand-over included; the engines' hand-over takes the other {cores - spare:.4g}")
+    if cores <= 0:  # no core to hand a frame over: nothing reaches the accelerator
+        return g, per_core, 0.0, 0, 0.0, f"data.loader_cpu_per_frame {o:g} s: no core hands the engines' frames over"
+    capped = g * cores / (o * engines)  # decoded frames/s of an engine whose hand-over fills the cores
+    return g, per_core, 0.0, engines, capped, (
+        f"data.loader_cpu_per_frame {o:g} s: the engines' hand-over fills the {cores:g} cores; the engines "
+        f"deliver {cores / o:.4g} frames used a second between them")
 
 
 def queue_spec_from_workload(
