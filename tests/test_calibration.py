@@ -251,3 +251,21 @@ def test_extra_fields_and_toml_dates_are_kept(tmp_path):
                     'key = "cluster.link"\nvalue = 2e9\ndate = 2025-06-01T12:00:00Z\nspread = 0.1\n')
     m = calibration.load(path)["cluster.link"]
     assert m.date.startswith("2025-06-01T12:00:00")
+
+
+def test_a_set_on_the_command_line_wins_over_the_calibration(tmp_path):
+    """--set > calibration > workload file > default: a user planning a what-if against a measured
+    value gets the value they typed, and its provenance says so."""
+    from trainplan.measure import calibration
+    from trainplan.workload.schema import load_workload
+
+    cal = tmp_path / "cal.toml"
+    calibration.write(cal, calibration.HANDOVER_PROBE, settings={"side": 112, "batch": 16},
+                      results={"loader_cpu_per_frame": 5e-5}, values=[{"key": "data.loader_cpu_per_frame",
+                                                                       "value": 5e-5, "note": "probe"}],
+                      machine={})
+    measured = load_workload(None, [], calibration=cal)
+    assert measured.data.loader_cpu_per_frame == 5e-5
+    typed = load_workload(None, ["data.loader_cpu_per_frame=0"], calibration=cal)
+    assert typed.data.loader_cpu_per_frame == 0.0
+    assert typed._provenance["data.loader_cpu_per_frame"].kind == "assumed"

@@ -558,7 +558,9 @@ def load_workload(
     if calibration is not None:
         from trainplan.measure import calibration as calibration_module
 
-        measured = calibration_module.load(calibration)
+        # a --set names what the user wants for this run: it wins over a measured value, which wins
+        # over the workload file
+        measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys}
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
     measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
