@@ -12,14 +12,16 @@
 5. A torch DataLoader whose worker processes decode the files (in order, or at random access)
    feeds a small model on the CPU, under the profiler: measured busy and the stall split.
 
-Settings vary the loader workers, the model size and the access pattern; one setting slows
-the reads (each file's read sleeps as a link of `--link` bytes/s would take), so the loader is
+Settings vary the loader workers, the model size and the access pattern; two settings slow
+the reads (each worker's file read sleeps as a 0.4 MB/s connection would take), so the loader is
 I/O-bound and the stall split must name fetch; the others are decode-bound (prep).
 
-The step's demand and the decoders' supply are measured per CPU-second (see
-examples/video_training.py, whose loader, model and step probe this example reuses), so that
-time-slicing by other work on a shared machine cancels to first order; each setting runs
-`--repeats` times and the median run is reported with the load average.
+The step's demand and the decoders' supply are measured per CPU-second (examples/video_training.py
+holds the model, the clips and the step probe this example reuses), so that time-slicing by other
+work on a shared machine cancels to first order. Where the plan says the trainer waits, the step is
+probed again fed at the plan's supply (`step_rate_fed`): a step after a wait runs slower on this VM,
+by how much depending on what the other core does meanwhile. Each setting runs `--repeats` times
+and the median run is reported with the load average.
 
 Run:  python examples/video_pipeline_e2e.py [--seconds 4] [--repeats 3] [--quick] [--json]
 """
@@ -157,6 +159,43 @@ def handover_probe(cfg: vt.Config, seconds: float) -> dict[str, Any]:
             "side": cfg.side, "batch": cfg.batch}
 
 
+class PacedFrames(IterableDataset):
+    """Ready frames, one every 1/fps seconds in each worker, the time spent spinning on a core (as a
+    decoder does) or asleep (as a worker waiting on a read does): the plan's supply, without decoding."""
+
+    def __init__(self, side: int, fps: float, spin: bool) -> None:
+        self.ready, self.period, self.spin = vt.ReadyFrames(side), 1.0 / fps, spin
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        due = time.perf_counter()
+        for frame in self.ready:
+            due += self.period
+            if self.spin:
+                while time.perf_counter() < due:
+                    pass
+            else:
+                time.sleep(max(0.0, due - time.perf_counter()))
+            yield frame
+
+
+def step_rate_fed(step: Any, cfg: vt.Config, supply_fps: float, workers: int, spin: bool, seconds: float) -> float:
+    """The step probe at the plan's supply: frames per CPU-second of the step, fed by `workers` workers
+    that together deliver `supply_fps` frames a second (PacedFrames)."""
+    loader = DataLoader(PacedFrames(cfg.side, supply_fps / workers, spin), batch_size=cfg.batch, num_workers=workers,
+                        worker_init_fn=vt._worker_init, prefetch_factor=PREFETCH)  # noqa: SLF001
+    with tp_profile.Profiler(warmup=max(cfg.warmup, workers * PREFETCH), sync="none") as prof:
+        started = None
+        for batch in prof.wrap(loader):
+            started = started or time.perf_counter()
+            with prof.step():
+                step(batch)
+            if time.perf_counter() - started >= seconds:
+                break
+        r = prof.result()
+    del loader
+    return r.frames / r.step_cpu_seconds
+
+
 def predict(cfg: vt.Config, run: Run, workload: Path, cal: dict[tuple[str, int], Path], params: int, demand_fps: float,
             peak: float, handover: float | None = None) -> Any:
     """The plan of `run` with the calibration's decode rate and hand-over (`handover`, seconds a frame,
@@ -189,11 +228,12 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
     demand = vt.step_rate_ready(step, cfg, cfg.probe_seconds)
     pred = predict(cfg, run, workload, cal, params, demand, peak)
     if pred.busy < 1:
-        # at the plan's own duty cycle (examples/video_training.py): where busy < 1 the trainer waits
-        # (1/b - 1) step times before each step, and a step after a wait runs slower on this VM
-        gap = cfg.batch / demand * (1 / pred.busy - 1)
-        # at least min_steps steps after a wait: the rate after a wait wanders by a tenth from step to step
-        demand = vt.step_rate_ready(step, cfg, cfg.probe_seconds + (cfg.warmup + min_steps) * gap, gap)
+        # where busy < 1 the trainer waits between steps, and on this VM a step after a wait runs slower;
+        # how much slower depends on what the rest of the machine does meanwhile (a decoder busy on the
+        # other core keeps it awake). So the step is probed fed at the plan's own supply, by workers that
+        # spend the plan's time a frame as its binding hop does: busy on a core for decode, asleep for a read
+        demand = step_rate_fed(step, cfg, pred.supply_fps, run.workers, spin=pred.bottleneck != "read",
+                               seconds=max(cfg.probe_seconds, min_steps * cfg.batch / pred.supply_fps))
         pred = predict(cfg, run, workload, cal, params, demand, peak)
     without = predict(cfg, run, workload, cal, params, demand, peak, handover=0.0)
     # prefetch: a worker may run a whole file ahead (60 frames, 4 batches of 16). With the default 2, a worker
