@@ -5,8 +5,8 @@
 2. `data inspect` measures them and writes the workload's [data] section (provenance measured).
 3. `probe decode` on those files (PyAV, one thread, the loader's post-processing) writes
    `cluster.core_fps_1080p` to a calibration file; the read rate is the emulated link's. The
-   hand-over probe (a DataLoader worker yielding ready frames) writes `data.loader_cpu_per_frame`
-   beside it: the worker's CPU per frame outside the decoder.
+   hand-over probe (`trainplan probe handover`: a DataLoader worker yielding ready frames) writes
+   `data.loader_cpu_per_frame` beside it: the worker's CPU per frame outside the decoder.
 4. The plan predicts busy and the binding hop for each setting (and, for comparison, without the
    hand-over: `predicted_busy_without_handover`).
 5. A torch DataLoader whose worker processes decode the files (in order, or at random access)
@@ -45,7 +45,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import video_training as vt  # noqa: E402
 
-from trainplan.measure import calibration  # noqa: E402
+from trainplan.measure import handover as measure_handover  # noqa: E402
 from trainplan.measure import inspect as insp  # noqa: E402
 from trainplan.measure import probe  # noqa: E402
 from trainplan.measure import profiler as tp_profile  # noqa: E402
@@ -119,44 +119,6 @@ class Frames(IterableDataset):
                                 yield torch.from_numpy(rgb)
                         seed += 1000
                 tp_profile.record("read", read[0], read[1], frames=n)
-
-
-def _making_cpu_per_frame(side: int, frames: int = 20_000) -> float:
-    """CPU-seconds per frame of making the ready frames alone (ReadyFrames' generator, no loader):
-    what the hand-over probe's worker spends on a frame that is not the hand-over."""
-    it = iter(vt.ReadyFrames(side))
-    next(it)  # the distinct frames are made once, before the worker's clock is read in the probe too
-    c0 = time.thread_time()
-    for _ in range(frames):
-        next(it)
-    return (time.thread_time() - c0) / frames
-
-
-def handover_probe(cfg: vt.Config, seconds: float) -> dict[str, Any]:
-    """The hand-over alone: one DataLoader worker yielding ready uint8 frames of the model's side in
-    batches of cfg.batch, taken as fast as they come. The worker's CPU-seconds (from /proc) per frame
-    delivered, less the cost of making the frames, is what a loader worker spends on a frame besides
-    decoding it: the tensor, collation into a batch, the copy into shared memory, the hand-over
-    (data.loader_cpu_per_frame). The clock ticks are 10 ms: a second of the worker's CPU reads to 1 %;
-    the batches prefetched at the start and at the end of the window offset each other."""
-    making = _making_cpu_per_frame(cfg.side)
-    loader = DataLoader(vt.ReadyFrames(cfg.side), batch_size=cfg.batch, num_workers=1,
-                        worker_init_fn=vt._worker_init)  # noqa: SLF001
-    it = iter(loader)
-    for _ in range(cfg.warmup):  # the worker started and its frames made
-        next(it)
-    pids = [w.pid for w in it._workers]  # noqa: SLF001 - the worker process, to read its CPU time
-    cpu0, wall0 = sum(vt._cpu_seconds_of(p) for p in pids), time.perf_counter()  # noqa: SLF001
-    frames = 0
-    while time.perf_counter() - wall0 < seconds:
-        frames += len(next(it))
-    cpu = sum(vt._cpu_seconds_of(p) for p in pids) - cpu0  # noqa: SLF001
-    wall = time.perf_counter() - wall0
-    del it, loader
-    per_frame = cpu / frames
-    return {"loader_cpu_per_frame": per_frame - making, "worker_cpu_per_frame": per_frame,
-            "making_cpu_per_frame": making, "frames": frames, "worker_cpu_seconds": cpu, "wall_seconds": wall,
-            "side": cfg.side, "batch": cfg.batch}
 
 
 class PacedFrames(IterableDataset):
@@ -298,7 +260,7 @@ def run_all(runs: list[Run], seconds: float, repeats: int, probe_seconds: float 
         files = vt.make_clips(base / "clips", cfg)
         report = insp.inspect_paths([base / "clips"])
         workload = insp.to_workload(report, base / "workload.toml", "measured by data inspect on the example's files")
-        from trainplan.interfaces.commands.probe import write_decode_files
+        from trainplan.interfaces.commands.probe import write_decode_files, write_handover
 
         cal: dict[tuple[str, int], Path] = {}
         probes = {}
@@ -313,10 +275,9 @@ def run_all(runs: list[Run], seconds: float, repeats: int, probe_seconds: float 
             probes[f"{access}, {decoders} decoder(s)"] = {k: d[k] for k in ("core_fps_1080p", "uncontended_core_fps_1080p",
                                                                            "contention_ratio", "gop", "skipped")}
         # the hand-over probe, recorded beside each decode rate (provenance measured in the plan)
-        handover = handover_probe(cfg, probe_seconds)
+        handover = measure_handover.handover(side=cfg.side, batch=cfg.batch, seconds=probe_seconds).to_dict()
         for path in cal.values():
-            calibration.write(path, calibration.HANDOVER_PROBE, settings={"side": cfg.side, "batch": cfg.batch},
-                              results=handover, values=calibration.handover_values(handover), machine=probe.machine())
+            write_handover(path, handover, probe.machine())
         mm = max((probe.matmul_torch(512, "float32", "cpu", threads=1, min_seconds=0.3).to_dict() for _ in range(3)),
                  key=lambda r: r["flops_per_cpu_second"])
         peak = mm["flops_per_cpu_second"]

@@ -91,7 +91,7 @@ def test_plan_takes_measured_values(tmp_path):
 
 
 def handover_result(per_frame: float = 2.5e-4, making: float = 5e-5) -> dict:
-    """The shape of the hand-over probe's result in examples/video_pipeline_e2e.py."""
+    """The shape of the hand-over probe's result (`trainplan probe handover`)."""
     return {"loader_cpu_per_frame": per_frame - making, "worker_cpu_per_frame": per_frame,
             "making_cpu_per_frame": making, "frames": 4096, "side": 224, "batch": 16}
 
@@ -108,8 +108,8 @@ def test_the_hand_over_is_measured_in_the_plan(tmp_path):
     w = load_workload(None, [], cal)
     assert w.data.loader_cpu_per_frame == pytest.approx(2e-4)
     prov = w.provenance["data.loader_cpu_per_frame"]
-    assert prov.kind == "measured" and "hand-over probe" in prov.source and "0.250 ms" in prov.source
-    assert "trainplan probe handover" not in prov.source  # no such command
+    assert prov.kind == "measured" and "DataLoader worker" in prov.source and "0.250 ms" in prov.source
+    assert "`trainplan probe handover`" in prov.source
     # 8 cores at 101.5 frames/s of 1080p, 0.2 ms a frame on top: 8 / (1/101.5 + 0.0002)
     p = pl.pipeline_account(**pipeline_inputs(w))
     assert p.supply_fps == pytest.approx(8 / (1 / 101.5 + 2e-4))

@@ -29,7 +29,7 @@ pinned), `cluster.accelerator.peak_flops` (matmul, only when asked: it is the ac
 rate of one matmul, a ceiling, not a datasheet peak), `cluster.mfu` with
 `cluster.mfu_end_to_end = true` (from `trainplan profile`: a measured training step is
 end-to-end, so scaling efficiency must not be applied on top of it, docs/accounts.md), and
-`data.loader_cpu_per_frame` (the hand-over probe of examples/video_pipeline_e2e.py: a loader
+`data.loader_cpu_per_frame` (`trainplan probe handover`: a loader
 worker's CPU per frame used besides decoding it, docs/pipeline-and-bill.md).
 
 `load(path)` returns `{dotted_key: Measured}`; a `Measured` unpacks as `(value, source)`.
@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from trainplan.errors import UserError
 
 FORMAT_VERSION = 1
-# The probe name of the hand-over measurement (examples/video_pipeline_e2e.py), its key data.loader_cpu_per_frame.
+# The probe name of the hand-over measurement (`trainplan probe handover`), its key data.loader_cpu_per_frame.
 HANDOVER_PROBE = "handover"
 
 # The workload keys a calibration may set, with the unit the value is stored in (SI).
@@ -303,7 +303,7 @@ def _source_text(entry: dict[str, Any]) -> str:
 
 
 # Probes that are not `trainplan probe NAME`: what ran them.
-COMMANDS = {"profile": "`trainplan profile`", HANDOVER_PROBE: "the hand-over probe of examples/video_pipeline_e2e.py"}
+COMMANDS = {"profile": "`trainplan profile`"}
 
 
 def _command(probe: str) -> str:
@@ -460,7 +460,7 @@ def mfu_values(mfu: float, note: str) -> list[dict[str, Any]]:
 
 
 def handover_values(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """From the hand-over probe (examples/video_pipeline_e2e.py): data.loader_cpu_per_frame, the loader
+    """From the hand-over probe (`trainplan probe handover`): data.loader_cpu_per_frame, the loader
     worker's CPU-seconds per frame yielded, less what making the frames cost."""
     value = float(result["loader_cpu_per_frame"])
     if not (math.isfinite(value) and value > 0):

@@ -173,6 +173,19 @@ def decode_files_table(d: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- other probes
 
 
+def write_handover(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
+    calibration.write(path, calibration.HANDOVER_PROBE, settings={"side": d["side"], "batch": d["batch"]},
+                      results=d, values=calibration.handover_values(d), machine=machine)
+
+
+def handover_table(d: dict[str, Any]) -> str:
+    return (f"hand-over probe: one DataLoader worker, {d['side']} px uint8 frames in batches of {d['batch']}, "
+            f"{d['frames']:,} frames in {d['wall_seconds']:.1f} s\n"
+            f"  worker CPU {d['worker_cpu_per_frame'] * 1e3:.3f} ms a frame, less {d['making_cpu_per_frame'] * 1e3:.4f} ms "
+            f"making it\n"
+            f"  data.loader_cpu_per_frame for the plan: {d['loader_cpu_per_frame'] * 1e3:.3f} ms a frame")
+
+
 def run_read(path: Path, size: str) -> dict[str, Any]:
     nbytes = _parse(size, "bytes", "--size")
     return probe.read(path, size=int(nbytes or 64 * 2**20)).to_dict()
@@ -312,6 +325,28 @@ def register(app: typer.Typer) -> None:
             write_decode(output, d, probe.machine())
         _emit(d, format, decode_table)
 
+    @probe_app.command("handover")
+    def handover_cmd(
+        side: Annotated[int, typer.Option(help="frame side in pixels, as the model takes it")] = 224,
+        batch: Annotated[int, typer.Option(help="frames per batch, as the loader hands them over")] = 16,
+        seconds: Annotated[float, typer.Option(help="seconds of hand-over measured")] = 2.0,
+        format: FormatOpt = "table",  # noqa: A002
+        output: OutputOpt = None,
+    ) -> None:
+        """A DataLoader worker's CPU per frame besides decoding it (collation, the copy into shared
+        memory, the hand-over): data.loader_cpu_per_frame."""
+        _check_format(format)
+        from trainplan.measure import handover
+
+        try:
+            d = handover.handover(side=side, batch=batch, seconds=seconds).to_dict()
+        except probe.ProbeSkipped as why:
+            _skip(why)
+            return
+        if output is not None:
+            write_handover(output, d, probe.machine())
+        _emit(d, format, handover_table)
+
     @probe_app.command("read")
     def read_cmd(
         path: Annotated[Path, typer.Argument(help="a file to read, or a directory to write a test file in")] = Path("."),
@@ -423,6 +458,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(probe_app, name="probe")
 
 
+def _handover(side: int) -> dict[str, Any]:
+    from trainplan.measure import handover
+
+    return handover.handover(side=side).to_dict()
+
+
 def run_all(file: Path | None, sets: list[str], path: Path, processes: int,
             output: Path | None) -> dict[str, Any]:
     """Run the set of probes with a progress bar on stderr; record each in `output` as it finishes."""
@@ -433,6 +474,7 @@ def run_all(file: Path | None, sets: list[str], path: Path, processes: int,
     out: dict[str, Any] = {"machine": machine, "skipped": []}
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("decode", lambda: run_decode(fmt, side, access, None, 16, "rgb_resize", "veryfast")),
+        ("handover", lambda: _handover(side)),
         ("read", lambda: run_read(path, "64 MiB")),
         ("matmul", lambda: run_matmul(1024, 0.5)),
         ("transfer", lambda: probe.transfer().to_dict()),
@@ -440,6 +482,7 @@ def run_all(file: Path | None, sets: list[str], path: Path, processes: int,
     ]
     writers: dict[str, Callable[[Path, dict[str, Any]], None]] = {
         "decode": lambda p, d: write_decode(p, d, machine),
+        "handover": lambda p, d: write_handover(p, d, machine),
         "read": lambda p, d: write_read(p, d, machine),
         "matmul": lambda p, d: write_matmul(p, d, machine, as_peak=False),
         "transfer": lambda p, d: calibration.write(p, "transfer", settings={"bytes": d["bytes"]}, results=d,
