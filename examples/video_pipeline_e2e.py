@@ -145,15 +145,7 @@ def step_rate_fed(step: Any, cfg: vt.Config, supply_fps: float, workers: int, sp
     that together deliver `supply_fps` frames a second (PacedFrames)."""
     loader = DataLoader(PacedFrames(cfg.side, supply_fps / workers, spin), batch_size=cfg.batch, num_workers=workers,
                         worker_init_fn=vt._worker_init, prefetch_factor=PREFETCH)  # noqa: SLF001
-    with tp_profile.Profiler(warmup=max(cfg.warmup, workers * PREFETCH), sync="none") as prof:
-        started = None
-        for batch in prof.wrap(loader):
-            started = started or time.perf_counter()
-            with prof.step():
-                step(batch)
-            if time.perf_counter() - started >= seconds:
-                break
-        r = prof.result()
+    r = vt.profiled_steps(loader, step, max(cfg.warmup, workers * PREFETCH), seconds)
     del loader
     return r.frames / r.step_cpu_seconds
 
@@ -208,15 +200,7 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
     # slowed reads arrive a file (about 1.4 s) at a time: a longer window, so its edges weigh little
     seconds = cfg.seconds * (3 if run.link else 1)
     seconds = max(seconds, min_steps * cfg.batch / pred.supply_fps)  # and at least min_steps steps counted
-    with tp_profile.Profiler(warmup=warmup, sync="none") as prof:
-        started = None
-        for batch in prof.wrap(loader):
-            started = started or time.perf_counter()
-            with prof.step():
-                step(batch)
-            if time.perf_counter() - started >= seconds:
-                break
-        r = prof.result(predicted=pred)
+    r = vt.profiled_steps(loader, step, warmup, seconds, predicted=pred)
     del loader
     stall = r.stall
     named = None

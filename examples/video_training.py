@@ -53,6 +53,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from trainplan.measure import calibration
+from trainplan.measure import handover
 from trainplan.measure import probe
 from trainplan.measure import profiler as tp_profile
 
@@ -226,19 +227,26 @@ def step_rate_cpu(step: Any, batch: torch.Tensor, seconds: float) -> tuple[float
     return frames / cpu, frames / wall
 
 
-class ReadyFrames(IterableDataset):
-    """Pre-made frames, forever: a loader whose data is always ready (nothing to decode)."""
+# Pre-made frames, forever: a loader whose data is always ready (nothing to decode); the hand-over
+# probe's own dataset
+ReadyFrames = handover.ready_frames_class()
 
-    def __init__(self, side: int, distinct: int = 64) -> None:
-        self.side = side
-        self.distinct = distinct
 
-    def __iter__(self) -> Iterator[torch.Tensor]:
-        gen = torch.Generator().manual_seed(0)
-        frames = [torch.randint(0, 256, (self.side, self.side, 3), dtype=torch.uint8, generator=gen)
-                  for _ in range(self.distinct)]
-        while True:
-            yield from frames
+def profiled_steps(loader: Any, step: Any, warmup: int, seconds: float, gap: float = 0.0,
+                   predicted: Any = None) -> tp_profile.ProfileResult:
+    """The training loop under the profiler: `step` on the loader's batches for `seconds` after the first
+    counted one (`warmup` batches not counted), sleeping `gap` seconds before each step."""
+    with tp_profile.Profiler(warmup=warmup, sync="none") as prof:
+        started = None
+        for batch in prof.wrap(loader):
+            started = started or time.perf_counter()
+            if gap > 0:
+                time.sleep(gap)
+            with prof.step():
+                step(batch)
+            if time.perf_counter() - started >= seconds:
+                break
+        return prof.result(predicted=predicted)
 
 
 def step_rate_ready(step: Any, cfg: Config, seconds: float, gap: float = 0.0) -> float:
@@ -251,17 +259,7 @@ def step_rate_ready(step: Any, cfg: Config, seconds: float, gap: float = 0.0) ->
     is not busy all the time. On this VM a step that follows a wait runs slower (caches gone
     cold, a halted vCPU woken): after 40 ms waits, a quarter slower for the small model."""
     loader = DataLoader(ReadyFrames(cfg.side), batch_size=cfg.batch, num_workers=1, worker_init_fn=_worker_init)
-    with tp_profile.Profiler(warmup=cfg.warmup, sync="none") as prof:
-        started = None
-        for batch in prof.wrap(loader):
-            started = started or time.perf_counter()
-            if gap > 0:
-                time.sleep(gap)
-            with prof.step():
-                step(batch)
-            if time.perf_counter() - started >= seconds:
-                break
-        r = prof.result()
+    r = profiled_steps(loader, step, cfg.warmup, seconds, gap)
     del loader
     return r.frames / r.step_cpu_seconds
 
@@ -283,12 +281,6 @@ def calibrate(cfg: Config, clip_dir: Path, cal_path: Path) -> dict[str, Any]:
     return {"read": rd, "matmul": mm}
 
 
-def _cpu_seconds_of(pid: int) -> float:
-    """utime + stime of a process, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def loader_rate(files: list[Path], cfg: Config, seconds: float) -> dict[str, float]:
     """The loader probe: frames per CPU-second of one DataLoader worker decoding the clips, its
     batches taken as fast as they come (nothing else to do). Everything a worker core does per
@@ -296,16 +288,8 @@ def loader_rate(files: list[Path], cfg: Config, seconds: float) -> dict[str, flo
     hand-over; the decode probe alone leaves out the last two, about a sixth on this VM."""
     loader = DataLoader(ClipFrames(files, cfg.side), batch_size=cfg.batch, num_workers=1,
                         worker_init_fn=_worker_init)
-    it = iter(loader)
-    for _ in range(cfg.warmup):
-        next(it)
-    pids = [w.pid for w in it._workers]  # noqa: SLF001 - the worker processes, to read their CPU time
-    cpu0, wall0 = sum(_cpu_seconds_of(p) for p in pids), time.perf_counter()
-    frames = 0
-    while time.perf_counter() - wall0 < seconds:
-        frames += len(next(it))
-    cpu, wall = sum(_cpu_seconds_of(p) for p in pids) - cpu0, time.perf_counter() - wall0
-    del it, loader
+    frames, cpu, wall = handover.worker_cpu(loader, cfg.warmup, seconds)
+    del loader
     return {"frames_per_cpu_second": frames / cpu, "frames_per_wall_second": frames / wall, "cpu_share": cpu / wall}
 
 

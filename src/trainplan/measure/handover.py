@@ -52,7 +52,9 @@ def cpu_seconds_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _ready_frames_class() -> type:
+def ready_frames_class() -> type:
+    """An IterableDataset class of pre-made uint8 frames of a side, forever (made here, as torch is
+    imported only when a probe runs; a DataLoader over it forks its workers, the Linux default)."""
     torch = _torch()
 
     class ReadyFrames(torch.utils.data.IterableDataset):  # type: ignore[name-defined]
@@ -69,6 +71,23 @@ def _ready_frames_class() -> type:
                 yield from frames
 
     return ReadyFrames
+
+
+def worker_cpu(loader: Any, warmup: int, seconds: float) -> tuple[int, float, float]:
+    """(frames, worker CPU-seconds, wall seconds) of a DataLoader's batches taken as fast as they come
+    for `seconds`, after `warmup` batches (the workers started); the workers' CPU from /proc."""
+    it = iter(loader)
+    try:
+        for _ in range(warmup):
+            next(it)
+        pids = [w.pid for w in it._workers]  # noqa: SLF001 - the worker processes, to read their CPU time
+        cpu0, wall0 = sum(cpu_seconds_of(p) for p in pids), time.perf_counter()
+        frames = 0
+        while time.perf_counter() - wall0 < seconds:
+            frames += len(next(it))
+        return frames, sum(cpu_seconds_of(p) for p in pids) - cpu0, time.perf_counter() - wall0
+    finally:
+        del it
 
 
 def _one_thread(_: int) -> None:
@@ -88,7 +107,7 @@ def handover(side: int = 224, batch: int = 16, seconds: float = 2.0, warmup: int
     if not Path(f"/proc/{os.getpid()}/stat").exists():
         raise ProbeSkipped("hand-over: reads the worker's CPU time from /proc, which this system lacks")
     torch = _torch()
-    ready = _ready_frames_class()
+    ready = ready_frames_class()
     # what making a frame costs, alone (the frames are made once before the worker's clock is read too)
     frames_iter = iter(ready(side))
     next(frames_iter)
@@ -100,19 +119,7 @@ def handover(side: int = 224, batch: int = 16, seconds: float = 2.0, warmup: int
     # the class is made in a function: the worker must be forked to see it
     loader = torch.utils.data.DataLoader(ready(side), batch_size=batch, num_workers=1, worker_init_fn=_one_thread,
                                          multiprocessing_context="fork")
-    it = iter(loader)
-    try:
-        for _ in range(warmup):  # the worker started and its frames made
-            next(it)
-        pids = [w.pid for w in it._workers]  # noqa: SLF001 - the worker process, to read its CPU time
-        cpu0, wall0 = sum(cpu_seconds_of(p) for p in pids), time.perf_counter()
-        frames = 0
-        while time.perf_counter() - wall0 < seconds:
-            frames += len(next(it))
-        cpu = sum(cpu_seconds_of(p) for p in pids) - cpu0
-        wall = time.perf_counter() - wall0
-    finally:
-        del it, loader
+    frames, cpu, wall = worker_cpu(loader, warmup, seconds)
     per_frame = cpu / frames
     return HandoverResult(side=side, batch=batch, frames=frames, wall_seconds=wall, worker_cpu_seconds=cpu,
                           worker_cpu_per_frame=per_frame, making_cpu_per_frame=making,
