@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.accounts import collectives
+from trainplan.accounts import collectives, step_ops
 
 # Korthikanti et al. 2022, §4.1: bytes per s·b·h of one layer with 16-bit activations.
 KORTHIKANTI_REPLICATED = 10.0  # layer norms, dropout masks, residual inputs: not split by TP
@@ -132,6 +132,23 @@ def in_flight_factor(p: Any, m: Any, v: Any = 1, schedule: Any = "1f1b") -> Any:
     return np.where(gpipe, m / p, one_f_one_b * (1.0 + interleave_extra))
 
 
+def stage_partition(layers: Any, pipeline: Any, embedding_stages: Any = 0) -> tuple[Any, Any]:
+    """Layers of the fullest stage before the last, and of the last stage (which also runs the logits).
+
+    Without partition units (`embedding_stages` = 0) the p stages hold l/p layers each. With the
+    embedding and the head as partition units (DeepSpeed's 'type:transformer|embedding', Llama 3's
+    one layer fewer on the first and last stages), l + 2 units are split evenly: q = (l + 2)/p per
+    stage, the first stage holds the embedding and q - 1 layers, the last q - 1 layers and the head."""
+    l = np.asarray(layers, dtype=np.float64)
+    p = np.asarray(pipeline, dtype=np.float64)
+    u = np.asarray(embedding_stages, dtype=np.float64) * (p > 1)
+    q = np.ceil((l + 2.0 * u) / p)
+    first = q - u
+    last = l - first - np.maximum(p - 2.0, 0.0) * q
+    fullest = np.where(p > 2, q, first)
+    return np.where(p > 1, fullest, l), np.where(p > 1, last, l)
+
+
 def _recompute_code(recompute: Any) -> Any:
     if isinstance(recompute, str):
         return np.asarray(RECOMPUTE_CODES[recompute])
@@ -207,6 +224,9 @@ class Hardware:
     intra_latency: float
     inter_bus_bandwidth: float  # per device, achieved
     inter_latency: float
+    kernels: step_ops.KernelEfficiency | None = None  # GEMM curve and kernel efficiencies; None: the default row
+    intra_half_bytes: float = 0.0  # message size at half the tier's bus bandwidth (collective_efficiency.toml)
+    inter_half_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -256,7 +276,8 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
                      micro_batch: Any = 1, micro_batches: Any = 1, recompute: Any = "none", zero: Any = 0,
                      schedule: Any = "1f1b", flash_attention: bool = False, activation_bytes_per_value: float = 2.0,
                      weight_bytes: float = 2.0, grad_bytes: float = 2.0, master_bytes: float = 4.0,
-                     optimizer_bytes: float = 8.0) -> ParallelAccount:
+                     optimizer_bytes: float = 8.0, dp_overlap: Any = True, zero3_prefetch: int = 1,
+                     embedding_stages: Any = 0) -> ParallelAccount:
     f = np.float64
     t, p, v = np.asarray(tensor, f), np.asarray(pipeline, f), np.asarray(interleave, f)
     c, e, d = np.asarray(context, f), np.asarray(expert, f), np.asarray(data, f)
@@ -307,7 +328,24 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     last_stage = np.where(p > 1, (state_bytes + last_activations) * (1.0 + hw.headroom), first_stage)
     per_device = (state_bytes + fuller) * (1.0 + hw.headroom)
 
-    # ---- compute per micro-batch per layer on one device
+    # ---- time per step: each operation from its shape (accounts/step_ops.py)
+    kern = hw.kernels if hw.kernels is not None else step_ops.kernel_efficiency("default")
+    peak = hw.peak_flops
+    tokens = b * s  # rows of every GEMM of one micro-batch on this device
+    q_width = h  # heads x head_dim
+    kv_width = h * model.kv_heads / model.heads
+    head_dim = h / a
+    attention_params = h * (q_width + 2.0 * kv_width) + q_width * h
+    mlp_params = np.maximum(model.active_layer_params - attention_params, 0.0)
+    mlp_width = mlp_params / (2.0 * h)  # as two GEMMs h -> f -> h (a gated MLP's three fold into these)
+    # forward GEMMs of one layer: QKV, attention output, MLP up and down (TP splits their inner sizes)
+    gemm_fwd = (step_ops.gemm_seconds(tokens, (q_width + 2.0 * kv_width) / t, h, peak, kern)
+                + step_ops.gemm_seconds(tokens, h, q_width / t, peak, kern)
+                + step_ops.gemm_seconds(tokens, mlp_width / t, h, peak, kern)
+                + step_ops.gemm_seconds(tokens, h, mlp_width / t, peak, kern))
+    # the attention core: b a/t heads of s queries against all s_full keys
+    attention_core_fwd = step_ops.attention_core_seconds(b * a / t, s, s_full, head_dim, peak, kern,
+                                                         flash_attention)
     matmul_fwd = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * model.active_layer_params / t
     attention_fwd = ATTENTION_FLOPS * b * s * s_full * h / t
     forward = matmul_fwd + attention_fwd
@@ -315,95 +353,113 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     recomputed_flops = np.select([code == 2, code == 1], [forward, attention_fwd * float(scores_kept)], 0.0)
     layer_flops = forward * (1 + BACKWARD_PER_FORWARD) + recomputed_flops
     logit_flops = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * h * V / t * (1 + BACKWARD_PER_FORWARD)
-    rate = hw.peak_flops * hw.matmul_efficiency
-    layer_compute = layer_flops / rate
+    recomputed_time = np.select([code == 2, code == 1],
+                                [gemm_fwd + attention_core_fwd, attention_core_fwd * float(scores_kept)], 0.0)
+    layer_compute = (gemm_fwd + attention_core_fwd) * (1 + BACKWARD_PER_FORWARD) + recomputed_time
 
     # element-wise traffic: four passes over the bytes stored without recomputation, plus one
     # more over what a recomputation rebuilds
     stored_plain = korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none", scores_kept) * scale
     attention_core = KORTHIKANTI_ATTENTION_SCORES * a * s * s * b / t * scale * float(scores_kept)
     recomputed = np.select([code == 2, code == 1], [stored_plain, attention_core], 0.0)
-    layer_memory = (ELEMENTWISE_PASSES * stored_plain + recomputed) / hw.memory_bandwidth
+    layer_memory = step_ops.elementwise_seconds(ELEMENTWISE_PASSES * stored_plain + recomputed,
+                                                hw.memory_bandwidth, kern)
 
-    # tensor parallelism: all-reduces (or RS + AG with SP, the same bus bytes) of b s h
-    tp_inter = _tier(t, hw.devices_per_node)
-    tp_bw = np.where(tp_inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth)
-    tp_lat = np.where(tp_inter, hw.inter_latency, hw.intra_latency)
+    def tier(span: Any) -> tuple[Any, Any, Any, Any]:
+        inter = _tier(span, hw.devices_per_node)
+        return (inter, np.where(inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth),
+                np.where(inter, hw.inter_latency, hw.intra_latency),
+                np.where(inter, hw.inter_half_bytes, hw.intra_half_bytes))
+
+    # tensor parallelism on the critical path: all-reduces of b s h, or with SP a reduce-scatter and an
+    # all-gather each (the same bus bytes, twice the latency steps)
+    tp_inter, tp_bw, tp_lat, tp_half = tier(t)
     tp_message = b * s * h * activation_bytes_per_value
     tp_count = TP_COLLECTIVES_FORWARD + TP_COLLECTIVES_BACKWARD + np.where(code == 2, TP_COLLECTIVES_FORWARD, 0.0)
-    layer_tp = tp_count * collectives.collective_seconds("all_reduce", tp_message, t, tp_bw, tp_lat)
+    layer_tp = tp_count * np.where(
+        sp, 2.0 * step_ops.collective_seconds("all_gather", tp_message, t, tp_bw, tp_lat, tp_half),
+        step_ops.collective_seconds("all_reduce", tp_message, t, tp_bw, tp_lat, tp_half))
     layer_tp_bytes = tp_count * collectives.bus_bytes("all_reduce", tp_message, t)
 
     # context parallelism: all-gather K and V in forward, reduce-scatter their gradients in backward;
     # it overlaps with the attention computation (ring attention), only the excess is exposed
-    cp_inter = _tier(t * c, hw.devices_per_node)
-    cp_bw = np.where(cp_inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth)
-    cp_lat = np.where(cp_inter, hw.inter_latency, hw.intra_latency)
+    cp_inter, cp_bw, cp_lat, cp_half = tier(t * c)
     kv_message = 2.0 * b * s_full * h * (model.kv_heads / model.heads) / t * activation_bytes_per_value
     cp_count = 2.0 + np.where(code == 2, 1.0, 0.0)
-    cp_time = cp_count * collectives.collective_seconds("all_gather", kv_message, c, cp_bw, cp_lat)
-    layer_cp = np.maximum(0.0, cp_time - attention_fwd * (1 + BACKWARD_PER_FORWARD) / rate)
+    cp_time = cp_count * step_ops.collective_seconds("all_gather", kv_message, c, cp_bw, cp_lat, cp_half)
+    layer_cp = np.maximum(0.0, cp_time - attention_core_fwd * (1 + BACKWARD_PER_FORWARD))
     layer_cp_bytes = cp_count * collectives.bus_bytes("all_gather", kv_message, c)
 
     # expert parallelism: all-to-all of the k routed copies of b s h over e ranks (spaced t apart)
-    ep_inter = _tier(t * e, hw.devices_per_node)
-    ep_bw = np.where(ep_inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth)
-    ep_lat = np.where(ep_inter, hw.inter_latency, hw.intra_latency)
+    ep_inter, ep_bw, ep_lat, ep_half = tier(t * e)
     ep_message = b * s * h * activation_bytes_per_value * model.experts_per_token / sp_div
     moe = 1.0 if model.experts > 1 else 0.0
-    layer_ep = moe * EP_ALL_TO_ALLS_PER_LAYER * collectives.collective_seconds("all_to_all", ep_message, e, ep_bw,
-                                                                               ep_lat)
+    layer_ep = moe * EP_ALL_TO_ALLS_PER_LAYER * step_ops.collective_seconds("all_to_all", ep_message, e, ep_bw,
+                                                                            ep_lat, ep_half)
     layer_ep_bytes = moe * EP_ALL_TO_ALLS_PER_LAYER * collectives.bus_bytes("all_to_all", ep_message, e)
 
     layer_seconds = layer_compute + layer_memory + layer_tp + layer_cp + layer_ep
-    logit_seconds = logit_flops / rate
-    # the last stage also computes the logits: it is the slowest, and sets the pace of the pipeline
-    stage_seconds = layers_per_stage * layer_seconds + logit_seconds
+    # the logit GEMM (forward and its two backward GEMMs) on the last stage
+    logit_seconds = (1 + BACKWARD_PER_FORWARD) * step_ops.gemm_seconds(tokens, V / t, h, peak, kern)
+    # stages: the fullest middle stage holds `stage_layers`; the last holds `last_layers` and the logits
+    stage_layers, last_layers = stage_partition(l, p, embedding_stages)
+    stage_seconds = np.maximum(stage_layers * layer_seconds, last_layers * layer_seconds + logit_seconds)
 
     # pipeline sends: one activation forward, one gradient back per micro-batch per chunk boundary;
     # with t > 1 each of the t ranks sends 1/t of it (Narayanan's scatter/gather)
-    pp_inter = _tier(n_devices, hw.devices_per_node)
-    pp_bw = np.where(pp_inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth)
-    pp_lat = np.where(pp_inter, hw.inter_latency, hw.intra_latency)
+    pp_inter, pp_bw, pp_lat, pp_half = tier(n_devices)
     pp_message = b * s * h * activation_bytes_per_value / t
-    send = np.where(p > 1, 2.0 * v * (pp_message / pp_bw + pp_lat), 0.0)
+    send = np.where(p > 1, 2.0 * v * step_ops.collective_seconds("send", pp_message, 2, pp_bw, pp_lat, pp_half), 0.0)
 
     ideal = m * (stage_seconds + send)
     bubble_share = pipeline_bubble(p, m, v)
     bubble = ideal * bubble_share
 
     # data parallelism over d·c ranks (spaced t apart): gradients of this device's parameters
-    dp_inter = _tier(t * c * d, hw.devices_per_node)
-    dp_bw = np.where(dp_inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth)
-    dp_lat = np.where(dp_inter, hw.inter_latency, hw.intra_latency)
+    dp_inter, dp_bw, dp_lat, dp_half = tier(t * c * d)
     grad_message = params_device * grad_bytes
     weight_message = params_device * weight_bytes
-    all_reduce = collectives.collective_seconds("all_reduce", grad_message, shard, dp_bw, dp_lat)
-    scatter = collectives.collective_seconds("reduce_scatter", grad_message, shard, dp_bw, dp_lat)
-    gather = collectives.collective_seconds("all_gather", weight_message, shard, dp_bw, dp_lat)
-    # ZeRO-0: one all-reduce; ZeRO-1/2: reduce-scatter the gradients, all-gather the updated
-    # weights; both hide behind the last micro-batch's backward where they fit
-    last_backward = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
-    sync = np.where(zero == 0, all_reduce, scatter + gather)
-    # ZeRO-3: every micro-batch all-gathers the weights for forward and again for backward and
-    # reduce-scatters the gradients; prefetching hides what fits under that micro-batch's compute
-    zero3 = m * np.maximum(0.0, 2.0 * gather + scatter - stage_seconds)
-    dp_exposed = np.where(zero >= 3, zero3, np.maximum(0.0, sync - last_backward))
-    dp_bytes = np.where(zero >= 3,
-                        m * (2.0 * collectives.bus_bytes("all_gather", weight_message, shard)
-                             + collectives.bus_bytes("reduce_scatter", grad_message, shard)),
-                        np.where(zero == 0, collectives.bus_bytes("all_reduce", grad_message, shard),
-                                 collectives.bus_bytes("reduce_scatter", grad_message, shard)
-                                 + collectives.bus_bytes("all_gather", weight_message, shard)))
+    all_reduce = step_ops.collective_seconds("all_reduce", grad_message, shard, dp_bw, dp_lat, dp_half)
+    scatter = step_ops.collective_seconds("reduce_scatter", grad_message, shard, dp_bw, dp_lat, dp_half)
+    gather = step_ops.collective_seconds("all_gather", weight_message, shard, dp_bw, dp_lat, dp_half)
+    # what the framework hides the gradient exchange behind (nothing where it does not overlap):
+    # the backward pass of the micro-batch whose gradients it exchanges
+    overlap = np.asarray(dp_overlap, dtype=bool)
+    backward = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
+    hidden = np.where(overlap, backward, 0.0)
+    # ZeRO-0: one all-reduce after the last micro-batch; ZeRO-1: one reduce-scatter of the gradients
+    # and one all-gather of the updated weights per step; ZeRO-2 (gradients sharded) reduce-scatters
+    # after every micro-batch's backward, then all-gathers the weights once; the all-gather of the
+    # updated weights overlaps the next forward only where the framework overlaps
+    plain = np.maximum(0.0, all_reduce - hidden)
+    zero1 = np.maximum(0.0, scatter - hidden) + np.where(overlap, 0.0, gather)
+    zero2 = m * np.maximum(0.0, scatter - hidden) + np.where(overlap, 0.0, gather)
+    # ZeRO-3: every micro-batch all-gathers each layer's weights for forward and again for backward and
+    # reduce-scatters its gradients; with `zero3_prefetch` layers gathered ahead the exchange hides
+    # under the micro-batch's compute, except the first layer's gather of each pass
+    layer_share = 1.0 / np.maximum(stage_layers, 1.0)
+    zero3_exchange = 2.0 * gather + scatter
+    first_gathers = 2.0 * gather * layer_share
+    zero3 = m * np.where(zero3_prefetch > 0, np.maximum(0.0, zero3_exchange - stage_seconds) + first_gathers,
+                         zero3_exchange)
+    dp_exposed = np.select([zero >= 3, zero == 2, zero == 1], [zero3, zero2, zero1], plain)
+    dp_bytes = np.select([zero >= 3, zero == 2],
+                         [m * (2.0 * collectives.bus_bytes("all_gather", weight_message, shard)
+                               + collectives.bus_bytes("reduce_scatter", grad_message, shard)),
+                          m * collectives.bus_bytes("reduce_scatter", grad_message, shard)
+                          + collectives.bus_bytes("all_gather", weight_message, shard)],
+                         np.where(zero == 0, collectives.bus_bytes("all_reduce", grad_message, shard),
+                                  collectives.bus_bytes("reduce_scatter", grad_message, shard)
+                                  + collectives.bus_bytes("all_gather", weight_message, shard)))
 
     # optimizer step: read gradient and weight, read and write master and moments (memory-bound)
     optimizer_traffic = params_device / np.where(zero >= 1, shard, 1.0) * (
         grad_bytes + weight_bytes + 2.0 * (master_bytes + optimizer_bytes))
-    optimizer_seconds = optimizer_traffic / hw.memory_bandwidth
+    optimizer_seconds = step_ops.elementwise_seconds(optimizer_traffic, hw.memory_bandwidth, kern)
 
     step = ideal + bubble + dp_exposed + optimizer_seconds
 
-    flops_device = m * (layers_per_stage * layer_flops + logit_flops)
+    flops_device = m * (last_layers * layer_flops + logit_flops)
     batch = b * m * d
     # the layers' matmuls, the logits (not the embedding lookup, which is no matmul), attention
     matmul_params = model.active_layer_params * l + model.embedding_params
@@ -412,8 +468,7 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     with np.errstate(divide="ignore", invalid="ignore"):
         mfu = model_flops / (n_devices * hw.peak_flops * step)
 
-    stage_layers = layers_per_stage
-    collective_bytes = m * stage_layers * (layer_tp_bytes + layer_cp_bytes + layer_ep_bytes) \
+    collective_bytes = m * last_layers * (layer_tp_bytes + layer_cp_bytes + layer_ep_bytes) \
         + np.where(p > 1, m * 2.0 * v * pp_message, 0.0) + dp_bytes
     tier_name = np.array(["intra", "inter"])
     return ParallelAccount(
@@ -421,10 +476,10 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
         weights_bytes=weights + gathered, grads_bytes=grads, optimizer_bytes=optimizer, activation_bytes=activations,
         first_stage_bytes=first_stage, last_stage_bytes=last_stage, per_device_bytes=per_device,
         fits=per_device <= hw.device_memory,
-        compute_seconds=m * (stage_layers * layer_compute + logit_seconds),
-        memory_bound_seconds=m * stage_layers * layer_memory,
-        tensor_seconds=m * stage_layers * layer_tp, context_seconds=m * stage_layers * layer_cp,
-        expert_seconds=m * stage_layers * layer_ep, pipeline_send_seconds=m * send,
+        compute_seconds=m * (last_layers * layer_compute + logit_seconds),
+        memory_bound_seconds=m * last_layers * layer_memory,
+        tensor_seconds=m * last_layers * layer_tp, context_seconds=m * last_layers * layer_cp,
+        expert_seconds=m * last_layers * layer_ep, pipeline_send_seconds=m * send,
         bubble_seconds=bubble, bubble_share=bubble_share, data_parallel_seconds=dp_exposed,
         optimizer_seconds=optimizer_seconds, step_seconds=step,
         flops_per_device=flops_device, model_flops=model_flops, mfu=mfu, bytes_per_step=collective_bytes,

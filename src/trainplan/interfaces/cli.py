@@ -49,7 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scaling": ("scaling", "Scaling laws: compute-optimal N and D; fit a law to runs."),
     "formats": ("formats", "Number formats: bytes, bits, stored values and their errors."),
     "layout": ("layout", "Parallel layouts of a model on N devices: the fastest that fit."),
-    "validate-against": ("layout", "Predicted against published step times (Megatron runs)."),
+    "validate-against": ("layout", "Predicted against published step times (sets of published runs)."),
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.accounts import parallel
+from trainplan.accounts import parallel, step_ops
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.catalogue.interconnect import platform
 from trainplan.errors import UserError
@@ -54,12 +54,16 @@ def hardware(w: Workload) -> parallel.Hardware:
     if "cluster.node_link" not in measured:
         inter *= plat.inter.efficiency
     efficiency = w.parallel.efficiency if w.parallel.efficiency is not None else plat.matmul_efficiency
+    kernels = step_ops.kernel_efficiency(acc.key)
+    if w.parallel.efficiency is not None:  # a given matmul efficiency replaces the GEMM curve: flat
+        kernels = kernels.with_values(gemm_max=float(w.parallel.efficiency), gemm_half_intensity=0.0)
     return parallel.Hardware(
         peak_flops=acc.peak(w.training.precision), matmul_efficiency=efficiency,
         memory_bandwidth=acc.memory_bandwidth, device_memory=acc.memory, runtime_buffers=c.runtime_buffers,
         headroom=c.headroom, devices_per_node=int(c.devices_per_node or plat.devices_per_node),
         intra_bus_bandwidth=intra, intra_latency=plat.intra.latency, inter_bus_bandwidth=inter,
-        inter_latency=plat.inter.latency)
+        inter_latency=plat.inter.latency, kernels=kernels, intra_half_bytes=step_ops.half_bytes(plat.intra.key),
+        inter_half_bytes=step_ops.half_bytes(plat.inter.key))
 
 
 def _state_kwargs(w: Workload) -> dict[str, float]:

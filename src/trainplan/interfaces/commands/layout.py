@@ -1,4 +1,4 @@
-"""`trainplan layout [FILE]`: the fastest parallel layouts that fit; `trainplan validate-against megatron`."""
+"""`trainplan layout [FILE]`: the fastest parallel layouts that fit; `trainplan validate-against SET`."""
 
 from __future__ import annotations
 
@@ -44,13 +44,27 @@ def layout_table(result: dict[str, Any]) -> str:
 
 
 def validation_table(result: dict[str, Any]) -> str:
-    lines = [f"Megatron-LM runs of {result['source']}: one matmul efficiency "
-             f"{result['matmul_efficiency']:g} for the A100, nothing set per run",
-             f"  {'run':<22} {'GPUs':>5} {'TP':>3} {'PP':>3} {'v':>2} {'predicted':>10} {'measured':>9} {'error':>7}"]
+    lines = [f"{result['suite']}: {result['source']}",
+             f"  assumed: {result['assumed']}",
+             f"  A100 GEMM curve gemm_max {result['gemm_max']:.3f}, half intensity {result['gemm_half_intensity']:.0f}"
+             f" (fitted on {', '.join(result['fitted_on']) or 'given constants'}); nothing set per run",
+             f"  {'set':<13} {'run':<22} {'GPUs':>6} {'TP':>3} {'PP':>3} {'v':>2} {'DP':>4} {'ZeRO':>4} "
+             f"{'predicted':>10} {'measured':>9} {'error':>7}"]
     for r in result["rows"]:
-        lines.append(f"  {r['name']:<22} {r['devices']:>5} {r['tensor']:>3} {r['pipeline']:>3} {r['interleave']:>2} "
-                     f"{r['predicted_seconds']:>9.2f}s {r['measured_seconds']:>8.2f}s {r['error']:>+7.1%}")
-    lines.append(f"  mean absolute error {result['mean_abs_error']:.1%}, max {result['max_abs_error']:.1%}")
+        lines.append(f"  {r['set']:<13} {r['name']:<22} {r['devices']:>6} {r['tensor']:>3} {r['pipeline']:>3} "
+                     f"{r['interleave']:>2} {r['data']:>4} {r['zero']:>4} {r['predicted_seconds']:>9.2f}s "
+                     f"{r['measured_seconds']:>8.2f}s {r['error']:>+7.1%}")
+    lines.append(f"  in sample (catalogue constants): mean absolute error {result['mean_abs_error']:.1%}, "
+                 f"max {result['max_abs_error']:.1%}, bias {result['bias']:+.1%}")
+    loso = result.get("leave_one_set_out")
+    if loso:
+        lines.append("  out of sample (each set predicted with constants fitted on the other sets):")
+        for h in loso["held_out"]:
+            lines.append(f"    {h['set']:<13} {len(h['rows']):>3} runs  mean {h['mean_abs_error']:>5.1%}  "
+                         f"max {h['max_abs_error']:>5.1%}  bias {h['bias']:>+6.1%}  (gemm_max {h['gemm_max']:.3f}, "
+                         f"half {h['gemm_half_intensity']:.0f}, framework {h['framework_efficiency']:.2f})")
+        lines.append(f"    all {loso['runs']} runs: mean {loso['mean_abs_error']:.1%}, max {loso['max_abs_error']:.1%}, "
+                     f"bias {loso['bias']:+.1%}")
     return "\n".join(lines)
 
 
@@ -78,17 +92,24 @@ def layout_command(
 
 
 def validate_against_command(
-    suite: Annotated[str, typer.Argument(help="the published runs to plan: megatron")],
+    suite: Annotated[str, typer.Argument(help="the published runs to plan: megatron (= korthikanti), "
+                                              "narayanan2021, mtnlg, bloom, llama3, opt, or all")],
     format: FormatOpt = "table",  # noqa: A002
     output: OutputOpt = None,
 ) -> None:
-    """Plan the eight Megatron-LM runs of Korthikanti et al. 2022 and compare with the measured step times."""
+    """Plan a set of published training runs and compare with their measured step times (in and out of sample)."""
     from trainplan.planning.evaluate import clean
-    from trainplan.planning.validation import validate
+    from trainplan.planning.validation import ALIASES, leave_one_set_out, validate
     from trainplan.present.outputs import write_output
 
     _check_format(format)
-    result = clean(validate(suite).as_dict())
+    result = validate(suite).as_dict()
+    loso = leave_one_set_out().as_dict()
+    name = ALIASES.get(suite, suite)
+    if name != "all":
+        loso = dict(loso, held_out=[h for h in loso["held_out"] if h["set"] == name])
+    result["leave_one_set_out"] = loso
+    result = clean(result)
     write_output(json.dumps(result, indent=2, allow_nan=False) if format == "json" else validation_table(result),
                  output)
 
