@@ -24,7 +24,9 @@ def test_every_candidate_is_a_valid_layout():
     assert np.all(g.tensor * g.pipeline * g.context * g.data == 64)
     assert np.all(g.micro_batch * g.micro_batches * g.data == 1024)
     assert np.all(32 % g.tensor == 0)
-    assert np.all(32 % (g.pipeline * g.interleave) == 0)
+    # the layers (or the layers and the two embedding units) split into p x v chunks
+    assert np.all((32 + 2 * g.embedding_stages) % (g.pipeline * g.interleave) == 0)
+    assert np.all((g.embedding_stages == 0) | (g.pipeline > 1))
     assert np.all(~g.sequence | (g.tensor > 1))
     assert np.all((g.interleave == 1) | (g.micro_batches % g.pipeline == 0))
 
@@ -45,7 +47,7 @@ def test_grid_result_equals_the_single_layout():
     # the vectorised evaluation and a one-layout call agree (vectorisation check)
     w = load_workload(None, SETS)
     best = search(w, resolve_model(w), top=1)["layouts"][0]
-    from trainplan.planning.layout import hardware, model_shape
+    from trainplan.planning.layout import _state_kwargs, hardware, model_shape
 
     one = parallel.parallel_account(
         model_shape(w, resolve_model(w)), hardware(w), tensor=best["tensor"], pipeline=best["pipeline"],
@@ -53,7 +55,7 @@ def test_grid_result_equals_the_single_layout():
         sequence_parallel=best["sequence"], micro_batch=best["micro_batch"], micro_batches=best["micro_batches"],
         recompute=best["recompute"], zero=best["zero"],
         schedule="interleaved" if best["interleave"] > 1 else "1f1b", flash_attention=w.parallel.flash_attention,
-        activation_bytes_per_value=2.0)
+        embedding_stages=best["embedding_stages"], **_state_kwargs(w))
     assert float(one.step_seconds) == pytest.approx(best["step_seconds"])
 
 

@@ -277,7 +277,7 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
                      schedule: Any = "1f1b", flash_attention: bool = False, activation_bytes_per_value: float = 2.0,
                      weight_bytes: float = 2.0, grad_bytes: float = 2.0, master_bytes: float = 4.0,
                      optimizer_bytes: float = 8.0, dp_overlap: Any = True, zero3_prefetch: int = 1,
-                     embedding_stages: Any = 0) -> ParallelAccount:
+                     overlap_cost: float = 0.0, embedding_stages: Any = 0) -> ParallelAccount:
     f = np.float64
     t, p, v = np.asarray(tensor, f), np.asarray(pipeline, f), np.asarray(interleave, f)
     c, e, d = np.asarray(context, f), np.asarray(expert, f), np.asarray(data, f)
@@ -431,17 +431,29 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     # and one all-gather of the updated weights per step; ZeRO-2 (gradients sharded) reduce-scatters
     # after every micro-batch's backward, then all-gathers the weights once; the all-gather of the
     # updated weights overlaps the next forward only where the framework overlaps
-    plain = np.maximum(0.0, all_reduce - hidden)
-    zero1 = np.maximum(0.0, scatter - hidden) + np.where(overlap, 0.0, gather)
-    zero2 = m * np.maximum(0.0, scatter - hidden) + np.where(overlap, 0.0, gather)
+    # an exchange hidden behind compute still slows it (NCCL's kernels take SMs and HBM bandwidth):
+    # `overlap_cost` of the hidden part lands on the step
+    def exposed(exchange: Any, behind: Any) -> Any:
+        return np.maximum(0.0, exchange - behind) + overlap_cost * np.minimum(exchange, behind)
+
+    plain = exposed(all_reduce, hidden)
+    zero1 = exposed(scatter, hidden) + np.where(overlap, overlap_cost * gather, gather)
+    zero2 = m * exposed(scatter, hidden) + np.where(overlap, overlap_cost * gather, gather)
     # ZeRO-3: every micro-batch all-gathers each layer's weights for forward and again for backward and
-    # reduce-scatters its gradients; with `zero3_prefetch` layers gathered ahead the exchange hides
-    # under the micro-batch's compute, except the first layer's gather of each pass
-    layer_share = 1.0 / np.maximum(stage_layers, 1.0)
-    zero3_exchange = 2.0 * gather + scatter
-    first_gathers = 2.0 * gather * layer_share
-    zero3 = m * np.where(zero3_prefetch > 0, np.maximum(0.0, zero3_exchange - stage_seconds) + first_gathers,
-                         zero3_exchange)
+    # reduce-scatters its gradients. With `zero3_prefetch` layers gathered ahead, a layer's gather runs
+    # under the previous layer's forward (its gather and reduce-scatter under the backward), so per layer
+    # only the excess over that layer's compute is exposed, and the first layer's gather of each pass;
+    # without prefetch every exchange is exposed
+    layer_weights = (model.dense_layer_params + model.expert_params / l / e) / t
+    layer_gather = step_ops.collective_seconds("all_gather", layer_weights * weight_bytes, shard, dp_bw, dp_lat,
+                                               dp_half)
+    layer_scatter = step_ops.collective_seconds("reduce_scatter", layer_weights * grad_bytes, shard, dp_bw, dp_lat,
+                                                dp_half)
+    layer_forward = layer_seconds * (gemm_fwd + attention_core_fwd) / np.maximum(layer_compute, 1e-300)
+    layer_backward = layer_seconds - layer_forward
+    prefetched = stage_layers * (exposed(layer_gather, layer_forward)
+                                 + exposed(layer_gather + layer_scatter, layer_backward)) + 2.0 * layer_gather
+    zero3 = m * np.where(zero3_prefetch > 0, prefetched, stage_layers * (2.0 * layer_gather + layer_scatter))
     dp_exposed = np.select([zero >= 3, zero == 2, zero == 1], [zero3, zero2, zero1], plain)
     dp_bytes = np.select([zero >= 3, zero == 2],
                          [m * (2.0 * collectives.bus_bytes("all_gather", weight_message, shard)

@@ -63,11 +63,14 @@ class Framework:
     key: str
     dp_overlap: bool
     zero3_prefetch: int
+    overlap_cost: float
     efficiency: float
     source: str
 
 
 FRAMEWORKS: tuple[str, ...] = tuple(catalogue.table("kernel_efficiency")["frameworks"])
+# what a workload is planned with (it names no framework): Megatron-core's overlaps
+DEFAULT_FRAMEWORK = "megatron-core"
 
 
 def framework(key: str) -> Framework:
@@ -79,7 +82,7 @@ def framework(key: str) -> Framework:
         raise UserError("framework", f"expected one of {', '.join(table)}, got {key!r}")
     e = table[key]
     return Framework(key=key, dp_overlap=bool(e["dp_overlap"]), zero3_prefetch=int(e["zero3_prefetch"]),
-                     efficiency=float(e["efficiency"]), source=str(e["source"]))
+                     overlap_cost=float(e["overlap_cost"]), efficiency=float(e["efficiency"]), source=str(e["source"]))
 
 
 @lru_cache(maxsize=None)

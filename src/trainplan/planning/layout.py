@@ -19,10 +19,16 @@ from trainplan.catalogue.interconnect import platform
 from trainplan.errors import UserError
 from trainplan.workload.schema import Workload
 
-# The candidate grid of the search (each filtered by what it must divide).
-INTERLEAVE_CHOICES = (1, 2, 3, 4)
-CONTEXT_CHOICES = (1, 2, 4, 8)
+# The candidate grid of the search (each filtered by what it must divide). Interleaving: any
+# number of virtual stages that divides a stage's layers (or partition units).
+CONTEXT_CHOICES = (1, 2, 4, 8, 16)
+# Context parallelism pays only for long sequences: each rank keeps at least this many tokens of a
+# sequence (Megatron-core and NeMo advise it from 8K-token sequences up: 8K split in two)
+CONTEXT_MIN_TOKENS_PER_RANK = 4096
 MICRO_BATCH_CHOICES = (1, 2, 4, 8)
+# Two layouts tie when their step times differ by less than this share (the search shows the one
+# of least memory and counts the rest)
+TWIN_TOLERANCE = 1e-3
 RECOMPUTE_CHOICES = ("none", "selective", "full")
 ZERO_CHOICES = (0, 1, 2, 3)
 
@@ -66,10 +72,12 @@ def hardware(w: Workload) -> parallel.Hardware:
         inter_half_bytes=step_ops.half_bytes(plat.inter.key))
 
 
-def _state_kwargs(w: Workload) -> dict[str, float]:
+def _state_kwargs(w: Workload) -> dict[str, Any]:
     state = state_bytes_per_param(w.training.precision, w.training.optimizer)
+    fw = step_ops.framework(step_ops.DEFAULT_FRAMEWORK)
     return dict(activation_bytes_per_value=bytes_per_element(w.training.precision), weight_bytes=state.weights,
-                grad_bytes=state.grads, master_bytes=state.master, optimizer_bytes=state.optimizer)
+                grad_bytes=state.grads, master_bytes=state.master, optimizer_bytes=state.optimizer,
+                dp_overlap=fw.dp_overlap, zero3_prefetch=fw.zero3_prefetch, overlap_cost=fw.overlap_cost)
 
 
 def account_of(w: Workload, model: Any) -> tuple[parallel.ParallelAccount, parallel.Hardware] | None:
@@ -141,6 +149,7 @@ class Grid:
     micro_batches: np.ndarray
     recompute: np.ndarray
     zero: np.ndarray
+    embedding_stages: np.ndarray  # 1: the embedding and the head are partition units of the pipeline
 
     def __len__(self) -> int:
         return int(self.tensor.size)
@@ -153,16 +162,32 @@ def _divisors(n: int, limit: int) -> list[int]:
     return [k for k in range(1, min(n, limit) + 1) if n % k == 0]
 
 
+def _stage_splits(layers: int, devices: int) -> list[tuple[int, int, int]]:
+    """(pipeline, interleave, embedding_stages): p stages of v chunks over the layers, or over the layers
+    and the two embedding units (uneven stages: the first and last hold one layer fewer)."""
+    out = []
+    for p in range(1, min(devices, layers + 2) + 1):
+        for u in (0, 1):
+            units = layers + 2 * u
+            if (u and p == 1) or units % p:
+                continue
+            out += [(p, v, u) for v in _divisors(units // p, units) if v == 1 or p > 1]
+    return out
+
+
 def candidate_grid(shape: parallel.ModelShape, devices: int, global_batch: int) -> Grid:
     """Every layout of `devices` that divides what it must and keeps `global_batch` sequences per step."""
     tensors = [t for t in (2**k for k in range(12)) if t <= devices and shape.heads % t == 0]
-    pipelines = _divisors(shape.layers, devices)
+    splits = _stage_splits(shape.layers, devices)
     experts = _divisors(shape.experts, devices)
-    contexts = [c for c in CONTEXT_CHOICES if shape.seq_len % c == 0 and c <= devices]
-    grid = np.array(list(itertools.product(tensors, pipelines, INTERLEAVE_CHOICES, contexts, experts, (0, 1),
-                                           MICRO_BATCH_CHOICES, range(len(RECOMPUTE_CHOICES)), ZERO_CHOICES)),
-                    dtype=np.int64)
-    t, p, v, c, e, sp, b, rc, z = grid.T
+    contexts = [c for c in CONTEXT_CHOICES if shape.seq_len % c == 0 and c <= devices
+                and (c == 1 or shape.seq_len // c >= CONTEXT_MIN_TOKENS_PER_RANK)]
+    rows = [(t, p, v, c, e, sp, b, rc, z, u)
+            for t, (p, v, u), c, e, sp, b, rc, z in itertools.product(
+                tensors, splits, contexts, experts, (0, 1), MICRO_BATCH_CHOICES, range(len(RECOMPUTE_CHOICES)),
+                ZERO_CHOICES)]
+    grid = np.array(rows, dtype=np.int64).reshape(-1, 10)
+    t, p, v, c, e, sp, b, rc, z, u = grid.T
     split = t * p * c
     ok = devices % split == 0
     d = np.where(ok, devices // np.maximum(split, 1), 0)
@@ -170,15 +195,48 @@ def candidate_grid(shape: parallel.ModelShape, devices: int, global_batch: int) 
     ok &= global_batch % np.maximum(b * d, 1) == 0
     m = np.where(ok, global_batch // np.maximum(b * d, 1), 0)
     ok &= m > 0
-    ok &= shape.layers % (p * v) == 0
     ok &= (v == 1) | ((p > 1) & (m % p == 0))
     ok &= (sp == 0) | (t > 1)
     ok &= (d * c) % e == 0
     ok &= (z == 0) | (d * c > 1)  # ZeRO needs a data-parallel group to shard over
+    ok &= (e == 1) | (shape.experts > 1)  # expert parallelism only for a mixture of experts
     keep = np.flatnonzero(ok)
     return Grid(tensor=t[keep], pipeline=p[keep], interleave=v[keep], context=c[keep], expert=e[keep],
                 data=d[keep], sequence=sp[keep].astype(bool), micro_batch=b[keep], micro_batches=m[keep],
-                recompute=rc[keep], zero=z[keep])
+                recompute=rc[keep], zero=z[keep], embedding_stages=u[keep])
+
+
+def collapse_twins(order: np.ndarray, step: np.ndarray, memory: np.ndarray) -> list[tuple[int, int]]:
+    """(shown, ties) in order of step time: layouts whose step times lie within TWIN_TOLERANCE of the
+    group's fastest are one group; the one of least memory is shown, the others counted as ties."""
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and step[i] <= step[groups[-1][0]] * (1.0 + TWIN_TOLERANCE):
+            groups[-1].append(int(i))
+        else:
+            groups.append([int(i)])
+    return [(min(g, key=lambda k: (memory[k], k)), len(g) - 1) for g in groups]
+
+
+def reason(row: dict[str, Any], best: dict[str, Any] | None, devices_per_node: int) -> str:
+    """A short reason for a layout, in a practitioner's words: what its choices buy against its cost."""
+    parts = []
+    if row["tensor"] > 1:
+        where = "inside a node" if row["tensor"] <= devices_per_node else "across nodes"
+        parts.append(f"TP {row['tensor']} {where}" + (" with SP" if row["sequence"] else ""))
+    if row["pipeline"] > 1:
+        v = f" x {row['interleave']} virtual" if row["interleave"] > 1 else ""
+        uneven = ", embedding and head as stages" if row["embedding_stages"] else ""
+        parts.append(f"PP {row['pipeline']}{v} cuts the bubble to {row['bubble_share']:.1%}{uneven}")
+    if row["context"] > 1:
+        parts.append(f"CP {row['context']} splits the {row['seq_tokens']}-token sequence")
+    if row["zero"]:
+        what = {1: "optimizer state", 2: "optimizer state and gradients", 3: "state and weights"}[row["zero"]]
+        parts.append(f"ZeRO-{row['zero']} shards the {what}")
+    parts.append("no recomputation" if row["recompute"] == "none" else f"{row['recompute']} recomputation to fit")
+    if best is not None and row is not best:
+        parts.append(f"{row['step_seconds'] / best['step_seconds'] - 1.0:+.1%} on the fastest")
+    return "; ".join(parts)
 
 
 def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
@@ -206,23 +264,38 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
         expert=grid.expert, data=grid.data, sequence_parallel=grid.sequence, micro_batch=grid.micro_batch,
         micro_batches=grid.micro_batches, recompute=recompute_codes, zero=grid.zero,
         schedule=np.zeros(len(grid), dtype=np.int64), flash_attention=w.parallel.flash_attention,
-        **_state_kwargs(w))
+        embedding_stages=grid.embedding_stages, **_state_kwargs(w))
     fits = np.asarray(a.fits, dtype=bool)
-    order = np.lexsort((a.per_device_bytes, a.step_seconds))
+    step = np.asarray(a.step_seconds, dtype=np.float64)
+    memory = np.asarray(a.per_device_bytes, dtype=np.float64)
+    order = np.lexsort((memory, step))
     if not include_unfit:
         order = order[fits[order]]
-    rows = []
+    shown = collapse_twins(order, step, memory)
+    rows: list[dict[str, Any]] = []
     tokens = global_batch * shape.seq_len
-    for i in order[:top]:
+    for i, ties in shown[:top]:
         rows.append({
             "tensor": int(grid.tensor[i]), "pipeline": int(grid.pipeline[i]), "interleave": int(grid.interleave[i]),
             "schedule": "interleaved" if grid.interleave[i] > 1 else "1f1b", "sequence": bool(grid.sequence[i]),
             "context": int(grid.context[i]), "expert": int(grid.expert[i]), "data": int(grid.data[i]),
             "micro_batch": int(grid.micro_batch[i]), "micro_batches": int(grid.micro_batches[i]),
             "recompute": RECOMPUTE_CHOICES[int(grid.recompute[i])], "zero": int(grid.zero[i]),
-            "step_seconds": float(a.step_seconds[i]), "tokens_per_second": tokens / float(a.step_seconds[i]),
-            "per_device_bytes": float(a.per_device_bytes[i]), "fits": bool(fits[i]), "mfu": float(a.mfu[i]),
-            "bubble_share": float(a.bubble_share[i]), "tensor_tier": str(a.tensor_tier[i]),
+            "embedding_stages": int(grid.embedding_stages[i]),
+            "step_seconds": float(step[i]), "tokens_per_second": tokens / float(step[i]),
+            "per_device_bytes": float(memory[i]), "fits": bool(fits[i]), "mfu": float(a.mfu[i]),
+            "bubble_share": float(a.bubble_share[i]), "tensor_tier": str(a.tensor_tier[i]), "ties": int(ties),
+            "seq_tokens": int(shape.seq_len),
         })
+    for r in rows:
+        r["reason"] = reason(r, rows[0], hw.devices_per_node)
     return {"devices": n, "global_batch": global_batch, "seq_len": shape.seq_len, "candidates": len(grid),
-            "fitting": int(fits.sum()), "device_memory": hw.device_memory, "layouts": rows}
+            "fitting": int(fits.sum()), "distinct": len(shown), "device_memory": hw.device_memory, "layouts": rows}
+
+
+def rank_of(result: dict[str, Any], **layout: Any) -> int | None:
+    """1-based place of the first listed layout whose keys equal `layout` (None when not listed)."""
+    for place, row in enumerate(result["layouts"], start=1):
+        if all(row[k] == v for k, v in layout.items()):
+            return place
+    return None

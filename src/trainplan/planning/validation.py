@@ -211,6 +211,7 @@ def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
         flash_attention=run.flash_attention, activation_bytes_per_value=bytes_per_element(run.precision),
         weight_bytes=state.weights, grad_bytes=state.grads, master_bytes=state.master,
         optimizer_bytes=state.optimizer, dp_overlap=fw.dp_overlap, zero3_prefetch=fw.zero3_prefetch,
+        overlap_cost=fw.overlap_cost,
         embedding_stages=run.embedding_stages)
 
 
