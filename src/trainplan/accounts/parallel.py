@@ -149,6 +149,17 @@ def stage_partition(layers: Any, pipeline: Any, embedding_stages: Any = 0) -> tu
     return np.where(p > 1, fullest, l), np.where(p > 1, last, l)
 
 
+def embedding_units(layers: int, pipeline: int, interleave: int = 1) -> int | None:
+    """0 when p x v chunks divide the layers evenly; 1 when they divide the layers and the two embedding
+    units (uneven stages: BLOOM's 70 layers on 12 stages, Llama 3 405B's 126 on 16); None when neither."""
+    chunks = pipeline * interleave
+    if layers % chunks == 0:
+        return 0
+    if pipeline > 1 and (layers + 2) % chunks == 0:
+        return 1
+    return None
+
+
 def _recompute_code(recompute: Any) -> Any:
     if isinstance(recompute, str):
         return np.asarray(RECOMPUTE_CODES[recompute])
@@ -227,6 +238,8 @@ class Hardware:
     kernels: step_ops.KernelEfficiency | None = None  # GEMM curve and kernel efficiencies; None: the default row
     intra_half_bytes: float = 0.0  # message size at half the tier's bus bandwidth (collective_efficiency.toml)
     inter_half_bytes: float = 0.0
+    intra_send_half_bytes: float = 0.0  # the same for a point-to-point send
+    inter_send_half_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -365,11 +378,12 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     layer_memory = step_ops.elementwise_seconds(ELEMENTWISE_PASSES * stored_plain + recomputed,
                                                 hw.memory_bandwidth, kern)
 
-    def tier(span: Any) -> tuple[Any, Any, Any, Any]:
+    def tier(span: Any, send: bool = False) -> tuple[Any, Any, Any, Any]:
         inter = _tier(span, hw.devices_per_node)
+        half = np.where(inter, hw.inter_send_half_bytes, hw.intra_send_half_bytes) if send else \
+            np.where(inter, hw.inter_half_bytes, hw.intra_half_bytes)
         return (inter, np.where(inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth),
-                np.where(inter, hw.inter_latency, hw.intra_latency),
-                np.where(inter, hw.inter_half_bytes, hw.intra_half_bytes))
+                np.where(inter, hw.inter_latency, hw.intra_latency), half)
 
     # tensor parallelism on the critical path: all-reduces of b s h, or with SP a reduce-scatter and an
     # all-gather each (the same bus bytes, twice the latency steps)
@@ -407,7 +421,7 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
 
     # pipeline sends: one activation forward, one gradient back per micro-batch per chunk boundary;
     # with t > 1 each of the t ranks sends 1/t of it (Narayanan's scatter/gather)
-    pp_inter, pp_bw, pp_lat, pp_half = tier(n_devices)
+    pp_inter, pp_bw, pp_lat, pp_half = tier(n_devices, send=True)
     pp_message = b * s * h * activation_bytes_per_value / t
     send = np.where(p > 1, 2.0 * v * step_ops.collective_seconds("send", pp_message, 2, pp_bw, pp_lat, pp_half), 0.0)
 
@@ -529,10 +543,11 @@ def check_layout(count: int, tensor: int = 1, pipeline: int = 1, interleave: int
                         f"got {schedule!r}")
     if interleave > 1 and pipeline < 2:
         raise UserError("parallel.interleave", "expected 1 without pipeline parallelism (parallel.pipeline = 1)")
-    if layers is not None and layers % (pipeline * interleave):
+    if layers is not None and embedding_units(layers, pipeline, interleave) is None:
         key = "parallel.interleave" if interleave > 1 else "parallel.pipeline"
         raise UserError(key, f"expected parallel.pipeline x interleave ({pipeline} x {interleave}) to divide "
-                        f"model.layers ({layers})")
+                        f"model.layers ({layers}) or model.layers + 2 (the embedding and the head as stages' "
+                        f"partition units)")
     if expert > 1 and experts % expert:
         raise UserError("parallel.expert", f"expected a divisor of model.experts ({experts}), got {expert}")
     if expert > 1 and (d * context) % expert:

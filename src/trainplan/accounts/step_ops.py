@@ -103,10 +103,12 @@ def fit_sets() -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=None)
-def half_bytes(tier_key: str) -> float:
-    """Message size (bytes) at which a collective on this tier reaches half its large-message bus bandwidth."""
+def half_bytes(tier_key: str, op: str = "all_reduce") -> float:
+    """Message size (bytes) at which `op` on this tier reaches half its large-message bus bandwidth
+    (a ring collective's, or a point-to-point send's)."""
     entry = catalogue.table("collective_efficiency")["tiers"][tier_key]
-    return units.parse(str(entry["half_bytes"]), "bytes", f"collective_efficiency.{tier_key}.half_bytes")
+    name = "send_half_bytes" if op == "send" else "half_bytes"
+    return units.parse(str(entry[name]), "bytes", f"collective_efficiency.{tier_key}.{name}")
 
 
 # ---------------------------------------------------------------- GEMMs

@@ -69,14 +69,22 @@ def hardware(w: Workload) -> parallel.Hardware:
         headroom=c.headroom, devices_per_node=int(c.devices_per_node or plat.devices_per_node),
         intra_bus_bandwidth=intra, intra_latency=plat.intra.latency, inter_bus_bandwidth=inter,
         inter_latency=plat.inter.latency, kernels=kernels, intra_half_bytes=step_ops.half_bytes(plat.intra.key),
-        inter_half_bytes=step_ops.half_bytes(plat.inter.key))
+        inter_half_bytes=step_ops.half_bytes(plat.inter.key),
+        intra_send_half_bytes=step_ops.half_bytes(plat.intra.key, "send"),
+        inter_send_half_bytes=step_ops.half_bytes(plat.inter.key, "send"))
 
 
 def _state_kwargs(w: Workload) -> dict[str, Any]:
     state = state_bytes_per_param(w.training.precision, w.training.optimizer)
+    weights, grads, master, moments = state.weights, state.grads, state.master, state.optimizer
+    if w.training.state_recipe is not None:  # a named recipe (Megatron's fp32 main_grad: 18 B/param)
+        from trainplan.accounts.training_state import recipe
+
+        r = recipe(w.training.state_recipe)
+        weights, grads, master, moments = r.weights, r.grads, r.master, r.moments
     fw = step_ops.framework(step_ops.DEFAULT_FRAMEWORK)
-    return dict(activation_bytes_per_value=bytes_per_element(w.training.precision), weight_bytes=state.weights,
-                grad_bytes=state.grads, master_bytes=state.master, optimizer_bytes=state.optimizer,
+    return dict(activation_bytes_per_value=bytes_per_element(w.training.precision), weight_bytes=weights,
+                grad_bytes=grads, master_bytes=master, optimizer_bytes=moments,
                 dp_overlap=fw.dp_overlap, zero3_prefetch=fw.zero3_prefetch, overlap_cost=fw.overlap_cost)
 
 
@@ -93,7 +101,8 @@ def account_of(w: Workload, model: Any) -> tuple[parallel.ParallelAccount, paral
         shape, hw, tensor=p.tensor, pipeline=p.pipeline, interleave=p.interleave, context=p.context,
         expert=p.expert, data=d, sequence_parallel=p.sequence, micro_batch=t.micro_batch,
         micro_batches=t.grad_accum, recompute=t.recompute, zero=t.zero, schedule=p.schedule,
-        flash_attention=p.flash_attention, **_state_kwargs(w))
+        flash_attention=p.flash_attention,
+        embedding_stages=parallel.embedding_units(shape.layers, p.pipeline, p.interleave) or 0, **_state_kwargs(w))
     return acct, hw
 
 

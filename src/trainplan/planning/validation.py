@@ -192,7 +192,9 @@ def hardware_of(accelerator_key: str, precision: str, kernels: step_ops.KernelEf
         intra_bus_bandwidth=acc.interconnect * plat.intra.efficiency, intra_latency=plat.intra.latency,
         inter_bus_bandwidth=plat.inter.bus_bandwidth * plat.nics_per_device, inter_latency=plat.inter.latency,
         kernels=kernels if kernels is not None else step_ops.kernel_efficiency(acc.key),
-        intra_half_bytes=step_ops.half_bytes(plat.intra.key), inter_half_bytes=step_ops.half_bytes(plat.inter.key))
+        intra_half_bytes=step_ops.half_bytes(plat.intra.key), inter_half_bytes=step_ops.half_bytes(plat.inter.key),
+        intra_send_half_bytes=step_ops.half_bytes(plat.intra.key, "send"),
+        inter_send_half_bytes=step_ops.half_bytes(plat.inter.key, "send"))
 
 
 def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
