@@ -279,3 +279,146 @@ def test_korthikanti_against_saved_tensors_of_a_torch_layer():
     norm_stats = 4 * s * b * 2
     wide_masks = 2 * s * b * h + a * s * s * b  # the three masks at 2 bytes instead of 1
     assert sum(saved.values()) - norm_stats - formula in (0, wide_masks)
+
+
+# ---------------------------------------------------------------- the step model from the operations (issue 23)
+
+from trainplan.accounts import step_ops  # noqa: E402
+
+CURVE = step_ops.KernelEfficiency(key="test", gemm_max=0.8, gemm_half_intensity=200.0, flash_efficiency=0.5,
+                                  elementwise_efficiency=0.8, source="test values")
+
+
+def test_gemm_efficiency_from_its_intensity_by_hand():
+    # 2048 x 2560 by 2560 x 20480 (the 530B layer's attention output at TP 8):
+    # I = 1 / (1/2048 + 1/20480 + 1/2560) = 1079.0; efficiency 0.8 x I / (I + 200)
+    intensity = 1 / (1 / 2048 + 1 / 20480 + 1 / 2560)
+    assert float(step_ops.gemm_intensity(2048, 20480, 2560)) == pytest.approx(intensity)
+    assert float(step_ops.gemm_efficiency(2048, 20480, 2560, CURVE)) == pytest.approx(0.8 * intensity / (intensity + 200))
+    # the intensity is symmetric: the two backward GEMMs (permutations of m, n, k) run at the same efficiency
+    assert float(step_ops.gemm_efficiency(20480, 2560, 2048, CURVE)) == pytest.approx(
+        float(step_ops.gemm_efficiency(2048, 20480, 2560, CURVE)))
+    seconds = 2 * 2048 * 20480 * 2560 / (312e12 * 0.8 * intensity / (intensity + 200))
+    assert float(step_ops.gemm_seconds(2048, 20480, 2560, 312e12, CURVE)) == pytest.approx(seconds)
+    assert float(step_ops.gemm_seconds(2048, 0, 2560, 312e12, CURVE)) == 0.0  # an empty GEMM takes no time
+
+
+def test_attention_core_flash_or_not_by_hand():
+    # 4 x 64 / 8 = 32 heads of 2048 queries x 2048 keys x head size 96: 2 x 2 x 32 x 2048^2 x 96 FLOPs
+    flops = 4 * 32 * 2048**2 * 96
+    unfused = 1 / (1 / 2048 + 1 / 2048 + 1 / 96)
+    assert float(step_ops.attention_core_seconds(32, 2048, 2048, 96, 312e12, CURVE, False)) == pytest.approx(
+        flops / (312e12 * 0.8 * unfused / (unfused + 200)))
+    assert float(step_ops.attention_core_seconds(32, 2048, 2048, 96, 312e12, CURVE, True)) == pytest.approx(
+        flops / (312e12 * 0.5))
+
+
+def test_collective_at_its_message_size_by_hand():
+    # 100 MB all-reduce on 8 ranks of a 231 GB/s tier whose half size is 6 MB:
+    # 2 x 7/8 x 100 MB / (231 GB/s x 100 / 106) + 14 steps x 5 us
+    want = 2 * 7 / 8 * 100e6 / (231e9 * 100 / 106) + 14 * 5e-6
+    assert float(step_ops.collective_seconds("all_reduce", 100e6, 8, 231e9, 5e-6, 6e6)) == pytest.approx(want)
+    assert float(step_ops.bus_efficiency(6e6, 6e6)) == pytest.approx(0.5)
+    assert float(step_ops.collective_seconds("all_reduce", 100e6, 1, 231e9, 5e-6, 6e6)) == 0.0
+
+
+def test_catalogue_curves_carry_sources():
+    for key in ("a100-sxm-80gb", "h100-sxm", "h200", "default"):
+        row = step_ops.kernel_efficiency(key)
+        assert 0 < row.gemm_max < 1 and row.source
+    assert step_ops.kernel_efficiency("b200").key == "default"
+    assert step_ops.half_bytes("nvlink3") == 6e6 and step_ops.half_bytes("ib-hdr", "send") == 1e6
+    for fw in step_ops.FRAMEWORKS:
+        assert step_ops.framework(fw).source
+    with pytest.raises(UserError):
+        step_ops.framework("jax")
+
+
+def test_the_22b_layer_compute_from_its_gemms_by_hand():
+    # 22B (h 6144, 64 heads), TP 8, b 4 x s 2048 = 8192 rows, full recompute: per layer the four
+    # GEMMs (QKV 8192 x 2304 x 6144, out 8192 x 6144 x 768, up 8192 x 3072 x 6144, down 8192 x 6144 x 3072)
+    # and the attention core (8 x 4 heads of 2048 x 2048 x 96, unfused) run forward 4 times (3 + the
+    # recomputation); the logits (8192 x 6400 x 6144) 3 times; 48 layers, one micro-batch
+    hw = parallel.Hardware(**{**vars(A100), "kernels": CURVE})
+    m = gpt_shape(6144, 64, 48, 51200, 2048)
+    a = parallel.parallel_account(m, hw, tensor=8, micro_batch=4, micro_batches=1, recompute="full")
+
+    def gemm(mm, n, k):
+        i = 1 / (1 / mm + 1 / n + 1 / k)
+        return 2 * mm * n * k / (312e12 * 0.8 * i / (i + 200))
+
+    # the block's 12 h^2 + 13 h parameters: the MLP width is (12 h^2 + 13 h - 4 h^2) / (2 h) = 4 h + 6.5
+    f = (12 * 6144**2 + 13 * 6144 - 4 * 6144**2) / (2 * 6144) / 8
+    layer = gemm(8192, 2304, 6144) + gemm(8192, 6144, 768) + gemm(8192, f, 6144) + gemm(8192, 6144, f)
+    attention = 4 * 32 * 2048**2 * 96 / (312e12 * 0.8 * (i := 1 / (2 / 2048 + 1 / 96)) / (i + 200))
+    want = 48 * 4 * (layer + attention) + 3 * gemm(8192, 6400, 6144)
+    assert float(a.compute_seconds) == pytest.approx(want, rel=1e-9)
+
+
+def test_stage_partition_with_embedding_units():
+    # BLOOM: 70 layers + 2 units on 12 stages = 6 each; the first and last hold 5 layers
+    assert tuple(map(float, parallel.stage_partition(70, 12, 1))) == (6.0, 5.0)
+    # Llama 3 405B: 126 + 2 on 16 = 8 each, 7 on the first and last
+    assert tuple(map(float, parallel.stage_partition(126, 16, 1))) == (8.0, 7.0)
+    assert tuple(map(float, parallel.stage_partition(96, 8, 0))) == (12.0, 12.0)
+    assert tuple(map(float, parallel.stage_partition(48, 1, 1))) == (48.0, 48.0)
+    assert parallel.embedding_units(70, 12) == 1 and parallel.embedding_units(96, 8) == 0
+    assert parallel.embedding_units(71, 12) is None
+    assert parallel.check_layout(384, tensor=4, pipeline=12, layers=70) == 8
+    with pytest.raises(UserError) as e:
+        parallel.check_layout(384, tensor=4, pipeline=12, layers=71)
+    assert e.value.where == "parallel.pipeline"
+
+
+def test_uneven_stage_time_is_the_fuller_stage():
+    # 70 layers on 12 stages: middle stages run 6 layers, the last 5 layers and the logits
+    m = gpt_shape(4096, 32, 70, 32000, 2048)
+    even_layers = parallel.parallel_account(m, A100, pipeline=1, micro_batches=1)
+    a = parallel.parallel_account(m, A100, pipeline=12, micro_batches=1, embedding_stages=1)
+    per_layer = (float(even_layers.compute_seconds) - float(
+        parallel.parallel_account(gpt_shape(4096, 32, 69, 32000, 2048), A100, micro_batches=1).compute_seconds))
+    assert float(a.compute_seconds) == pytest.approx(float(even_layers.compute_seconds) - 65 * per_layer)
+
+
+def _dp_times(zero, overlap, m=4, prefetch=1):
+    # one stage, 16-way data parallelism over two nodes (inter tier 22.5 GB/s, 10 us), no overlap cost
+    shape = gpt_shape(4096, 32, 32, 32000, 2048)
+    return shape, parallel.parallel_account(shape, A100, data=16, micro_batches=m, zero=zero, dp_overlap=overlap,
+                                            zero3_prefetch=prefetch, overlap_cost=0.0)
+
+
+def test_data_parallel_exchanges_by_hand_without_overlap():
+    shape, z0 = _dp_times(0, False)
+    psi = shape.dense_layer_params * 32 + shape.embedding_params  # one stage holds every parameter
+    all_reduce = 2 * 15 / 16 * psi * 2 / 22.5e9 + 30 * 1e-5
+    scatter = 15 / 16 * psi * 2 / 22.5e9 + 15 * 1e-5
+    gather = scatter  # 2-byte weights and 2-byte gradients
+    assert float(z0.data_parallel_seconds) == pytest.approx(all_reduce)
+    _, z1 = _dp_times(1, False)
+    assert float(z1.data_parallel_seconds) == pytest.approx(scatter + gather)
+    # ZeRO-2 keeps only its gradient shard: a reduce-scatter after every micro-batch (4), not once
+    _, z2 = _dp_times(2, False)
+    assert float(z2.data_parallel_seconds) == pytest.approx(4 * scatter + gather)
+    # ZeRO-3 without prefetch: per micro-batch per layer two gathers of the layer and a reduce-scatter
+    _, z3 = _dp_times(3, False, prefetch=0)
+    layer = shape.dense_layer_params * 2
+    per_layer = 2 * (15 / 16 * layer / 22.5e9 + 15 * 1e-5) + 15 / 16 * layer / 22.5e9 + 15 * 1e-5
+    assert float(z3.data_parallel_seconds) == pytest.approx(4 * 32 * per_layer)
+
+
+def test_overlap_hides_only_behind_backward_and_costs_its_share():
+    _, hidden = _dp_times(2, True)
+    _, exposed = _dp_times(2, False)
+    assert float(hidden.data_parallel_seconds) < float(exposed.data_parallel_seconds)
+    shape = gpt_shape(4096, 32, 32, 32000, 2048)
+    half = parallel.parallel_account(shape, A100, data=16, micro_batches=4, zero=0, dp_overlap=True,
+                                     overlap_cost=0.5)
+    none = parallel.parallel_account(shape, A100, data=16, micro_batches=4, zero=0, dp_overlap=True,
+                                     overlap_cost=0.0)
+    psi = shape.dense_layer_params * 32 + shape.embedding_params
+    all_reduce = 2 * 15 / 16 * psi * 2 / 22.5e9 + 30 * 1e-5
+    backward = (float(none.step_seconds) - float(none.data_parallel_seconds) - float(none.optimizer_seconds)) / 4 \
+        * 2 / 3
+    assert float(none.data_parallel_seconds) == pytest.approx(max(0.0, all_reduce - backward))
+    assert float(half.data_parallel_seconds) == pytest.approx(max(0.0, all_reduce - backward)
+                                                              + 0.5 * min(all_reduce, backward))

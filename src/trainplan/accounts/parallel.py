@@ -342,7 +342,9 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     per_device = (state_bytes + fuller) * (1.0 + hw.headroom)
 
     # ---- time per step: each operation from its shape (accounts/step_ops.py)
-    kern = hw.kernels if hw.kernels is not None else step_ops.kernel_efficiency("default")
+    # without a kernel curve, every GEMM and attention kernel at the one matmul efficiency, element-wise
+    # work at the full HBM bandwidth (the flat model)
+    kern = hw.kernels if hw.kernels is not None else step_ops.flat_efficiency(hw.matmul_efficiency)
     peak = hw.peak_flops
     tokens = b * s  # rows of every GEMM of one micro-batch on this device
     q_width = h  # heads x head_dim

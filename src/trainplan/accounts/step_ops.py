@@ -85,6 +85,13 @@ def framework(key: str) -> Framework:
                      overlap_cost=float(e["overlap_cost"]), efficiency=float(e["efficiency"]), source=str(e["source"]))
 
 
+def flat_efficiency(matmul_efficiency: float) -> KernelEfficiency:
+    """One efficiency for every GEMM and attention kernel, element-wise work at full bandwidth."""
+    return KernelEfficiency(key="flat", gemm_max=matmul_efficiency, gemm_half_intensity=0.0,
+                            flash_efficiency=matmul_efficiency, elementwise_efficiency=1.0,
+                            source="one given matmul efficiency")
+
+
 @lru_cache(maxsize=None)
 def kernel_efficiency(accelerator_key: str) -> KernelEfficiency:
     """The accelerator's row, else the catalogue's `default` row."""
@@ -124,7 +131,8 @@ def gemm_intensity(m: Any, n: Any, k: Any) -> Any:
 def gemm_efficiency(m: Any, n: Any, k: Any, curve: KernelEfficiency) -> Any:
     """Achieved share of dense peak of an (m x k) by (k x n) GEMM."""
     intensity = gemm_intensity(m, n, k)
-    return curve.gemm_max * intensity / (intensity + curve.gemm_half_intensity)
+    denominator = intensity + curve.gemm_half_intensity
+    return curve.gemm_max * np.where(denominator > 0, intensity / np.where(denominator > 0, denominator, 1.0), 0.0)
 
 
 def gemm_seconds(m: Any, n: Any, k: Any, peak_flops: float, curve: KernelEfficiency, count: Any = 1.0) -> Any:

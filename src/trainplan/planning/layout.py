@@ -215,16 +215,44 @@ def candidate_grid(shape: parallel.ModelShape, devices: int, global_batch: int) 
                 recompute=rc[keep], zero=z[keep], embedding_stages=u[keep])
 
 
-def collapse_twins(order: np.ndarray, step: np.ndarray, memory: np.ndarray) -> list[tuple[int, int]]:
+def collapse_twins(order: np.ndarray, step: np.ndarray, memory: np.ndarray,
+                   simpler: np.ndarray | None = None) -> list[tuple[int, int]]:
     """(shown, ties) in order of step time: layouts whose step times lie within TWIN_TOLERANCE of the
-    group's fastest are one group; the one of least memory is shown, the others counted as ties."""
+    group's fastest are one group; the one of least memory is shown (of those within TWIN_TOLERANCE of
+    the least, the one of least `simpler`, e.g. context parallelism), the others counted as ties."""
     groups: list[list[int]] = []
     for i in order:
         if groups and step[i] <= step[groups[-1][0]] * (1.0 + TWIN_TOLERANCE):
             groups[-1].append(int(i))
         else:
             groups.append([int(i)])
-    return [(min(g, key=lambda k: (memory[k], k)), len(g) - 1) for g in groups]
+    rank = simpler if simpler is not None else np.zeros(len(step))
+    out = []
+    for g in groups:
+        least = min(memory[k] for k in g)
+        near = [k for k in g if memory[k] <= least * (1.0 + TWIN_TOLERANCE)]
+        out.append((min(near, key=lambda k: (rank[k], memory[k], k)), len(g) - 1))
+    return out
+
+
+def best_per_layout(order: np.ndarray, step: np.ndarray, tensor: np.ndarray, pipeline: np.ndarray,
+                    context: np.ndarray, expert: np.ndarray) -> list[tuple[int, int]]:
+    """(shown, others) in order of step time: the fastest setting of each parallel layout (TP, PP, CP,
+    EP), with the count of its slower settings. A layout with context or expert parallelism that is no
+    faster (within TWIN_TOLERANCE) than the same layout without it is left out: it does not pay."""
+    first: dict[tuple[int, ...], int] = {}
+    count: dict[tuple[int, ...], int] = {}
+    for i in order:
+        key = (int(tensor[i]), int(pipeline[i]), int(context[i]), int(expert[i]))
+        first.setdefault(key, int(i))
+        count[key] = count.get(key, 0) + 1
+    out = []
+    for (t, p, c, e), i in first.items():
+        plain = first.get((t, p, 1, 1))
+        if (c > 1 or e > 1) and plain is not None and step[plain] <= step[i] * (1.0 + TWIN_TOLERANCE):
+            continue
+        out.append((i, count[(t, p, c, e)] - 1))
+    return out
 
 
 def reason(row: dict[str, Any], best: dict[str, Any] | None, devices_per_node: int) -> str:
@@ -238,7 +266,8 @@ def reason(row: dict[str, Any], best: dict[str, Any] | None, devices_per_node: i
         uneven = ", embedding and head as stages" if row["embedding_stages"] else ""
         parts.append(f"PP {row['pipeline']}{v} cuts the bubble to {row['bubble_share']:.1%}{uneven}")
     if row["context"] > 1:
-        parts.append(f"CP {row['context']} splits the {row['seq_tokens']}-token sequence")
+        parts.append(f"CP {row['context']} splits the {row['seq_tokens']}-token sequence "
+                     f"({row['seq_tokens'] // row['context']} tokens a rank)")
     if row["zero"]:
         what = {1: "optimizer state", 2: "optimizer state and gradients", 3: "state and weights"}[row["zero"]]
         parts.append(f"ZeRO-{row['zero']} shards the {what}")
@@ -248,9 +277,18 @@ def reason(row: dict[str, Any], best: dict[str, Any] | None, devices_per_node: i
     return "; ".join(parts)
 
 
+SEARCH_BY = ("setting", "layout")
+
+
 def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
-           include_unfit: bool = False) -> dict[str, Any]:
-    """The fastest layouts that fit, with memory and step time for each."""
+           include_unfit: bool = False, by: str = "setting") -> dict[str, Any]:
+    """The fastest layouts that fit, with memory and step time for each.
+
+    by = "setting": every distinct setting, twins (step times within TWIN_TOLERANCE) collapsed;
+    by = "layout": one row per parallel layout (TP, PP, CP, EP), its fastest setting of the rest
+    (interleave, micro-batch, recomputation, ZeRO, SP), `ties` counting its other settings."""
+    if by not in SEARCH_BY:
+        raise UserError("--by", f"expected one of {', '.join(SEARCH_BY)}, got {by!r}")
     shape = model_shape(w, model)
     if shape is None:
         raise UserError("model.layers", "a shape (model.layers and model.width, or model.hf_config) to search "
@@ -280,7 +318,10 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
     order = np.lexsort((memory, step))
     if not include_unfit:
         order = order[fits[order]]
-    shown = collapse_twins(order, step, memory)
+    # among twins, the simpler: no context or expert parallelism, less ZeRO, fewer virtual stages
+    simpler = (grid.context * grid.expert * 1000 + grid.zero * 100 + grid.interleave).astype(np.float64)
+    shown = collapse_twins(order, step, memory, simpler) if by == "setting" else \
+        best_per_layout(order, step, grid.tensor, grid.pipeline, grid.context, grid.expert)
     rows: list[dict[str, Any]] = []
     tokens = global_batch * shape.seq_len
     for i, ties in shown[:top]:
@@ -299,7 +340,8 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
     for r in rows:
         r["reason"] = reason(r, rows[0], hw.devices_per_node)
     return {"devices": n, "global_batch": global_batch, "seq_len": shape.seq_len, "candidates": len(grid),
-            "fitting": int(fits.sum()), "distinct": len(shown), "device_memory": hw.device_memory, "layouts": rows}
+            "fitting": int(fits.sum()), "distinct": len(shown), "by": by, "device_memory": hw.device_memory,
+            "layouts": rows}
 
 
 def rank_of(result: dict[str, Any], **layout: Any) -> int | None:

@@ -11,6 +11,7 @@ import typer
 from trainplan.errors import UserError
 
 FORMATS = ("table", "json")
+REASONS_SHOWN = 5  # the top layouts given a reason in the table
 
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table or json")]
 OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="write to this file instead of stdout")]
@@ -28,18 +29,24 @@ def _gib(x: float) -> str:
 def layout_table(result: dict[str, Any]) -> str:
     lines = [f"layouts of {result['devices']} devices, global batch {result['global_batch']} x "
              f"{result['seq_len']} tokens: {result['candidates']} candidates, {result['fitting']} fit "
-             f"in {_gib(result['device_memory'])}"]
+             f"in {_gib(result['device_memory'])}, {result['distinct']} distinct "
+             f"{'layouts' if result.get('by') == 'layout' else 'step times'}"]
     if not result["layouts"]:
         lines.append("  none fits: more devices, a smaller micro-batch or recomputation")
         return "\n".join(lines)
     lines.append(f"  {'TP':>3} {'PP':>3} {'v':>2} {'CP':>3} {'EP':>3} {'DP':>4} {'SP':>3} {'b':>2} {'m':>5} "
-                 f"{'recompute':>9} {'ZeRO':>4} {'step':>9} {'memory':>10} {'MFU':>6} {'bubble':>7}")
-    for r in result["layouts"]:
+                 f"{'recompute':>9} {'ZeRO':>4} {'step':>9} {'memory':>10} {'MFU':>6} {'bubble':>7} {'ties':>5}")
+    for place, r in enumerate(result["layouts"], start=1):
         lines.append(f"  {r['tensor']:>3} {r['pipeline']:>3} {r['interleave']:>2} {r['context']:>3} "
                      f"{r['expert']:>3} {r['data']:>4} {'yes' if r['sequence'] else 'no':>3} {r['micro_batch']:>2} "
                      f"{r['micro_batches']:>5} {r['recompute']:>9} {r['zero']:>4} {r['step_seconds']:>8.3f}s "
-                     f"{_gib(r['per_device_bytes']):>10} {r['mfu']:>6.1%} {r['bubble_share']:>7.1%}"
+                     f"{_gib(r['per_device_bytes']):>10} {r['mfu']:>6.1%} {r['bubble_share']:>7.1%} {r['ties']:>5}"
                      + ("" if r["fits"] else "  (does not fit)"))
+        if place <= REASONS_SHOWN:
+            lines.append(f"      {r['reason']}")
+    if any(r["ties"] for r in result["layouts"]):
+        lines.append("  ties: other settings within 0.1 % of that step time (the one of least memory shown)"
+                     if result.get("by") != "layout" else "  ties: the layout's other, slower settings")
     return "\n".join(lines)
 
 
@@ -76,6 +83,8 @@ def layout_command(
     devices: Annotated[Optional[int], typer.Option(help="devices to lay out (default cluster.count)", min=1)] = None,
     top: Annotated[int, typer.Option(help="layouts listed", min=1)] = 10,
     all_: Annotated[bool, typer.Option("--all", help="list layouts that do not fit too")] = False,
+    by: Annotated[str, typer.Option("--by", help="setting (every setting, twins collapsed) or layout (the fastest "
+                                                 "setting of each TP x PP x CP x EP)")] = "setting",
     format: FormatOpt = "table",  # noqa: A002
     output: OutputOpt = None,
 ) -> None:
@@ -87,7 +96,7 @@ def layout_command(
 
     _check_format(format)
     w = load_workload(file, set_ or [], calibration)
-    result = clean(search(w, resolve_model(w), devices, top, all_))
+    result = clean(search(w, resolve_model(w), devices, top, all_, by))
     write_output(json.dumps(result, indent=2, allow_nan=False) if format == "json" else layout_table(result), output)
 
 
