@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from trainplan.catalogue.interconnect import platform
+from trainplan.accounts import step_ops
+from trainplan.planning import validation
 from trainplan.planning.validation import gpt_shape, megatron_runs, validate
 
 PAPER = {  # name: (width, heads, layers, TP, PP, GPUs, global batch, micro-batch, seconds)
@@ -38,17 +39,24 @@ def test_shapes_have_the_published_sizes(h, l, billions):
     assert gpt_shape(h, 64, l, 51200, 2048).params / 1e9 == pytest.approx(billions, rel=0.03)
 
 
-def test_within_the_target_with_one_efficiency():
+def test_the_eight_within_the_target_with_one_curve():
     v = validate("megatron")
     assert len(v.rows) == 8
-    assert v.mean_abs_error <= 0.10
-    assert v.max_abs_error <= 0.20
+    # issue 23's targets on the eight (constants fitted on korthikanti and narayanan2021, stated)
+    assert v.mean_abs_error <= 0.05
+    assert v.max_abs_error <= 0.10
+    assert abs(v.bias) <= 0.05
+    assert v.fitted_on == ["korthikanti", "narayanan2021"]
     # one GEMM curve for the A100, the catalogue's, not one per run
-    assert (v.gemm_max, v.gemm_half_intensity) == (0.85, 200.0)
+    curve = step_ops.kernel_efficiency("a100-sxm-80gb")
+    assert (v.gemm_max, v.gemm_half_intensity) == (curve.gemm_max, curve.gemm_half_intensity)
     for r in v.rows:
         assert r.measured_seconds == PAPER[r.name][-1]
         assert r.error == pytest.approx((r.predicted_seconds - r.measured_seconds) / r.measured_seconds)
         assert r.fits  # every published run ran on 80 GB cards
+    errors = [r.error for r in v.rows]
+    assert v.bias == pytest.approx(sum(errors) / 8)
+    assert v.max_abs_error == pytest.approx(max(abs(e) for e in errors))
 
 
 def test_pipeline_bubble_of_the_175b_runs():
@@ -72,3 +80,126 @@ def test_cli_unknown_suite(cli):
     assert res.returncode == 2
     assert res.stderr.strip().startswith("trainplan: set: expected one of megatron, korthikanti, narayanan2021")
     assert "got 'calculon'" in res.stderr
+
+
+# ---------------------------------------------------------------- the published sets beyond the eight (issue 23)
+
+NARAYANAN = {  # Narayanan et al. 2021, Table 1: name: (h, a, l, TP, PP, GPUs, batch, achieved TFLOP/s per GPU)
+    "1.7B": (2304, 24, 24, 1, 1, 32, 512, 137), "3.6B": (3072, 32, 30, 2, 1, 64, 512, 138),
+    "7.5B": (4096, 32, 36, 4, 1, 128, 512, 142), "18.4B": (6144, 48, 40, 8, 1, 256, 1024, 135),
+    "39.1B": (8192, 64, 48, 8, 2, 512, 1536, 138), "76.1B": (10240, 80, 60, 8, 4, 1024, 1792, 140),
+    "145.6B": (12288, 96, 80, 8, 8, 1536, 2304, 148), "310.1B": (16384, 128, 96, 8, 16, 1920, 2160, 155),
+    "529.6B": (20480, 128, 105, 8, 35, 2520, 2520, 163), "1008B": (25600, 160, 128, 8, 64, 3072, 3072, 163),
+}
+MTNLG = {2240: 60.1, 2800: 50.2, 3360: 44.4}  # Smith et al. 2022: GPUs -> seconds per iteration (batch 1920)
+MTNLG_TFLOPS = {2240: 126, 2800: 121, 3360: 113}
+
+
+def _eq3(batch, s, l, h, vocab):
+    """Narayanan et al. 2021 eq. 3 (full recomputation): 96 B s l h^2 (1 + s/(6h) + V/(16 l h))."""
+    return 96 * batch * s * l * h**2 * (1 + s / (6 * h) + vocab / (16 * l * h))
+
+
+def test_narayanan_table_and_the_step_times_it_implies():
+    runs = {r.name: r for r in validation.runs_of("narayanan2021")}
+    assert set(runs) == set(NARAYANAN)
+    for name, (h, a, l, t, p, n, batch, tflops) in NARAYANAN.items():
+        r = runs[name]
+        assert (r.width, r.heads, r.layers, r.tensor, r.pipeline, r.devices, r.global_batch) == (h, a, l, t, p, n, batch)
+        assert r.measured["tflops_per_gpu"] == tflops
+        assert validation.measured_seconds(r) == pytest.approx(_eq3(batch, 2048, l, h, 51200) / (n * tflops * 1e12))
+    # by hand for the 1.7B run: about 3.53 s
+    assert validation.measured_seconds(runs["1.7B"]) == pytest.approx(3.53, abs=0.01)
+
+
+def test_mtnlg_times_agree_with_its_own_flop_rates():
+    # the paper's seconds and its teraFLOP/s are one measurement: eq. 3 over (GPUs x rate) gives the seconds
+    runs = {r.devices: r for r in validation.runs_of("mtnlg")}
+    for n, seconds in MTNLG.items():
+        assert validation.measured_seconds(runs[n]) == seconds
+        assert _eq3(1920, 2048, 105, 20480, 51200) / (n * MTNLG_TFLOPS[n] * 1e12) == pytest.approx(seconds, rel=0.01)
+        assert runs[n].data * 8 * 35 == n and runs[n].micro_batches == 1920 // runs[n].data
+
+
+def test_every_set_states_its_source_and_assumptions():
+    for name in validation.set_names():
+        source, assumed = validation.set_source(name)
+        assert source and assumed, name
+        for r in validation.runs_of(name):
+            assert r.devices % (r.tensor * r.pipeline) == 0 and r.global_batch % (r.micro_batch * r.data) == 0
+    assert validation.runs_of("megatron") == validation.runs_of("korthikanti")
+
+
+ZERO3 = {  # Narayanan et al. 2021, Table 2, ZeRO-3 without model parallelism: (GPUs, batch, micro-batch, TFLOP/s)
+    "175B ZeRO-3 on 384": (384, 1536, 4, 144), "175B ZeRO-3 on 768": (768, 1536, 2, 88),
+    "175B ZeRO-3 on 1536": (1536, 1536, 1, 44), "530B ZeRO-3 on 640": (640, 2560, 4, 138),
+    "530B ZeRO-3 on 1120": (1120, 2240, 2, 98), "530B ZeRO-3 on 2240": (2240, 2240, 1, 48),
+}
+
+
+def test_zero3_rows_of_the_paper():
+    runs = {r.name: r for r in validation.runs_of("zero3")}
+    assert set(runs) == set(ZERO3)
+    for name, (n, batch, mb, tflops) in ZERO3.items():
+        r = runs[name]
+        assert (r.devices, r.global_batch, r.micro_batch, r.measured["tflops_per_gpu"], r.zero, r.tensor,
+                r.pipeline) == (n, batch, mb, tflops, 3, 1, 1)
+        assert r.micro_batches == 1  # one micro-batch of b sequences on each GPU
+    # every ZeRO-3 run predicted within 15 % out of sample (the issue saw -21 to -35 %)
+    held = next(h for h in validation.leave_one_set_out().held_out if h.set == "zero3")
+    assert all(abs(r.error) <= 0.15 for r in held.rows)
+
+
+def test_bloom_and_llama3_run_on_uneven_stages():
+    bloom = validation.runs_of("bloom")[0]
+    assert (bloom.layers, bloom.pipeline, bloom.embedding_stages) == (70, 12, 1)
+    assert validation.run_shape(bloom).params / 1e9 == pytest.approx(176, rel=0.01)  # BLOOM's 176 B
+    llama = validation.runs_of("llama3")[0]
+    assert (llama.layers, llama.pipeline, llama.embedding_stages) == (126, 16, 1)
+    assert validation.run_shape(llama).params / 1e9 == pytest.approx(405, rel=0.01)  # Llama 3's 405 B
+    for run in (bloom, llama):
+        assert validation.plan_run(run).step_seconds > 0
+
+
+def test_catalogue_constants_are_the_fit_on_the_stated_sets():
+    fitted = validation.fit(step_ops.fit_sets())
+    curve = step_ops.kernel_efficiency("a100-sxm-80gb")
+    assert fitted.gemm_max == pytest.approx(curve.gemm_max, abs=0.002)
+    assert fitted.gemm_half_intensity == pytest.approx(curve.gemm_half_intensity, abs=2.0)
+    share = validation.fit_framework(["mtnlg", "bloom"], "deepspeed", {"a100-sxm-80gb": fitted})
+    assert share == pytest.approx(step_ops.framework("deepspeed").efficiency, abs=0.002)
+
+
+def test_leave_one_set_out_is_out_of_sample_and_within_the_target():
+    loso = validation.leave_one_set_out()
+    assert [h.set for h in loso.held_out] == list(validation.set_names())
+    for h in loso.held_out:
+        assert h.set not in h.fitted_on
+    # the eight predicted with the curve fitted on the other sets' Megatron runs (narayanan2021 only)
+    k = next(h for h in loso.held_out if h.set == "korthikanti")
+    refit = validation.fit([s for s in validation.set_names() if s != "korthikanti"])
+    assert (k.gemm_max, k.gemm_half_intensity) == (refit.gemm_max, refit.gemm_half_intensity)
+    errors = [r.error for h in loso.held_out for r in h.rows]
+    n = sum(len(validation.runs_of(s)) for s in validation.set_names())
+    assert loso.runs == len(errors) == n == 37
+    assert loso.mean_abs_error == pytest.approx(sum(abs(e) for e in errors) / n)
+    assert loso.bias == pytest.approx(sum(errors) / n)
+    # issue 23's targets out of sample: mean <= 10 %, no sign bias beyond 5 %
+    assert loso.mean_abs_error <= 0.10 and abs(loso.bias) <= 0.05
+
+
+def test_step_error_band_is_the_out_of_sample_mean_rounded_up():
+    band = validation.step_error_band()
+    loso = validation.leave_one_set_out()
+    assert band["band"] >= loso.mean_abs_error and band["band"] - loso.mean_abs_error < 0.01
+    assert band["runs"] == 37
+    assert band["text"] == f"± {band['band']:.0%}, validated on 37 published runs (out of sample)"
+
+
+def test_cli_all_sets_json_and_table(cli):
+    res = cli("validate-against", "all", "-f", "json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert len(out["rows"]) == 37 and out["leave_one_set_out"]["runs"] == 37
+    table = cli("validate-against", "narayanan2021")
+    assert table.returncode == 0 and "bias" in table.stdout and "out of sample" in table.stdout
