@@ -83,3 +83,72 @@ def test_layout_without_a_shape_exit_2(cli):
     res = cli("layout", "--set", "model.params=7e9", "-f", "json")
     assert res.returncode == 2
     assert res.stderr.strip().startswith("trainplan: model.layers: a shape")
+
+
+# ---------------------------------------------------------------- issue 23: a search a practitioner recognises
+
+from trainplan.planning.layout import collapse_twins, rank_of  # noqa: E402
+
+NEMO_70B = ["model.family=llama", "model.layers=80", "model.width=8192", "model.heads=64", "model.kv_heads=8",
+            "model.ffn_width=28672", "model.vocab=32000", "model.tied=false", "training.seq_len=4096",
+            "training.micro_batch=1", "training.grad_accum=32", "cluster.count=512", "cluster.accelerator=h100-sxm",
+            "parallel.tensor=4", "parallel.pipeline=4", "training.precision=bf16", "data.kind=tokens",
+            "training.tokens=2e12"]
+
+
+def test_interleave_any_divisor_and_uneven_stages_in_the_grid():
+    # 96 layers on 16 stages: 6 a stage, so 1, 2, 3 or 6 virtual stages; 98 units do not split in 16
+    g = candidate_grid(gpt_shape(12288, 96, 96, 51200, 2048), 1024, 1536)
+    sixteen = g.interleave[g.pipeline == 16]
+    assert set(sixteen.tolist()) == {1, 2, 3, 6}
+    assert not np.any(g.embedding_stages[g.pipeline == 16])
+    # BLOOM: 70 layers on 12 stages only with the embedding and head as units (72 = 12 x 6)
+    g = candidate_grid(gpt_shape(14336, 112, 70, 250880, 2048), 384, 2048)
+    twelve = g.pipeline == 12
+    assert np.any(twelve) and np.all(g.embedding_stages[twelve] == 1)
+    # interleaving needs micro-batches in groups of p: 2048 / (b d) is never a multiple of 12 here
+    assert set(g.interleave[twelve].tolist()) == {1}
+
+
+def test_context_parallelism_only_for_long_sequences():
+    assert set(candidate_grid(gpt_shape(4096, 32, 32, 32000, 2048), 64, 1024).context.tolist()) == {1}
+    g = candidate_grid(gpt_shape(4096, 32, 32, 32000, 16384), 64, 64)
+    assert set(g.context.tolist()) == {1, 2, 4}  # at least 4,096 tokens a rank
+
+
+def test_twins_collapse_to_the_least_memory_by_hand():
+    step = np.array([1.0, 1.0005, 1.2, 1.0009, 1.3])
+    memory = np.array([50.0, 40.0, 10.0, 45.0, 5.0])
+    order = np.argsort(step, kind="stable")
+    # 1.0, 1.0005 and 1.0009 tie (within 0.1 % of 1.0): the one of 40 shown, two ties
+    assert collapse_twins(order, step, memory) == [(1, 2), (2, 0), (4, 0)]
+
+
+def test_no_zero1_zero2_twins_and_a_reason_for_the_top_five():
+    w = load_workload(None, SETS)
+    out = search(w, resolve_model(w), top=10)
+    steps = [r["step_seconds"] for r in out["layouts"]]
+    assert all(b > a * (1 + 1e-3) for a, b in zip(steps, steps[1:]))  # no two rows within 0.1 %
+    for r in out["layouts"]:
+        assert r["reason"] and ("no recomputation" in r["reason"] or "recomputation to fit" in r["reason"])
+        if r["pipeline"] > 1:
+            assert f"cuts the bubble to {r['bubble_share']:.1%}" in r["reason"]
+
+
+def test_nemo_70b_layout_in_the_top_five():
+    # NeMo's published Llama-2 70B layout on 512 H100 at a 4,096 sequence: TP 4 x PP 4 (20 virtual
+    # stages); the batch is Llama 2's 4M tokens (1,024 sequences)
+    w = load_workload(None, NEMO_70B)
+    out = search(w, resolve_model(w), top=5, by="layout")
+    assert rank_of(out, tensor=4, pipeline=4, context=1) is not None
+    assert all(r["context"] == 1 for r in out["layouts"])  # no context parallelism at 4K
+
+
+def test_layout_cli_by_layout(cli):
+    args = [a for s in SETS for a in ("--set", s)]
+    res = cli("layout", *args, "--top", "3", "--by", "layout", "-f", "json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)["layouts"]
+    assert len({(r["tensor"], r["pipeline"], r["context"], r["expert"]) for r in rows}) == 3
+    bad = cli("layout", *args, "--by", "stage")
+    assert bad.returncode == 2 and bad.stderr.strip() == "trainplan: --by: expected one of setting, layout, got 'stage'"
