@@ -55,10 +55,10 @@ def validation_table(result: dict[str, Any]) -> str:
              f"  assumed: {result['assumed']}",
              f"  A100 GEMM curve gemm_max {result['gemm_max']:.3f}, half intensity {result['gemm_half_intensity']:.0f}"
              f" (fitted on {', '.join(result['fitted_on']) or 'given constants'}); nothing set per run",
-             f"  {'set':<13} {'run':<22} {'GPUs':>6} {'TP':>3} {'PP':>3} {'v':>2} {'DP':>4} {'ZeRO':>4} "
+             f"  {'set':<17} {'run':<22} {'GPUs':>6} {'TP':>3} {'PP':>3} {'v':>2} {'DP':>4} {'ZeRO':>4} "
              f"{'predicted':>10} {'measured':>9} {'error':>7}"]
     for r in result["rows"]:
-        lines.append(f"  {r['set']:<13} {r['name']:<22} {r['devices']:>6} {r['tensor']:>3} {r['pipeline']:>3} "
+        lines.append(f"  {r['set']:<17} {r['name']:<22} {r['devices']:>6} {r['tensor']:>3} {r['pipeline']:>3} "
                      f"{r['interleave']:>2} {r['data']:>4} {r['zero']:>4} {r['predicted_seconds']:>9.2f}s "
                      f"{r['measured_seconds']:>8.2f}s {r['error']:>+7.1%}")
     lines.append(f"  in sample (catalogue constants): mean absolute error {result['mean_abs_error']:.1%}, "
@@ -67,7 +67,7 @@ def validation_table(result: dict[str, Any]) -> str:
     if loso:
         lines.append("  out of sample (each set predicted with constants fitted on the other sets):")
         for h in loso["held_out"]:
-            lines.append(f"    {h['set']:<13} {len(h['rows']):>3} runs  mean {h['mean_abs_error']:>5.1%}  "
+            lines.append(f"    {h['set']:<17} {len(h['rows']):>3} runs  mean {h['mean_abs_error']:>5.1%}  "
                          f"max {h['max_abs_error']:>5.1%}  bias {h['bias']:>+6.1%}  (gemm_max {h['gemm_max']:.3f}, "
                          f"half {h['gemm_half_intensity']:.0f}, framework {h['framework_efficiency']:.2f})")
         lines.append(f"    all {loso['runs']} runs: mean {loso['mean_abs_error']:.1%}, max {loso['max_abs_error']:.1%}, "
