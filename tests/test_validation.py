@@ -168,6 +168,9 @@ def test_catalogue_constants_are_the_fit_on_the_stated_sets():
     assert fitted.gemm_half_intensity == pytest.approx(curve.gemm_half_intensity, abs=2.0)
     share = validation.fit_framework(["mtnlg", "bloom"], "deepspeed", {"a100-sxm-80gb": fitted})
     assert share == pytest.approx(step_ops.framework("deepspeed").efficiency, abs=0.002)
+    overlap = validation.fit_overlap(["zero3", "opt", "llama3"], {"a100-sxm-80gb": fitted})
+    assert overlap == pytest.approx(step_ops.overlap_cost(), abs=0.005)
+    assert step_ops.framework("megatron-2021").overlap_cost == 0.0  # no overlap, nothing to charge
 
 
 def test_leave_one_set_out_is_out_of_sample_and_within_the_target():

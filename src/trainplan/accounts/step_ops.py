@@ -63,7 +63,7 @@ class Framework:
     key: str
     dp_overlap: bool
     zero3_prefetch: int
-    overlap_cost: float
+    overlap_cost: float  # the catalogue's overlap_cost where the framework overlaps, else 0
     efficiency: float
     source: str
 
@@ -71,6 +71,11 @@ class Framework:
 FRAMEWORKS: tuple[str, ...] = tuple(catalogue.table("kernel_efficiency")["frameworks"])
 # what a workload is planned with (it names no framework): Megatron-core's overlaps
 DEFAULT_FRAMEWORK = "megatron-core"
+
+
+def overlap_cost() -> float:
+    """Share of an overlapped exchange that still lands on the step (catalogue, fitted)."""
+    return float(catalogue.table("kernel_efficiency")["overlap_cost"])
 
 
 def framework(key: str) -> Framework:
@@ -82,7 +87,7 @@ def framework(key: str) -> Framework:
         raise UserError("framework", f"expected one of {', '.join(table)}, got {key!r}")
     e = table[key]
     return Framework(key=key, dp_overlap=bool(e["dp_overlap"]), zero3_prefetch=int(e["zero3_prefetch"]),
-                     overlap_cost=float(e["overlap_cost"]), efficiency=float(e["efficiency"]), source=str(e["source"]))
+                     overlap_cost=overlap_cost() if e["dp_overlap"] else 0.0, efficiency=float(e["efficiency"]), source=str(e["source"]))
 
 
 def flat_efficiency(matmul_efficiency: float) -> KernelEfficiency:

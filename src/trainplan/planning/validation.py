@@ -41,6 +41,7 @@ NORMS_PER_LAYER = 2.0
 
 REFERENCE_FRAMEWORK = "megatron-2021"  # the GEMM curve is fitted on its runs; the others' efficiency after
 FIT_FRAMEWORK_EFFICIENCY = (0.5, 1.2)
+FIT_OVERLAP_COST = (0.0, 1.5)
 ALIASES = {"megatron": "korthikanti"}
 # the fit's grid of the GEMM curve's two constants, refined once around the best point
 FIT_GEMM_MAX = (0.55, 0.95)  # no GEMM reaches the dense peak
@@ -198,8 +199,9 @@ def hardware_of(accelerator_key: str, precision: str, kernels: step_ops.KernelEf
 
 
 def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
-             framework_efficiency: Any = None) -> parallel.ParallelAccount:
-    """The run's parallel account (its fields arrays where `kernels` or `framework_efficiency` hold arrays)."""
+             framework_efficiency: Any = None, overlap_cost: Any = None) -> parallel.ParallelAccount:
+    """The run's parallel account (its fields arrays where `kernels`, `framework_efficiency` or
+    `overlap_cost` hold arrays); `overlap_cost` replaces the catalogue's where the framework overlaps."""
     shape = run_shape(run)
     fw = step_ops.framework(run.framework)
     base = kernels if kernels is not None else step_ops.kernel_efficiency(run.accelerator)
@@ -213,7 +215,7 @@ def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
         flash_attention=run.flash_attention, activation_bytes_per_value=bytes_per_element(run.precision),
         weight_bytes=state.weights, grad_bytes=state.grads, master_bytes=state.master,
         optimizer_bytes=state.optimizer, dp_overlap=fw.dp_overlap, zero3_prefetch=fw.zero3_prefetch,
-        overlap_cost=fw.overlap_cost,
+        overlap_cost=fw.overlap_cost if overlap_cost is None or not fw.dp_overlap else overlap_cost,
         embedding_stages=run.embedding_stages)
 
 
@@ -382,12 +384,29 @@ def fit_framework(sets: tuple[str, ...] | list[str], framework: str,
     return float(axis[int(np.argmin(loss))])
 
 
+def fit_overlap(sets: tuple[str, ...] | list[str], kernels: dict[str, step_ops.KernelEfficiency]) -> float | None:
+    """The overlap cost fitted on the runs of `sets` whose framework overlaps (None when none does),
+    with the accelerators' curves `kernels` and the frameworks' efficiencies held."""
+    runs = tuple(r for s in sets for r in runs_of(s) if step_ops.framework(r.framework).dp_overlap)
+    if not runs:
+        return None
+    lo, hi = FIT_OVERLAP_COST
+    axis = np.linspace(lo, hi, 8 * FIT_POINTS)
+    loss = np.zeros_like(axis)
+    for run in runs:
+        kern = kernels.get(run.accelerator) or step_ops.kernel_efficiency(run.accelerator)
+        acct = plan_run(run, kern, None, axis)
+        loss += np.log(np.asarray(acct.step_seconds, dtype=np.float64) / measured_seconds(run)) ** 2
+    return float(axis[int(np.argmin(loss))])
+
+
 @dataclass(frozen=True)
 class HeldOut:
     set: str
     fitted_on: list[str]
     gemm_max: float
     gemm_half_intensity: float
+    overlap_cost: float
     framework_efficiency: float
     rows: list[ValidationRow]
     mean_abs_error: float
@@ -407,6 +426,11 @@ class LeaveOneSetOut:
         return asdict(self)
 
 
+def step_ops_accelerators(sets: list[str]) -> list[str]:
+    """The accelerators the runs of `sets` ran on."""
+    return sorted({r.accelerator for s in sets for r in runs_of(s)})
+
+
 @lru_cache(maxsize=1)
 def leave_one_set_out() -> LeaveOneSetOut:
     """Each set predicted with constants fitted on the other sets only: each accelerator's GEMM curve on
@@ -417,16 +441,18 @@ def leave_one_set_out() -> LeaveOneSetOut:
     for name in set_names():
         runs = runs_of(name)
         others = [s for s in set_names() if s != name]
-        kernels = {acc: fit(others, acc) for acc in sorted({r.accelerator for r in runs})}
+        kernels = {acc: fit(others, acc) for acc in set(step_ops_accelerators(others)) | {r.accelerator for r in runs}}
+        overlap = fit_overlap(others, kernels)
+        overlap = step_ops.overlap_cost() if overlap is None else overlap
         shares = {}
         for fw in sorted({r.framework for r in runs}):
             fitted = None if fw == REFERENCE_FRAMEWORK else fit_framework(others, fw, kernels)
             shares[fw] = step_ops.framework(fw).efficiency if fitted is None else fitted
-        rows = [_row(r, plan_run(r, kernels[r.accelerator], shares[r.framework])) for r in runs]
+        rows = [_row(r, plan_run(r, kernels[r.accelerator], shares[r.framework], overlap)) for r in runs]
         mean, worst, bias = _summary([r.error for r in rows])
         k0 = kernels[runs[0].accelerator]
         held.append(HeldOut(set=name, fitted_on=others, gemm_max=float(k0.gemm_max),
-                            gemm_half_intensity=float(k0.gemm_half_intensity),
+                            gemm_half_intensity=float(k0.gemm_half_intensity), overlap_cost=float(overlap),
                             framework_efficiency=float(shares[runs[0].framework]), rows=rows, mean_abs_error=mean,
                             max_abs_error=worst, bias=bias))
         errors += [r.error for r in rows]
