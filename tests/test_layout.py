@@ -128,7 +128,9 @@ def test_no_zero1_zero2_twins_and_a_reason_for_the_top_five():
     w = load_workload(None, SETS)
     out = search(w, resolve_model(w), top=10)
     steps = [r["step_seconds"] for r in out["layouts"]]
-    assert all(b > a * (1 + 1e-3) for a, b in zip(steps, steps[1:]))  # no two rows within 0.1 %
+    # no identical twins (ZeRO-1 / ZeRO-2 at one step time used to fill two places); ties are counted
+    assert all(b > a * (1 + 1e-6) for a, b in zip(steps, steps[1:]))
+    assert sum(r["ties"] for r in out["layouts"]) > 0
     for r in out["layouts"]:
         assert r["reason"] and ("no recomputation" in r["reason"] or "recomputation to fit" in r["reason"])
         if r["pipeline"] > 1:
