@@ -154,3 +154,18 @@ def test_layout_cli_by_layout(cli):
     assert len({(r["tensor"], r["pipeline"], r["context"], r["expert"]) for r in rows}) == 3
     bad = cli("layout", *args, "--by", "stage")
     assert bad.returncode == 2 and bad.stderr.strip() == "trainplan: --by: expected one of setting, layout, got 'stage'"
+
+
+def test_framework_key_scales_kernels_and_sets_overlap():
+    # the same layout under DeepSpeed's pipeline engine: every kernel at 0.756 of Megatron-core's speed
+    # (catalogue, fitted on mtnlg and bloom), so the compute term is 1 / 0.756 times as long
+    from trainplan.accounts import step_ops
+    from trainplan.planning.layout import account_of
+
+    core = load_workload(None, SETS + ["parallel.tensor=2", "parallel.pipeline=2"])
+    ds = load_workload(None, SETS + ["parallel.tensor=2", "parallel.pipeline=2", "parallel.framework=deepspeed"])
+    a, _ = account_of(core, resolve_model(core))
+    b, _ = account_of(ds, resolve_model(ds))
+    share = step_ops.framework("deepspeed").efficiency
+    assert float(b.compute_seconds) == pytest.approx(float(a.compute_seconds) / share)
+    assert float(b.step_seconds) > float(a.step_seconds)

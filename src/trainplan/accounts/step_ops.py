@@ -69,8 +69,6 @@ class Framework:
 
 
 FRAMEWORKS: tuple[str, ...] = tuple(catalogue.table("kernel_efficiency")["frameworks"])
-# what a workload is planned with (it names no framework): Megatron-core's overlaps
-DEFAULT_FRAMEWORK = "megatron-core"
 
 
 def overlap_cost() -> float:

@@ -63,6 +63,7 @@ def hardware(w: Workload) -> parallel.Hardware:
     kernels = step_ops.kernel_efficiency(acc.key)
     if w.parallel.efficiency is not None:  # a given matmul efficiency replaces the GEMM curve: flat
         kernels = kernels.with_values(gemm_max=float(w.parallel.efficiency), gemm_half_intensity=0.0)
+    kernels = kernels.scaled(step_ops.framework(w.parallel.framework).efficiency)  # what the framework reaches
     return parallel.Hardware(
         peak_flops=acc.peak(w.training.precision), matmul_efficiency=efficiency,
         memory_bandwidth=acc.memory_bandwidth, device_memory=acc.memory, runtime_buffers=c.runtime_buffers,
@@ -82,7 +83,7 @@ def _state_kwargs(w: Workload) -> dict[str, Any]:
 
         r = recipe(w.training.state_recipe)
         weights, grads, master, moments = r.weights, r.grads, r.master, r.moments
-    fw = step_ops.framework(step_ops.DEFAULT_FRAMEWORK)
+    fw = step_ops.framework(w.parallel.framework)
     return dict(activation_bytes_per_value=bytes_per_element(w.training.precision), weight_bytes=weights,
                 grad_bytes=grads, master_bytes=master, optimizer_bytes=moments,
                 dp_overlap=fw.dp_overlap, zero3_prefetch=fw.zero3_prefetch, overlap_cost=fw.overlap_cost)

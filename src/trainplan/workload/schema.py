@@ -307,8 +307,11 @@ class ParallelSection(Section):
     data: Whole | None = Q(None, "derived: cluster.count / (tensor x pipeline x context)", gt=0)
     flash_attention: bool = Q(True, "assumed: a fused (flash) attention kernel that never stores the s x s "
                               "scores (Dao et al. 2022), as training.saved_tensors_per_layer assumes")
-    efficiency: Fraction | None = Q(None, "catalogue: the node platform's matmul efficiency (interconnect.toml; "
-                                    "A100 0.7, one value for the eight Megatron runs it predicts)", gt=0, le=1)
+    efficiency: Fraction | None = Q(None, "catalogue: the accelerator's GEMM efficiency curve (kernel_efficiency.toml); "
+                                    "a value given here is one flat matmul efficiency instead", gt=0, le=1)
+    framework: Literal["megatron-core", "megatron-2021", "deepspeed", "deepspeed-zero3", "fsdp", "llama3"] = Q(
+        "megatron-core", "assumed: Megatron-core's overlaps (gradient reduce and parameter gather behind compute); "
+        "catalogue/kernel_efficiency.toml [frameworks]")
 
 
 class DataSection(Section):
