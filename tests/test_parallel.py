@@ -422,3 +422,9 @@ def test_overlap_hides_only_behind_backward_and_costs_its_share():
     assert float(none.data_parallel_seconds) == pytest.approx(max(0.0, all_reduce - backward))
     assert float(half.data_parallel_seconds) == pytest.approx(max(0.0, all_reduce - backward)
                                                               + 0.5 * min(all_reduce, backward))
+
+
+def test_achieved_matmul_efficiency_is_flat_without_a_curve():
+    # the flat model: every GEMM at the one efficiency, so executed FLOPs / (peak x compute time) = 0.7
+    a = parallel.parallel_account(gpt_shape(4096, 32, 32, 32000, 2048), A100, tensor=2, micro_batches=2)
+    assert float(a.achieved_matmul_efficiency) == pytest.approx(0.7)

@@ -271,6 +271,7 @@ class ParallelAccount:
     step_seconds: Any
     # per device per step
     flops_per_device: Any  # executed (recomputation included)
+    achieved_matmul_efficiency: Any  # executed FLOPs / (peak x compute time): the GEMM curve's average here
     model_flops: Any  # the whole step, no recomputation (what MFU counts)
     mfu: Any
     bytes_per_step: Any  # all collectives, bytes each device moves
@@ -488,6 +489,10 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     step = ideal + bubble + dp_exposed + optimizer_seconds
 
     flops_device = m * (last_layers * layer_flops + logit_flops)
+    compute_total = m * (last_layers * layer_compute + logit_seconds)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        achieved = np.where(compute_total > 0, flops_device / (hw.peak_flops * np.where(compute_total > 0,
+                                                                                       compute_total, 1.0)), 0.0)
     batch = b * m * d
     # the layers' matmuls, the logits (not the embedding lookup, which is no matmul), attention
     matmul_params = model.active_layer_params * l + model.embedding_params
@@ -504,13 +509,13 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
         weights_bytes=weights + gathered, grads_bytes=grads, optimizer_bytes=optimizer, activation_bytes=activations,
         first_stage_bytes=first_stage, last_stage_bytes=last_stage, per_device_bytes=per_device,
         fits=per_device <= hw.device_memory,
-        compute_seconds=m * (last_layers * layer_compute + logit_seconds),
+        compute_seconds=compute_total,
         memory_bound_seconds=m * last_layers * layer_memory,
         tensor_seconds=m * last_layers * layer_tp, context_seconds=m * last_layers * layer_cp,
         expert_seconds=m * last_layers * layer_ep, pipeline_send_seconds=m * send,
         bubble_seconds=bubble, bubble_share=bubble_share, data_parallel_seconds=dp_exposed,
         optimizer_seconds=optimizer_seconds, step_seconds=step,
-        flops_per_device=flops_device, model_flops=model_flops, mfu=mfu, bytes_per_step=collective_bytes,
+        flops_per_device=flops_device, achieved_matmul_efficiency=achieved, model_flops=model_flops, mfu=mfu, bytes_per_step=collective_bytes,
         tensor_tier=tier_name[tp_inter.astype(int)], pipeline_tier=tier_name[pp_inter.astype(int)],
         data_tier=tier_name[dp_inter.astype(int)],
     )
