@@ -294,7 +294,8 @@ def test_gemm_efficiency_from_its_intensity_by_hand():
     # I = 1 / (1/2048 + 1/20480 + 1/2560) = 1079.0; efficiency 0.8 x I / (I + 200)
     intensity = 1 / (1 / 2048 + 1 / 20480 + 1 / 2560)
     assert float(step_ops.gemm_intensity(2048, 20480, 2560)) == pytest.approx(intensity)
-    assert float(step_ops.gemm_efficiency(2048, 20480, 2560, CURVE)) == pytest.approx(0.8 * intensity / (intensity + 200))
+    want = 0.8 * intensity / (intensity + 200)
+    assert float(step_ops.gemm_efficiency(2048, 20480, 2560, CURVE)) == pytest.approx(want)
     # the intensity is symmetric: the two backward GEMMs (permutations of m, n, k) run at the same efficiency
     assert float(step_ops.gemm_efficiency(20480, 2560, 2048, CURVE)) == pytest.approx(
         float(step_ops.gemm_efficiency(2048, 20480, 2560, CURVE)))

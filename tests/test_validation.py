@@ -105,7 +105,8 @@ def test_narayanan_table_and_the_step_times_it_implies():
     assert set(runs) == set(NARAYANAN)
     for name, (h, a, l, t, p, n, batch, tflops) in NARAYANAN.items():
         r = runs[name]
-        assert (r.width, r.heads, r.layers, r.tensor, r.pipeline, r.devices, r.global_batch) == (h, a, l, t, p, n, batch)
+        got = (r.width, r.heads, r.layers, r.tensor, r.pipeline, r.devices, r.global_batch)
+        assert got == (h, a, l, t, p, n, batch)
         assert r.measured["tflops_per_gpu"] == tflops
         assert validation.measured_seconds(r) == pytest.approx(_eq3(batch, 2048, l, h, 51200) / (n * tflops * 1e12))
     # by hand for the 1.7B run: about 3.53 s

@@ -515,7 +515,8 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
         expert_seconds=m * last_layers * layer_ep, pipeline_send_seconds=m * send,
         bubble_seconds=bubble, bubble_share=bubble_share, data_parallel_seconds=dp_exposed,
         optimizer_seconds=optimizer_seconds, step_seconds=step,
-        flops_per_device=flops_device, achieved_matmul_efficiency=achieved, model_flops=model_flops, mfu=mfu, bytes_per_step=collective_bytes,
+        flops_per_device=flops_device, achieved_matmul_efficiency=achieved, model_flops=model_flops, mfu=mfu,
+        bytes_per_step=collective_bytes,
         tensor_tier=tier_name[tp_inter.astype(int)], pipeline_tier=tier_name[pp_inter.astype(int)],
         data_tier=tier_name[dp_inter.astype(int)],
     )

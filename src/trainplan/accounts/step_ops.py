@@ -85,7 +85,8 @@ def framework(key: str) -> Framework:
         raise UserError("framework", f"expected one of {', '.join(table)}, got {key!r}")
     e = table[key]
     return Framework(key=key, dp_overlap=bool(e["dp_overlap"]), zero3_prefetch=int(e["zero3_prefetch"]),
-                     overlap_cost=overlap_cost() if e["dp_overlap"] else 0.0, efficiency=float(e["efficiency"]), source=str(e["source"]))
+                     overlap_cost=overlap_cost() if e["dp_overlap"] else 0.0, efficiency=float(e["efficiency"]),
+                     source=str(e["source"]))
 
 
 def flat_efficiency(matmul_efficiency: float) -> KernelEfficiency:

@@ -71,7 +71,8 @@ def validation_table(result: dict[str, Any]) -> str:
                          f"max {h['max_abs_error']:>5.1%}  bias {h['bias']:>+6.1%}  (gemm_max {h['gemm_max']:.3f}, "
                          f"half {h['gemm_half_intensity']:.0f}, overlap {h['overlap_cost']:.2f}, "
                          f"framework {h['framework_efficiency']:.2f})")
-        lines.append(f"    all {loso['runs']} runs: mean {loso['mean_abs_error']:.1%}, max {loso['max_abs_error']:.1%}, "
+        lines.append(f"    all {loso['runs']} runs: mean {loso['mean_abs_error']:.1%}, "
+                     f"max {loso['max_abs_error']:.1%}, "
                      f"bias {loso['bias']:+.1%}")
     return "\n".join(lines)
 
