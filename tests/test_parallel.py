@@ -429,3 +429,30 @@ def test_achieved_matmul_efficiency_is_flat_without_a_curve():
     # the flat model: every GEMM at the one efficiency, so executed FLOPs / (peak x compute time) = 0.7
     a = parallel.parallel_account(gpt_shape(4096, 32, 32, 32000, 2048), A100, tensor=2, micro_batches=2)
     assert float(a.achieved_matmul_efficiency) == pytest.approx(0.7)
+
+
+def test_moe_expert_gemms_run_on_the_tokens_each_expert_receives():
+    # 8 experts, 2 per token, no EP: each expert gets b s x 2/8 rows; the routed FLOPs (2 b s k P_expert)
+    # run as GEMMs of 512 rows (b s = 2048) of width f_e = P_expert / (2h), slower than dense ones
+    h, l, experts, k = 1024, 4, 8, 2
+    dense_layer = 4 * h * h  # attention
+    expert = 8 * h * h  # one expert's MLP (f = 4h)
+    embed = 32000 * h
+    params = l * (dense_layer + experts * expert) + embed
+    active = l * (dense_layer + k * expert) + embed
+    m = parallel.ModelShape(layers=l, width=h, heads=16, kv_heads=16, vocab=32000, seq_len=2048, params=params,
+                            active_params=active, embedding_params=embed, tied=True, experts=experts,
+                            experts_per_token=k)
+    hw = parallel.Hardware(**{**vars(A100), "kernels": CURVE})
+    a = parallel.parallel_account(m, hw, micro_batches=1)
+
+    def gemm(mm, n, kk, flops=None):
+        i = 1 / (1 / mm + 1 / n + 1 / kk)
+        return (2 * mm * n * kk if flops is None else flops) / (312e12 * 0.8 * i / (i + 200))
+
+    rows = 2048
+    routed = 2 * rows * k * expert / 2  # forward FLOPs of each of the up and down GEMMs
+    layer = gemm(rows, 3 * h, h) + gemm(rows, h, h) + 2 * gemm(rows * k / experts, 4 * h, h, routed)
+    attention = 4 * 16 * 2048**2 * 64 / (312e12 * 0.8 * (i := 1 / (2 / 2048 + 1 / 64)) / (i + 200))
+    want = l * 3 * (layer + attention) + 3 * gemm(rows, 32000, h)
+    assert float(a.compute_seconds) == pytest.approx(want, rel=1e-9)

@@ -352,13 +352,25 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     kv_width = h * model.kv_heads / model.heads
     head_dim = h / a
     attention_params = h * (q_width + 2.0 * kv_width) + q_width * h
-    mlp_params = np.maximum(model.active_layer_params - attention_params, 0.0)
+    # a token's MLP parameters: the dense (or shared) MLP, and k routed experts of a MoE layer
+    expert_each = model.expert_params / l / model.experts if model.experts > 1 else 0.0
+    routed_params = model.experts_per_token * expert_each
+    mlp_params = np.maximum(model.active_layer_params - attention_params - routed_params, 0.0)
     mlp_width = mlp_params / (2.0 * h)  # as two GEMMs h -> f -> h (a gated MLP's three fold into these)
+    expert_width = expert_each / (2.0 * h)
     # forward GEMMs of one layer: QKV, attention output, MLP up and down (TP splits their inner sizes)
     gemm_fwd = (step_ops.gemm_seconds(tokens, (q_width + 2.0 * kv_width) / t, h, peak, kern)
                 + step_ops.gemm_seconds(tokens, h, q_width / t, peak, kern)
                 + step_ops.gemm_seconds(tokens, mlp_width / t, h, peak, kern)
                 + step_ops.gemm_seconds(tokens, h, mlp_width / t, peak, kern))
+    if routed_params > 0:
+        # each of the E/e local experts receives e b s k / E tokens (the all-to-all brings them from the e
+        # ranks): the routed FLOPs 2 b s k P_expert / t run as GEMMs of that many rows
+        expert_rows = e * tokens * model.experts_per_token / model.experts
+        routed_flops = MATMUL_FLOPS_PER_PARAM_TOKEN * tokens * routed_params / t / 2.0  # each of up and down
+        gemm_fwd = gemm_fwd + step_ops.gemm_seconds_of_flops(routed_flops, expert_rows, expert_width / t, h, peak,
+                                                             kern) \
+            + step_ops.gemm_seconds_of_flops(routed_flops, expert_rows, h, expert_width / t, peak, kern)
     # the attention core: b a/t heads of s queries against all s_full keys
     attention_core_fwd = step_ops.attention_core_seconds(b * a / t, s, s_full, head_dim, peak, kern,
                                                          flash_attention)
