@@ -642,8 +642,8 @@ def verdict(report: dict[str, Any]) -> str:
         if not all(v is not None and math.isfinite(v) for v in (a["extra_core_cost"], a["idle_removed"])):
             text += " (without them the accelerator never computes)."
         else:
-            text += (f", +{format_figure(a['extra_core_cost'] * 10, 'dollars')} over ten epochs per hour of data, "
-                     f"removing {format_figure(a['idle_removed'] * 10, 'dollars')} of idle accelerator time.")
+            text += (f": {format_figure(a['extra_core_cost'], 'dollars')} of cores removes "
+                     f"{format_figure(a['idle_removed'], 'dollars')} of idle accelerator per hour of data, each epoch.")
         parts.append(text)
     elif p["bottleneck"] == "read":
         need = p["read_bytes_per_token"] * p["demand_tokens_per_second"]

@@ -296,6 +296,16 @@ def run(w: Workload, model: Any, terms: Any, values: Any, hw: parallel.Hardware 
 
 MICRO_BATCH_HALVINGS = 16  # 2^16 down to 1 at most
 
+#: keys whose value changes what fits, so also the micro-batch chosen: a sweep plans them one by one
+#: where the micro-batch is chosen (planning/sweep.py)
+FIT_KEYS = frozenset({"cluster.count", "model.params", "cluster.runtime_buffers", "cluster.headroom",
+                      "training.grad_accum", "training.seq_len", "training.saved_tensors_per_layer",
+                      "training.selective_keep"})
+
+
+def micro_batch_is_chosen(w: Workload, model: Any) -> bool:
+    return not given(w, "training.micro_batch") and has_shape(model) and model_given(w)
+
 
 def choose_micro_batch(w: Workload, model: Any) -> Workload:
     """The workload with the largest micro-batch that fits, when the user gave none (docs/parallel.md).
@@ -304,7 +314,7 @@ def choose_micro_batch(w: Workload, model: Any) -> Workload:
     the fullest device fits, and training.grad_accum doubled with it so the sequences per step stay
     the same; the report names the choice as derived. If none fits, 1 is kept and the plan says what
     else to change."""
-    if given(w, "training.micro_batch") or not has_shape(model) or not model_given(w):
+    if not micro_batch_is_chosen(w, model):
         return w
     from trainplan.planning.inputs import PlanInputs
     from trainplan.workload.schema import Provenance

@@ -174,6 +174,8 @@ def _vectorizable(w: Workload, axis: Axis, probe: Callable[[str], Workload]) -> 
     model = plan_mod.resolve_model(w)
     if key in model_terms.SCALAR_KEYS and model_terms.architecture_known(w, model.count):
         return False  # the architecture's activations and FLOPs are evaluated per workload (issue 12)
+    if key in execution.FIT_KEYS and execution.micro_batch_is_chosen(w, model):
+        return False  # the micro-batch chosen to fit depends on it: per workload
     if key.startswith("model.") and execution.has_shape(model):
         # the shape feeds the execution model (activations, attention FLOPs, a predicted step): per workload
         return False
