@@ -279,6 +279,16 @@ class Profiler:
         self._index = 0  # batches fetched so far, warm-up included
         self._mode: str | None = None
 
+    @property
+    def fetched(self) -> int:
+        """Batches fetched so far, warm-up included."""
+        return self._index
+
+    @property
+    def counted(self) -> int:
+        """Batches fetched after the warm-up: the steps the result will count."""
+        return max(0, self._index - self.warmup)
+
     # -- timing mode
 
     def _resolve_mode(self) -> str:
