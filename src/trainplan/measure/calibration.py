@@ -76,7 +76,7 @@ KNOWN_KEYS: dict[str, str] = {
 # approximation (small frames cost more per pixel, the bit rate matters too), so a
 # figure is applied only at the resolution and codec it was measured on.
 FORMAT_KEYS = ("width", "height", "codec")
-WORKLOAD_CODEC = "h264"  # docs/pipeline-and-bill.md: the workload's video is H.264 (there is no data.codec key)
+WORKLOAD_CODEC = "h264"  # the default of data.codec (workload/schema.py): a workload that names none is H.264
 
 
 @dataclass(frozen=True)
@@ -347,16 +347,24 @@ def check_compatible(path: str | Path, workload: Any) -> None:
     if data.get("kind", "video") != "video" or data.get("access") == "decoded":
         return  # no decoder in the pipeline: the decode rate is not used
     want = {"width": int(data.get("width", 1920)), "height": int(data.get("height", 1080)),
-            "codec": WORKLOAD_CODEC}
+            "codec": _codec_name(str(data.get("codec", WORKLOAD_CODEC)))}
     for key in FORMAT_KEYS:
         got = fmt.get(key)
+        if key == "codec" and got is not None:
+            got = _codec_name(str(got))  # a probe written before codec names were the codec's (libdav1d: av1)
         if got is not None and got != want[key]:
-            where = f"data.{key}" if key != "codec" else "codec"
+            where = f"data.{key}"
             raise UserError(
                 str(path),
                 f"its decode rate was measured on {fmt.get('width')}x{fmt.get('height')} {fmt.get('codec')}, "
                 f"but the workload's {where} is {want[key]}; run `trainplan probe decode` on the workload "
                 f"({want['width']}x{want['height']} {want['codec']}) with --output to measure it")
+
+
+def _codec_name(name: str) -> str:
+    from trainplan.workload.schema import CODEC_ALIASES
+
+    return CODEC_ALIASES.get(name.strip().lower(), name.strip().lower())
 
 
 def _data_of(workload: Any) -> dict[str, Any]:
@@ -365,7 +373,7 @@ def _data_of(workload: Any) -> dict[str, Any]:
     data = getattr(workload, "data", None)
     if data is None:
         return {}
-    return {k: getattr(data, k) for k in ("kind", "width", "height", "access") if hasattr(data, k)}
+    return {k: getattr(data, k) for k in ("kind", "width", "height", "access", "codec") if hasattr(data, k)}
 
 
 def apply(doc: dict[str, Any], path: str | Path) -> dict[str, Measured]:

@@ -932,8 +932,10 @@ def decode_user_files(paths: list[Path], *, access: Access = "sequential", side:
 def _codec_of(path: Path) -> str:
     import av
 
+    from trainplan.measure.inspect import codec_name
+
     with av.open(str(path)) as c:
-        return c.streams.video[0].codec_context.name
+        return codec_name(c.streams.video[0].codec_context)
 
 
 # ---------------------------------------------------------------- read

@@ -28,6 +28,7 @@ PIPELINE_ARGS: dict[str, str] = {
     "data.fps": "fps", "data.cameras": "cameras", "data.bitrate": "bitrate", "data.gop": "gop",
     "data.side": "side", "data.patch": "patch", "data.bytes_per_token": "bytes_per_token",
     "data.tokenizer_rate": "tokenizer_rate", "data.loader_cpu_per_frame": "loader_cpu_per_frame",
+    "data.random_decodes": "random_decodes", "data.pixels_per_frame": "pixels_per_frame",  # issue 25
 }
 VECTOR_KEYS: frozenset[str] = frozenset(PIPELINE_ARGS) | frozenset({
     "model.params", "training.tokens", "training.micro_batch", "training.seq_len", "training.grad_accum",

@@ -71,6 +71,8 @@ def inspect_cmd(
     tokenizer: Annotated[Optional[Path], typer.Option(help="a tokenizer.json to count text tokens (default: "
                                                       "GPT-2 pre-tokenizer pieces)")] = None,
     near: Annotated[bool, typer.Option(help="look for near duplicates (MinHash + LSH)")] = True,
+    cameras: Annotated[Optional[int], typer.Option("--cameras", help="streams (cameras) the video holds "
+                                                   "(default: one for each folder holding files)")] = None,
     files: Annotated[bool, typer.Option("--files/--no-files", help="list each file in the table")] = True,
     format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",  # noqa: A002
 ) -> None:
@@ -84,7 +86,10 @@ def inspect_cmd(
         raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
     report = _with_progress(lambda progress: insp.inspect_paths(
         paths, sample_files=sample_files, seed=seed, dtype=dtype, eos=eos,
-        tokenizer=str(tokenizer) if tokenizer else None, near=near, progress=progress))
+        tokenizer=str(tokenizer) if tokenizer else None, near=near, progress=progress, on_skip=_skip_line,
+        cameras=cameras))
+    if report.get("files_skipped") or report.get("truncated"):
+        _report_skips(report)
     if output is not None:
         where = ", ".join(str(p) for p in paths)
         insp.to_workload(report, output, f"measured by `trainplan data inspect` on {where} "
@@ -94,6 +99,28 @@ def inspect_cmd(
         typer.echo(json.dumps(insp.finite(report), indent=2))
     else:
         typer.echo(inspect_table(report, files))
+
+
+def _skip_line(path: Path, reason: str) -> None:
+    """One line on stderr for each file passed over (the inspection goes on with the rest)."""
+    import sys
+
+    from trainplan.workload.limits import printable
+
+    print(f"data inspect: skipped {printable(str(path), one_line=True)}: {reason}", file=sys.stderr)
+
+
+def _report_skips(report: dict[str, Any]) -> None:
+    import sys
+
+    from trainplan.workload.limits import printable
+
+    for t in report.get("truncated", []):
+        print(f"data inspect: truncated {printable(t['path'], one_line=True)}: {t['reason']} (measured as far as it "
+              "goes)", file=sys.stderr)
+    if report.get("files_skipped"):
+        print(f"data inspect: {report['files_skipped']} of {report['files_inspected']} file(s) skipped, "
+              f"{report['files_inspected'] - report['files_skipped']} inspected", file=sys.stderr)
 
 
 def _with_progress(run: Any) -> Any:
@@ -123,7 +150,8 @@ def _num(v: Any, fmt: str = ".3g") -> str:
 
 def inspect_table(r: dict[str, Any], files: bool = True) -> str:
     a = r["aggregate"]
-    head = f"{r['files_inspected']} of {r['files_found']} file(s) inspected"
+    head = f"{r['files_inspected']} of {r['files_found']} file(s) inspected" + (
+        f", {r['files_skipped']} skipped (unreadable)" if r.get("files_skipped") else "")
     lines = [head]
     if r["kind"] == "video":
         if files:
@@ -139,8 +167,19 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
         lines.append(f"  bit rate {a['bitrate'] / 1e6:.3g} Mbit/s, {a['bits_per_pixel']:.4f} bits per pixel; keyframe "
                      f"every {_num(a['gop_median'], 'g')} frames (median; min {_num(a['gop_min'], 'd')}, max "
                      f"{_num(a['gop_max'], 'd')}, IQR {_num(a['gop_iqr'], 'g')})")
-        if len(a["formats"]) > 1:
-            lines.append(f"  {len(a['formats'])} formats; the figures above are the longest-running one's")
+        lines.append(f"  as a loader drawing frames sees it: GOP {a['gop_frame_weighted']:.3g} frame-weighted, "
+                     f"{a['random_decodes_pixel_weighted']:.3g} frames decoded per frame used at random access, "
+                     f"{a['pixels_per_frame'] / 1e6:.3g} Mpx a frame; {a.get('streams', 1)} stream(s) "
+                     f"({a.get('streams_basis', '')})")
+        groups = a.get("groups", [])
+        if len(groups) > 1:
+            lines.append(f"  {len(groups)} formats (share of frames / of decode work in order / at random access):")
+            for g in groups:
+                lines.append(f"    {g['format']:<28} {g['files']:>4} file(s) {g['frame_share'] * 100:>5.1f} % "
+                             f"{g['decode_share_sequential'] * 100:>5.1f} % {g['decode_share_random'] * 100:>5.1f} %  "
+                             f"GOP {g['gop_frame_weighted']:.3g} frame-weighted")
+            lines.append(f"  binding format: {a['binding_group_sequential']} in order, "
+                         f"{a['binding_group_random']} at random access (the most decode work)")
     else:
         if files:
             for f in r["files"]:
