@@ -518,10 +518,41 @@ def cached_fraction(cache_size: Any, dataset_size: Any) -> Any:
     return np.clip(f, 0.0, 1.0)
 
 
+CACHE_ORDERS = ("shuffle", "fixed", "sharded", "uniform")
+
+
+def lru_hit_ratio(order: str, fraction: Any) -> Any:
+    """h: the share of an epoch's reads an LRU cache holding a fraction f of the data serves, in steady state
+    (every epoch after the first), by the order the loader reads in:
+
+    - uniform (each read an independent uniform draw, with replacement): h = f (the independent reference
+      model: every item is equally likely to be among the f N most recent);
+    - shuffle (a fresh permutation each epoch): an item read at position u N of one epoch (u uniform) is
+      read again at v N of the next; in between come the (1 - u) N items after it and the v N before its
+      next read, which overlap as two independent random sets, so 1 - (1 - (1 - u))(1 - v) = 1 - u (1 - v)
+      of the data; it hits when that is below f: h = P(u (1 - v) > 1 - f) = f + (1 - f) ln(1 - f)
+      (0.153 at f = 0.5);
+    - sharded (shards streamed whole, their order shuffled each epoch): the same at shard granularity;
+    - fixed (the same order every epoch): each item's previous read is a whole epoch back, so LRU has
+      evicted it whenever the cache is smaller than the data: h = 0 for f < 1.
+
+    Every order gives h = 1 at f = 1 (everything cached after the first epoch)."""
+    f = np.clip(np.asarray(fraction, float), 0.0, 1.0)
+    if order == "uniform":
+        return f
+    if order in ("shuffle", "sharded"):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rest = 1.0 - f
+            return np.where(rest > 0, f + rest * np.log(np.where(rest > 0, rest, 1.0)), 1.0)
+    if order == "fixed":
+        return np.where(f >= 1.0, 1.0, 0.0)
+    raise ValueError(f"unknown access order {order!r}; expected one of {', '.join(CACHE_ORDERS)}")
+
+
 def cached_read_rate(remote_rate: Any, cache_rate: Any, fraction: Any) -> Any:
-    """The read stage's rate with a fraction f of the bytes served from a cache:
-    R = 1 / (f / R_cache + (1 - f) / R_remote) (every byte costs the time of the place it comes
-    from: the effective-access-time mix). f = 0 gives R_remote, f = 1 gives R_cache."""
+    """The read stage's rate with a fraction h of the bytes served from a cache (the hit ratio):
+    R = 1 / (h / R_cache + (1 - h) / R_remote) (every byte costs the time of the place it comes
+    from: the effective-access-time mix). h = 0 gives R_remote, h = 1 gives R_cache."""
     f = np.asarray(fraction, float)
     return 1.0 / (f / np.asarray(cache_rate, float) + (1.0 - f) / np.asarray(remote_rate, float))
 
@@ -539,20 +570,25 @@ def dataset_bytes(*, kind: str, access: str, hours: Any, cameras: Any, fps: Any,
 
 
 def cache_what_if(inputs: dict[str, Any], *, cache_size: float, dataset_size: float, cache_rate: float,
-                  remote_rate: float, fractions: tuple[float, ...] = CACHE_FRACTIONS) -> dict[str, Any]:
+                  remote_rate: float, fractions: tuple[float, ...] = CACHE_FRACTIONS,
+                  order: str = "shuffle") -> dict[str, Any]:
     """Busy fraction and binding stage with 0-100 % of the dataset cached (`inputs`: the keyword
-    arguments of `pipeline_arrays`, whose `link` is replaced by the mixed read rate)."""
+    arguments of `pipeline_arrays`, whose `link` is replaced by the mixed read rate at the hit ratio
+    of an LRU cache in the loader's `order`, lru_hit_ratio)."""
     fr = np.asarray(fractions, float)
-    rates = cached_read_rate(remote_rate, cache_rate, fr)
+    hits = lru_hit_ratio(order, fr)
+    rates = cached_read_rate(remote_rate, cache_rate, hits)
     a = pipeline_arrays(**{**inputs, "link": rates})
     busy = np.broadcast_to(a["busy"], fr.shape)
     index = np.broadcast_to(a["bottleneck_index"], fr.shape)
     f = float(cached_fraction(cache_size, dataset_size))
+    h = float(lru_hit_ratio(order, f))
     return {
         "cache_size": float(cache_size), "dataset_size": float(dataset_size), "cached_fraction": f,
+        "order": order, "hit_ratio": h,
         "cache_rate": float(cache_rate), "remote_rate": float(remote_rate),
-        "read_rate": float(cached_read_rate(remote_rate, cache_rate, f)),
-        "by_cached_fraction": [{"cached_fraction": float(x), "read_rate": float(r), "busy": float(b),
-                                "bottleneck": BOTTLENECKS[int(i)]}
-                               for x, r, b, i in zip(fr, rates, busy, index)],
+        "read_rate": float(cached_read_rate(remote_rate, cache_rate, h)),
+        "by_cached_fraction": [{"cached_fraction": float(x), "hit_ratio": float(hh), "read_rate": float(r),
+                                "busy": float(b), "bottleneck": BOTTLENECKS[int(i)]}
+                               for x, hh, r, b, i in zip(fr, hits, rates, busy, index)],
     }

@@ -366,6 +366,9 @@ class StorageSection(Section):
     cache_rate: ByteRate = Q(
         10e9, "assumed: 10 GB/s reading cached bytes (page cache: a memory copy; local NVMe Gen4 reads "
         "~7 GB/s); measure it with `trainplan probe read` (warm)", gt=0)
+    cache_order: Literal["shuffle", "fixed", "sharded", "uniform"] = Q(
+        "shuffle", "assumed: a fresh shuffle each epoch (a shuffling DataLoader); the order sets how often "
+        "an LRU cache of a fraction of the data hits (docs/measurement.md)")
 
 
 class PricesSection(Section):
