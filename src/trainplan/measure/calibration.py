@@ -282,6 +282,8 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
             "date": date,
             "hostname": machine.get("hostname", ""),
             "cpu_model": machine.get("cpu_model", ""),
+            "machine_kind": machine_kind(machine),
+            **({"tier": v["tier"]} if "tier" in v else {}),
             "note": v.get("note", ""),
         })
     kept = [e for e in doc.get("values", []) if e.get("key") not in new_keys]
@@ -291,6 +293,80 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
            + tomli_w.dumps(_clean(doc))
     write_output(text, p, may_replace_input=True)  # regular files only, atomically, permissions kept (issue 16)
     return p
+
+
+# ---------------------------------------------------------------- where a figure applies (issue 25)
+
+# Figures of the machine's accelerator and its links: applied only to a plan of the same kind of accelerator,
+# and the network ones only at the tier they were measured on (never from a loopback between local processes).
+NETWORK_TIER = {"cluster.interconnect": "intra", "cluster.node_link": "inter"}
+DEVICE_KEYS = frozenset(NETWORK_TIER) | {"cluster.host_to_device"}
+LOOPBACK = "loopback"
+
+
+def machine_kind(machine: dict[str, Any]) -> str:
+    """What kind of machine measured: its GPU (the first torch sees), or its CPU where it has none."""
+    gpu = machine.get("gpu")
+    return f"gpu: {gpu}" if gpu else f"cpu: {machine.get('cpu_model') or 'unknown'}"
+
+
+def value_tier(key: str, probe: ProbeRecord | None, entry: CalibrationValue) -> str | None:
+    """The tier a network figure was measured on: loopback (ranks as processes of one host, over its
+    loopback), intra (ranks in one node, the accelerators' own links) or inter (one rank a node)."""
+    if key not in NETWORK_TIER:
+        return None
+    recorded = getattr(entry, "tier", None)
+    if isinstance(recorded, str):
+        return recorded
+    settings = probe.settings if probe is not None else {}
+    if settings.get("launched_by") == "local processes":
+        return LOOPBACK
+    return str(settings.get("tier", "intra"))
+
+
+def _accelerator_family(workload_doc: dict[str, Any]) -> str:
+    acc = workload_doc.get("cluster", {}).get("accelerator", "h100-sxm") if isinstance(
+        workload_doc.get("cluster", {}), dict) else "h100-sxm"
+    if isinstance(acc, dict):
+        return "custom"
+    return str(acc).strip().lower()
+
+
+def _same_kind(kind: str, accelerator: str) -> bool:
+    """Whether a machine of `kind` (machine_kind) is the workload's accelerator: a CPU machine is a
+    cpu-core plan's; a GPU is the catalogue accelerator whose family (h100, a100, mi300x, ...) its name holds."""
+    if accelerator == "custom":
+        return False
+    family = accelerator.split("-")[0]
+    if kind.startswith("cpu:"):
+        return family == "cpu"
+    return family != "cpu" and family in kind.lower()
+
+
+def left_out(path: str | Path, workload_doc: dict[str, Any]) -> dict[str, str]:
+    """The measured values of `path` that do not apply to the workload `workload_doc` (a nested dict), each
+    with the reason in words: a device or network figure measured on another kind of machine, or a
+    network figure measured at another tier (a loopback all-reduce stands for no cluster link)."""
+    cal = parse(read_file(path), path)
+    accelerator = _accelerator_family(workload_doc)
+    out: dict[str, str] = {}
+    for entry in cal.values:
+        if entry.key not in DEVICE_KEYS:
+            continue
+        probe = cal.probes.get(entry.probe)
+        kind = getattr(entry, "machine_kind", None) or machine_kind(cal.machine if not probe else
+                                                                    {"cpu_model": probe.cpu_model, **cal.machine})
+        tier = value_tier(entry.key, probe, entry)
+        value = f"{entry.value:.3g} {entry.unit}".strip()
+        if tier == LOOPBACK:
+            out[entry.key] = (f"left out the calibration's {value}: a loopback measurement (local processes on "
+                              f"{entry.hostname or 'one host'}) stands for no cluster link")
+        elif tier is not None and tier != NETWORK_TIER[entry.key]:
+            out[entry.key] = f"left out the calibration's {value}: measured at the {tier}-node tier"
+        elif not _same_kind(kind, accelerator):
+            out[entry.key] = (f"left out the calibration's {value}: measured on {kind}, the plan is for "
+                              f"{accelerator}")
+    return out
 
 
 def _source_text(entry: dict[str, Any]) -> str:
@@ -442,7 +518,9 @@ def read_values(result: dict[str, Any]) -> list[dict[str, Any]]:
 def allreduce_values(result: dict[str, Any]) -> list[dict[str, Any]]:
     note = (f"ring all-reduce bus bytes/s, 2(N-1)/N M / t, {result['backend']} over {result['world_size']} "
             f"{result['launched_by']}, M = {result['bytes'] / 1e6:.1f} MB")
-    return [{"key": "cluster.interconnect", "value": float(result["bus_bytes_per_second"]), "note": note}]
+    tier = LOOPBACK if result.get("launched_by") == "local processes" else "intra"
+    return [{"key": "cluster.interconnect", "value": float(result["bus_bytes_per_second"]), "note": note,
+             "tier": tier}]
 
 
 def transfer_values(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -584,7 +584,9 @@ def load_workload(
 
         # a --set names what the user wants for this run: it wins over a measured value, which wins
         # over the workload file
-        measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys}
+        # a figure measured on another kind of machine or tier is left out, and the plan says so (issue 25)
+        left = calibration_module.left_out(calibration, doc)
+        measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys | set(left)}
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
     measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
@@ -592,6 +594,11 @@ def load_workload(
     workload = build_workload(doc)
     workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
+    if calibration is not None:
+        for key, why in left.items():
+            if key in workload._provenance and key not in set_keys:
+                was = workload._provenance[key]
+                workload._provenance[key] = Provenance(was.kind, f"{was.source}; {why}")
     from trainplan.workload.model_source import reconcile_params_with_config  # imports this module
 
     workload = reconcile_params_with_config(workload)  # model.params beside model.hf_config must agree
