@@ -489,7 +489,8 @@ def decode_values(result: dict[str, Any]) -> list[dict[str, Any]]:
 def decode_files_values(result: dict[str, Any]) -> list[dict[str, Any]]:
     """From `probe.decode_user_files`: cluster.core_fps_1080p at the contended rate (issue 14)."""
     note = (f"{result['access']} access on {len(result['files'])} of the user's files ({result['codec']} "
-            f"{result['width']}x{result['height']}, keyframe every {result['gop']:g}), PyAV one thread, "
+            f"{result['width']}x{result['height']}, keyframe every {result['gop']:g}), "
+            f"{result.get('decoder', 'PyAV')} one thread, "
             f"{result['postprocess']} to {result['side']} px, with {result['contention_decoders']} decoder(s) "
             f"at once ({result['contention_ratio'] * 100:.0f} % of one alone); "
             f"{result['frames_per_cpu_second']:.1f} frames per CPU-second at that size, scaled by pixels to 1080p")

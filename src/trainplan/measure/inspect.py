@@ -41,6 +41,10 @@ from trainplan.errors import UserError
 VIDEO_SUFFIXES = frozenset({".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v", ".ts", ".h264", ".hevc", ".mjpeg"})
 TOKEN_ID_SUFFIXES = frozenset({".bin", ".npy"})
 TEXT_SUFFIXES = frozenset({".jsonl", ".txt"})
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
+# An image folder is planned as a stream of intra-coded frames (docs/measurement.md): one image a "frame",
+# at this many frames a second of "data", so data.hours x 3600 is the number of images.
+IMAGES_PER_SECOND = 1.0
 SECONDS_PER_HOUR = 3600.0
 BITS_PER_BYTE = 8.0
 
@@ -91,7 +95,61 @@ def kind_of(path: Path) -> str:
         return "token_ids"
     if s in TEXT_SUFFIXES:
         return "text"
+    if s in IMAGE_SUFFIXES:
+        return "image"
     return "video"
+
+
+# ---------------------------------------------------------------- images
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    path: str
+    codec: str  # jpeg, png, webp (PIL's format, lower case)
+    width: int
+    height: int
+    mode: str  # PIL's mode: RGB, L, RGBA, P, ...
+    bytes: int
+    bits_per_pixel: float  # stored bits / (W H)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def inspect_image(path: str | Path) -> ImageFile:
+    """An image's format and size from its header (PIL opens lazily: nothing is decoded)."""
+    from PIL import Image, UnidentifiedImageError
+
+    p = Path(path)
+    try:
+        with Image.open(p) as img:
+            fmt, (w, h), mode = str(img.format or p.suffix.lstrip(".")).lower(), img.size, img.mode
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
+        raise UserError(str(path), f"expected an image PIL can open ({err.__class__.__name__}: {err})") from None
+    size = p.stat().st_size
+    return ImageFile(str(p), "jpeg" if fmt == "mpo" else fmt, int(w), int(h), mode, size, size * BITS_PER_BYTE / (w * h))
+
+
+def aggregate_images(files: list[ImageFile]) -> dict[str, Any]:
+    """An image corpus: counts, the dominant format and size (by images), the mean pixels an image
+    (sum W H / images), the bytes, and the groups by format and size."""
+    n = len(files)
+    pixels = sum(f.width * f.height for f in files)
+    groups: dict[tuple[str, int, int], list[ImageFile]] = {}
+    for f in files:
+        groups.setdefault((f.codec, f.width, f.height), []).append(f)
+    return {
+        "files": n, "images": n, "codec": _mode([f.codec for f in files], [1.0] * n),
+        "codecs": sorted({f.codec for f in files}),
+        "width": _mode([f.width for f in files], [1.0] * n), "height": _mode([f.height for f in files], [1.0] * n),
+        "pixels_per_frame": pixels / n, "bytes": sum(f.bytes for f in files),
+        "bytes_per_image": sum(f.bytes for f in files) / n,
+        "bits_per_pixel": sum(f.bytes for f in files) * BITS_PER_BYTE / pixels,
+        "groups": sorted(({"format": f"{c} {w}x{h}", "codec": c, "width": w, "height": h, "files": len(m),
+                           "frame_share": len(m) / n, "decode_share_sequential": len(m) * w * h / pixels}
+                          for (c, w, h), m in groups.items()), key=lambda g: -g["decode_share_sequential"]),
+    }
 
 
 # ---------------------------------------------------------------- video
@@ -570,22 +628,25 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
     and the others are inspected; `cameras` states the number of streams (default: from the folders)."""
     if cameras is not None and cameras < 1:
         raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
-    files = collect(paths, VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES)
+    files = collect(paths, VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES | IMAGE_SUFFIXES)
     if not files:
-        raise UserError("PATH", "expected video files (.mp4, .mkv, ...) or token files (.bin, .npy, .jsonl, .txt)")
-    kinds = {kind_of(f) != "video" for f in files}
+        raise UserError("PATH", "expected video files (.mp4, .mkv, ...), images (.jpg, .png, .webp) or token files "
+                        "(.bin, .npy, .jsonl, .txt)")
+    kinds = {"tokens" if kind_of(f) in ("token_ids", "text") else kind_of(f) for f in files}
     if len(kinds) > 1:
-        raise UserError("PATH", "expected either video files or token files, not both in one inspection")
+        raise UserError("PATH", f"expected one kind of file in one inspection (video, images or tokens), got "
+                        f"{' and '.join(sorted(kinds))}")
     total = len(files)
     chosen = sample(files, sample_files, seed)
     if progress is not None:
         progress(len(chosen), None)
-    if kind_of(chosen[0]) == "video":
+    if kind_of(chosen[0]) in ("video", "image"):
+        read_one: Callable[[Path], Any] = inspect_video if kind_of(chosen[0]) == "video" else inspect_image
         records = []
         skipped: list[dict[str, str]] = []
         for f in chosen:
             try:
-                records.append(inspect_video(f))
+                records.append(read_one(f))
             except UserError as err:  # a bad file is reported and passed over; the rest are still measured
                 skipped.append({"path": str(f), "reason": err.expected})
                 if on_skip is not None and records:
@@ -601,10 +662,12 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
                 raise UserError(skipped[0]["path"], skipped[0]["reason"])
             raise UserError("PATH", f"expected at least one readable video file; all {len(skipped)} were skipped "
                             f"(first: {skipped[0]['path']}: {skipped[0]['reason']})")
-        out: dict[str, Any] = {"kind": "video", "files": [r.to_dict() for r in records],
-                               "aggregate": aggregate_video(records), "skipped": skipped,
-                               "files_skipped": len(skipped),
-                               "truncated": [{"path": r.path, "reason": r.truncated} for r in records if r.truncated]}
+        video = read_one is inspect_video
+        out: dict[str, Any] = {"kind": "video" if video else "image", "files": [r.to_dict() for r in records],
+                               "aggregate": aggregate_video(records) if video else aggregate_images(records),
+                               "skipped": skipped, "files_skipped": len(skipped),
+                               "truncated": [{"path": r.path, "reason": r.truncated} for r in records
+                                             if getattr(r, "truncated", None)]}
         found_streams = streams(paths, [Path(r.path) for r in records])
         agg = out["aggregate"]
         agg["streams"] = cameras if cameras is not None else found_streams
@@ -619,7 +682,8 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
         scale = total / len(chosen)
         agg = out["aggregate"]
         # a uniform sample of files: corpus totals are the sample's times files found / files inspected
-        for key in ("hours", "frames", "bytes", "seconds", "tokens", "effective_unique_tokens", "stored_bytes"):
+        for key in ("hours", "frames", "bytes", "seconds", "tokens", "effective_unique_tokens", "stored_bytes",
+                    "images"):
             if agg.get(key) is not None:
                 agg[f"{key}_estimated_total"] = agg[key] * scale
     return out
@@ -640,6 +704,18 @@ def streams(paths: Iterable[str | Path], files: list[Path]) -> int:
 def workload_data(report: dict[str, Any]) -> dict[str, Any]:
     """The workload `[data]` keys the inspection measured (SI units, as the schema stores them)."""
     a = report["aggregate"]
+    if report["kind"] == "image":
+        # a stream of intra-coded frames: each image decoded once whatever the order, IMAGES_PER_SECOND "frames"
+        # a second, so the bit rate is the mean bits an image times that rate and hours x 3600 the images
+        images = float(a.get("images_estimated_total", a["images"]))
+        image: dict[str, Any] = {"kind": "video", "codec": str(a["codec"]), "width": int(a["width"]),
+                                 "height": int(a["height"]), "fps": IMAGES_PER_SECOND,
+                                 "bitrate": float(a["bytes_per_image"]) * BITS_PER_BYTE * IMAGES_PER_SECOND,
+                                 "gop": 1, "random_decodes": 1.0, "cameras": 1,
+                                 "hours": images / IMAGES_PER_SECOND / SECONDS_PER_HOUR}
+        if len(a["groups"]) > 1:
+            image["pixels_per_frame"] = float(a["pixels_per_frame"])
+        return image
     if report["kind"] == "video":
         data: dict[str, Any] = {"kind": "video", "codec": str(a["codec"]), "width": int(a["width"]),
                                 "height": int(a["height"]), "fps": float(a["fps"]), "bitrate": float(a["bitrate"])}

@@ -153,7 +153,19 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
     head = f"{r['files_inspected']} of {r['files_found']} file(s) inspected" + (
         f", {r['files_skipped']} skipped (unreadable)" if r.get("files_skipped") else "")
     lines = [head]
-    if r["kind"] == "video":
+    if r["kind"] == "image":
+        if files:
+            for f in r["files"]:
+                lines.append(f"  {Path(f['path']).name[-36:]:<36} {f['codec']:<5} {f['width']}x{f['height']:<6} "
+                             f"{f['mode']:<5} {f['bytes']:>10,} B {f['bits_per_pixel']:>7.3f} bits/px")
+        lines.append(f"  corpus: {a['images']:,} images, mostly {a['codec']} {a['width']}x{a['height']}; "
+                     f"{a['pixels_per_frame'] / 1e6:.3g} Mpx and {a['bytes_per_image'] / 1e3:.3g} kB an image "
+                     f"(mean), {a['bits_per_pixel']:.3g} bits per pixel")
+        if len(a["groups"]) > 1:
+            for g in a["groups"]:
+                lines.append(f"    {g['format']:<24} {g['files']:>6} image(s) {g['decode_share_sequential'] * 100:>5.1f} % "
+                             "of the pixels decoded")
+    elif r["kind"] == "video":
         if files:
             lines.append(f"  {'file':<28} {'codec':<6} {'size':>10} {'fps':>6} {'frames':>7} {'Mbit/s':>7} "
                          f"{'bits/px':>8} {'GOP med':>7} {'min-max':>8}")

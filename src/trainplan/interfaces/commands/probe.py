@@ -125,9 +125,16 @@ def run_decode_files(videos: list[Path], file: Path | None, sets: list[str], sid
         raise UserError("--access", f"expected sequential or random, got {chosen!r}")
     if postprocess not in probe.POSTPROCESS_TEXT:
         raise UserError("--postprocess", f"expected one of {', '.join(probe.POSTPROCESS_TEXT)}, got {postprocess!r}")
+    images = insp.collect(videos, insp.IMAGE_SUFFIXES)
     found = insp.collect(videos, insp.VIDEO_SUFFIXES)
+    if images and not found:  # an image folder: PIL, every image up to --sample x 16 of them
+        chosen_images = insp.sample(images, sample * IMAGES_A_FILE_SAMPLED)
+        d = probe.decode_images(chosen_images, side=side or w.data.side, postprocess=postprocess)  # type: ignore[arg-type]
+        d["files_found"] = len(images)
+        return d
     if not found:
-        raise UserError("PATH", "expected video files (.mp4, .mkv, .mov, ...) or folders holding them")
+        raise UserError("PATH", "expected video files (.mp4, .mkv, .mov, ...), images (.jpg, .png, .webp) or "
+                        "folders holding them")
     chosen_files = insp.sample(found, sample)
     for f in chosen_files:
         insp.inspect_video(f)  # a file PyAV cannot open is refused here, in one line
@@ -137,10 +144,15 @@ def run_decode_files(videos: list[Path], file: Path | None, sets: list[str], sid
     return d
 
 
+# Images decoded by the image decode probe for each video file `--sample` names: images are small, so more of them
+IMAGES_A_FILE_SAMPLED = 16
+
+
 def write_decode_files(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
     settings = {k: d[k] for k in ("width", "height", "codec", "gop", "access", "side", "postprocess", "threads",
                                   "contention_decoders")}
-    settings["source"] = "files"
+    settings["source"] = d.get("source", "files")
+    settings["decoder"] = d.get("decoder", "PyAV")  # which decoder (or loader) the rate is of
     settings["files"] = len(d["files"])
     calibration.write(path, "decode", settings=settings, results=d, values=calibration.decode_files_values(d),
                       machine=machine)
@@ -148,7 +160,7 @@ def write_decode_files(path: Path, d: dict[str, Any], machine: dict[str, Any]) -
 
 def decode_files_table(d: dict[str, Any]) -> str:
     lines = [f"decode probe on {len(d['files'])} of {d['files_found']} file(s): {d['codec']} {d['width']}x{d['height']}, "
-             f"keyframe every {d['gop']:g} frames (median), {d['postprocess_text']}",
+             f"keyframe every {d['gop']:g} frames (median), {d['postprocess_text']}; decoder {d.get('decoder', 'PyAV')}",
              f"  {'decoder':<18} {'access':<11} {'frames/CPU-s':>13} {'at 1080p':>9} {'frames/wall-s':>14} "
              f"{'decoded/used':>13} {'(G+1)/2':>8} {'used/CPU-s':>11}"]
     for r in d["results"]:
