@@ -278,6 +278,8 @@ class Profiler:
         self._step_cpu: list[float] = []  # thread CPU-seconds of the same steps
         self._index = 0  # batches fetched so far, warm-up included
         self._mode: str | None = None
+        self._workers_clock = WorkerClock()  # the loader processes over the counted window (issue 25)
+        self._fetch_cpu: list[tuple[float, float]] = []  # (CPU, run-queue wait) of this thread in each fetch
 
     @property
     def fetched(self) -> int:
@@ -356,17 +358,23 @@ class Profiler:
                         return
                     item = self._replayed
                 else:
+                    clock0 = process_clock("thread-self")
                     try:
                         item = next(iterator)
                     except StopIteration:
                         body_start = None
                         return
+                    clock1 = process_clock("thread-self")
                     if self.replay and self._index + 1 >= self.warmup:
                         self._replayed = item
                 t1 = time.perf_counter()
                 counted = self._index >= self.warmup
                 self._index += 1
                 if counted:
+                    if self._replayed is None or self._index == self.warmup + 1:
+                        self._workers_clock.sample()
+                        if self._replayed is None and clock0 is not None and clock1 is not None:
+                            self._fetch_cpu.append((clock1[0] - clock0[0], clock1[1] - clock0[1]))
                     self._fetches.append(t1 - t0)
                     self._frames.append(self._count_frames(item))
                     if self._resolve_mode() == "cuda-events":
@@ -476,6 +484,14 @@ class Profiler:
                                                      seconds_per_step=wall / n, body_seconds_per_step=body_s / n,
                                                      frames_per_step=frames / n, demand_fps=demand,
                                                      workers=self.workers)
+        by_workers = self.worker_stalls(fetch_s / wall if wall > 0 else 0.0, sum(fetches))
+        if by_workers is not None and not hops:  # no hop timers: the workers' own clocks split the wait
+            stall, stall_basis = by_workers
+        elif by_workers is None and not hops:
+            stall_basis = ("could not split the wait: no hop timers, and no loader process's CPU and wall time "
+                           "(/proc) over the counted steps")
+        if stall.get("total") is not None:
+            stall["other"] = other / wall if wall > 0 else 0.0  # busy + fetch + prep + other = 1
         pred = predicted_from(predicted) if predicted is not None else None
         rel = None
         if pred and pred.get("busy"):
@@ -492,6 +508,21 @@ class Profiler:
             cores_needed_basis=basis, predicted=pred, busy_relative_error=rel,
             au=busy, stall=stall, stall_basis=stall_basis, cores_needed_prep=cores_prep,
         )
+
+    def worker_stalls(self, total: float, fetch_seconds: float) -> tuple[dict[str, float | None], str] | None:
+        """The wait split by the loader processes' clocks (worker_split): the DataLoader's workers where it
+        has them, else this thread's own CPU during the fetches (a loader without workers prepares its
+        items inside the fetch)."""
+        n, wall, cpu, queue = self._workers_clock.totals()
+        if n and (self.workers or 0) > 0:
+            return worker_split(total, processes=n, wall=wall, cpu=cpu, queue=queue,
+                                basis="the loader workers' CPU and wall time (/proc)")
+        if not self.workers and self._fetch_cpu and fetch_seconds > 0:
+            cpu = sum(c for c, _ in self._fetch_cpu)
+            queue = sum(q for _, q in self._fetch_cpu)
+            return worker_split(total, processes=1, wall=fetch_seconds, cpu=cpu, queue=queue,
+                                basis="the loop's own thread during its fetches (no loader workers; /proc)")
+        return None
 
     def close(self) -> None:
         """Stop handing the profile directory to new worker processes and remove it."""
@@ -518,6 +549,83 @@ class Profiler:
 # Hops whose time is the loader waiting on storage (the fetch stall); every other timed hop is
 # the loader's CPU work (decode, transforms, collate: the prep stall).
 IO_HOPS = frozenset({"read", "fetch", "io", "storage", "open"})
+
+
+# ---------------------------------------------------------------- what the workers did (issue 25)
+
+
+def _child_pids() -> list[int]:
+    """Processes this one started (a DataLoader's workers among them), from /proc (Linux; [] elsewhere)."""
+    pids: set[int] = set()
+    try:
+        for task in Path("/proc/self/task").iterdir():
+            try:
+                pids.update(int(x) for x in (task / "children").read_text().split())
+            except (OSError, ValueError):
+                continue
+    except OSError:
+        return []
+    return sorted(pids)
+
+
+def process_clock(pid: int | str) -> tuple[float, float] | None:
+    """(CPU seconds, seconds waiting for a core) of a process (or "thread-self"): utime + stime from
+    /proc/PID/stat, the run-queue wait from /proc/PID/schedstat; None where /proc does not say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        wait = int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        wait = 0.0
+    return cpu, wait
+
+
+class WorkerClock:
+    """The loader processes' CPU, run-queue wait and wall time over the counted window, sampled at each
+    counted fetch: per process, its first and last sighting (a worker started later, as a new epoch's are,
+    counts from when it was first seen)."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, tuple[float, float, float]] = {}  # pid -> (time, cpu, wait)
+        self.last: dict[int, tuple[float, float, float]] = {}
+
+    def sample(self) -> None:
+        now = time.perf_counter()
+        for pid in _child_pids():
+            clock = process_clock(pid)
+            if clock is None:
+                continue
+            self.first.setdefault(pid, (now, *clock))
+            self.last[pid] = (now, *clock)
+
+    def totals(self) -> tuple[int, float, float, float]:
+        """(processes seen twice, wall, CPU, run-queue wait) summed over the processes."""
+        n = wall = cpu = wait = 0.0
+        for pid, (t0, c0, q0) in self.first.items():
+            t1, c1, q1 = self.last[pid]
+            if t1 > t0:
+                n += 1
+                wall += t1 - t0
+                cpu += max(0.0, c1 - c0)
+                wait += max(0.0, q1 - q0)
+        return int(n), wall, cpu, wait
+
+
+def worker_split(total: float, *, processes: int, wall: float, cpu: float, queue: float,
+                 basis: str) -> tuple[dict[str, float | None], str] | None:
+    """The wait split by what the loader did while the trainer waited: computing (its CPU seconds, and the
+    seconds it was ready but waiting for a core) is prep; the rest of its wall time it was blocked (a read,
+    a network fetch, a sleep) is fetch. None where nothing was measured."""
+    if wall <= 0:
+        return None
+    computing = min(1.0, (cpu + queue) / wall)
+    return ({"fetch": total * (1 - computing), "prep": total * computing, "total": total},
+            f"{basis}: {processes} process(es) computing {computing * 100:.0f} % of their wall time "
+            f"(CPU {cpu / wall * 100:.0f} %, waiting for a core {queue / wall * 100:.0f} %), blocked "
+            f"{(1 - computing) * 100:.0f} %")
 
 
 def stall_split(hops: dict[str, HopStats], *, wait_share: float, seconds_per_step: float,
@@ -695,6 +803,9 @@ def summary(result: ProfileResult) -> str:
     if r.stall and r.stall.get("fetch") is not None:
         lines.append(f"  stalls: fetch (I/O) {r.stall['fetch'] * 100:.1f} %, prep (CPU) {r.stall['prep'] * 100:.1f} % "
                      f"of wall time; AU {r.busy * 100:.1f} %")
+        lines.append(f"  split by {r.stall_basis}")
+    elif r.stall_basis:
+        lines.append(f"  stalls: {r.stall_basis}")
         if r.cores_needed_prep is not None:
             lines.append(f"  cores needed to remove the prep stall: {r.cores_needed_prep:.2f}")
     if r.cores_needed is not None:
