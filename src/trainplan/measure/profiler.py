@@ -851,49 +851,87 @@ def drop_files(paths: list[Path]) -> str:
 
 def differential_stalls(run_pass: Callable[[Profiler], Any], data_files: list[Path], *, warmup: int = 2,
                         sync: Sync | Callable[[], None] = "auto",
-                        frames_per_batch: float | Callable[[Any], float] | None = None) -> dict[str, Any]:
-    """DS-Analyzer's differential passes over one training script, `run_pass(profiler)` each:
+                        frames_per_batch: float | Callable[[Any], float] | None = None,
+                        repeats: int = 3) -> dict[str, Any]:
+    """DS-Analyzer's differential passes over one training script, `run_pass(profiler)` each, every pass
+    run `repeats` times (the median seconds per step used, the spread reported):
 
     1. synthetic: after the warm-up the loop gets one batch again and again (no fetch, no prep):
        seconds per step T_s, the ingestion ceiling;
-    2. warm: the data files read into the page cache first, so fetching costs a memory copy:
-       T_w; the prep stall is (T_w - T_s) / T_c;
-    3. cold: the data files dropped from the page cache first: T_c; the fetch stall is
-       (T_c - T_w) / T_c, and busy = AU = T_s / T_c.
-    Without data files the cold pass cannot drop anything; then the fetch stall comes from the hop
-    timers of the cold pass alone (said in `notes`)."""
-    passes: dict[str, ProfileResult] = {}
+    2. warm: the data files read into the page cache first, so reading them costs a memory copy: T_w;
+    3. cold: the data files dropped from the page cache first: T_c.
+
+    busy = AU = T_s / T_c; the page cache's part of the fetch stall is (T_c - T_w) / T_c; the rest of the
+    wait, (T_w - T_s) / T_c, is split by what the loader did in the warm passes (its own stall split: the
+    workers' CPU against their wall time, or the hop timers), so a loader that sleeps on a slow fetch the
+    page cache cannot serve (an object store, a network file system) is fetch, not prep. T_w is held
+    within [T_s, T_c] (said in `notes` where the passes disagree), so busy + fetch + prep = 1. Without
+    data files nothing is dropped, the warm passes are cold ones too, and the whole wait is split as the
+    loader did it."""
+    if repeats < 1:
+        raise ValueError("repeats must be >= 1")
+    runs: dict[str, list[ProfileResult]] = {"synthetic": [], "warm": [], "cold": []}
     notes: list[str] = []
-    for name in ("synthetic", "warm", "cold"):
-        if name == "warm" and data_files:
-            warm_files(data_files)
-        if name == "cold":
-            notes.append(f"cold pass: {drop_files(data_files)}" if data_files else
-                         "cold pass: no --data files named, so the page cache could not be emptied; "
-                         "the fetch stall is the hop timers' split of the cold pass")
-        prof = Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch, replay=name == "synthetic")
-        try:
-            run_pass(prof)
-            passes[name] = prof.result()
-        finally:
-            prof.close()
-    t = {k: r.wall_seconds / r.steps for k, r in passes.items()}
-    cold = passes["cold"]
-    busy = min(1.0, t["synthetic"] / t["cold"])
-    if data_files:
-        prep = max(0.0, t["warm"] - t["synthetic"]) / t["cold"]
-        fetch = max(0.0, t["cold"] - t["warm"]) / t["cold"]
+    for _ in range(repeats):
+        for name in ("synthetic", "warm", "cold"):
+            if name == "warm" and data_files:
+                warm_files(data_files)
+            if name == "cold" and data_files:
+                method = f"cold pass: {drop_files(data_files)}"
+                if method not in notes:
+                    notes.append(method)
+            prof = Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch, replay=name == "synthetic")
+            try:
+                run_pass(prof)
+                runs[name].append(prof.result())
+            finally:
+                prof.close()
+    if not data_files:
+        notes.append("no --data files named: the page cache was not emptied, so the warm and cold passes read alike")
+    per_step = {k: [r.wall_seconds / r.steps for r in v] for k, v in runs.items()}
+    t = {k: statistics.median(v) for k, v in per_step.items()}
+    spread = {k: {"min": min(v), "max": max(v), "runs": len(v)} for k, v in per_step.items()}
+    t_s, t_c = t["synthetic"], max(t["cold"], 1e-12)
+    if t_s > t_c:
+        notes.append(f"the synthetic pass was slower than the cold one ({t_s * 1e3:.3g} against {t_c * 1e3:.3g} ms a "
+                     "step): the step, not the data, sets the pace; busy taken as 1")
+        t_s = t_c
+    t_w = t["warm"] if data_files else t_c
+    if not t_s <= t_w <= t_c:
+        notes.append(f"the warm pass ({t_w * 1e3:.3g} ms a step) fell outside [synthetic, cold] = [{t_s * 1e3:.3g}, "
+                     f"{t_c * 1e3:.3g}] ms: timing noise larger than the page cache's effect; held at the nearer end")
+        t_w = min(max(t_w, t_s), t_c)
+    busy = t_s / t_c
+    cache_fetch = (t_c - t_w) / t_c
+    rest = (t_w - t_s) / t_c
+    # how the loader split its own wait in the warm passes (the cold ones without data files)
+    basis_runs = runs["warm"] if data_files else runs["cold"]
+    shares = [r.stall["fetch"] / r.stall["total"] for r in basis_runs
+              if r.stall.get("fetch") is not None and (r.stall.get("total") or 0) > 0]
+    prep: float | None
+    if shares:
+        share = statistics.median(shares)
+        fetch, prep = cache_fetch + rest * share, rest * (1 - share)
+        split = f"the {'warm' if data_files else 'cold'} passes' own split ({basis_runs[0].stall_basis})"
     else:
-        prep = cold.stall.get("prep") or 0.0
-        fetch = cold.stall.get("fetch") or 0.0
+        fetch, prep = cache_fetch, None
+        split = ("could not split the wait beyond the page cache's part: "
+                 + (basis_runs[0].stall_basis if basis_runs else "no pass ran"))
+        notes.append(split)
+    cold = runs["cold"][len(runs["cold"]) // 2]
     return {
-        "method": "differential passes (synthetic, warm, cold)",
+        "method": f"differential passes (synthetic, warm, cold), {repeats} run(s) each, medians",
         "busy": busy,
         "au": busy,
-        "stall": {"fetch": fetch, "prep": prep, "total": fetch + prep},
+        "busy_of_each_repeat": [min(1.0, s / c) for s, c in zip(per_step["synthetic"], per_step["cold"])],
+        "stall": {"fetch": fetch, "prep": prep, "total": 1.0 - busy, "unsplit": None if prep is not None else rest},
+        "split": split,
+        "sums_to_one": busy + fetch + (prep if prep is not None else rest),
         "seconds_per_step": t,
+        "seconds_per_step_spread": spread,
         "cores_needed_prep": cold.cores_needed_prep,
         "hop_split_of_cold_pass": cold.stall,
         "notes": notes,
-        "passes": {k: r.to_dict() for k, r in passes.items()},
+        "passes": {k: [r.to_dict() for r in v] for k, v in runs.items()},
     }
+
