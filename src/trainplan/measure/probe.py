@@ -598,8 +598,11 @@ def _file_result(decoder: str, device: str, access: Access, files: int, parts: l
         frames_decoded_per_frame_used=decoded / max(used, 1) if counted else None,
         expected_frames_decoded_per_frame_used=g,
         frames_per_cpu_second_1080p=decoded / cpu * pixels / PIXELS_1080P,
-        # the plan charges g decoded frames per frame used at 1/core_fps each (docs/pipeline-and-bill.md)
-        core_fps_1080p=used_fps * g * pixels / PIXELS_1080P)
+        # the plan charges g decoded frames per frame used at 1/core_fps each (docs/pipeline-and-bill.md). Where the
+        # decoder counts what it decoded, that is the rate per decoded frame (seeks included), which the plan divides
+        # by its own g (data.random_decodes: the corpus's frame-weighted cost, issue 25); else the frames used times
+        # the probe's expected g
+        core_fps_1080p=(decoded / cpu if counted else used_fps * g) * pixels / PIXELS_1080P)
 
 
 def decode_files_pyav(paths: list[Path], *, access: Access = "sequential", side: int = 224,
