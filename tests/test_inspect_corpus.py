@@ -246,3 +246,19 @@ def test_plan_at_random_access_matches_a_uniform_loader_on_scene_cuts(corpus, tm
         if attempt == 1:
             warnings.warn(f"plan against a uniform random-access loop {ratio:.2f}x (retrying once)", stacklevel=1)
     assert 0.6 <= ratio <= 1.6, ratio
+
+
+def test_a_plan_for_each_format_group(corpus, tmp_path, cli):
+    """Each group planned alone: at random access its cores needed are D x g x (W H / 1080p) / core rate, by hand
+    with the default workload's demand and 120 frames/s a core, g the group's own frame-weighted cost."""
+    from trainplan.planning.evaluate import build_report
+
+    res = cli("data", "inspect", str(corpus), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    plans = {p["format"]: p for p in json.loads(res.stdout)["aggregate"]["group_plans"]}
+    counts = decodes_by_decoding(corpus / "cam_b/steady.mp4")
+    g = float(np.mean(counts))  # GOP 30 throughout: 15.5
+    demand = build_report(load_workload(None, []))["pipeline"]["demand_fps"]
+    demand = demand["value"] if isinstance(demand, dict) else demand
+    small = plans["h264 64x48 25 fps"]["random"]
+    assert small["cores_needed"] == pytest.approx(demand * g / (120 * 1920 * 1080 / (64 * 48)), rel=1e-9)

@@ -95,10 +95,36 @@ def inspect_cmd(
         insp.to_workload(report, output, f"measured by `trainplan data inspect` on {where} "
                          f"({report['files_inspected']} of {report['files_found']} files)")
         report["workload_written"] = str(output)
+    if report["kind"] == "video" and len(report["aggregate"].get("groups", [])) > 1:
+        report["aggregate"]["group_plans"] = group_plans(report, output)
     if format == "json":
         typer.echo(json.dumps(insp.finite(report), indent=2))
     else:
         typer.echo(inspect_table(report, files))
+
+
+def group_plans(report: dict[str, Any], workload: Optional[Path]) -> list[dict[str, Any]]:
+    """A plan of each format group alone (issue 25): the workload (the one written, else the built-in
+    default) with the group's [data] keys, in order and at random access; the input pipeline's busy
+    fraction, binding stage and cores needed for each. The corpus as a whole is the mix, weighted by
+    each group's share of the decode work."""
+    from trainplan.accounts import pipeline
+    from trainplan.planning import evaluate as plan
+    from trainplan.workload.schema import load_workload
+
+    out = []
+    for g in report["aggregate"]["groups"]:
+        row: dict[str, Any] = {"format": g["format"], "decode_share_sequential": g["decode_share_sequential"],
+                               "decode_share_random": g["decode_share_random"]}
+        for access in ("sequential", "random"):
+            sets = [f"data.{k}={json.dumps(v)}" for k, v in g["workload"].items()]
+            sets += [f'data.access="{access}"', "data.pixels_per_frame=" + str(float(g["width"] * g["height"]))]
+            w = load_workload(workload if workload is not None and workload.exists() else None, sets)
+            a = pipeline.pipeline_account(**plan.pipeline_inputs(w))
+            row[access] = {"busy": a.busy, "bottleneck": a.bottleneck, "cores_needed": a.cores_needed,
+                           "supply_fps": a.supply_fps}
+        out.append(row)
+    return out
 
 
 def _skip_line(path: Path, reason: str) -> None:
@@ -150,8 +176,9 @@ def _num(v: Any, fmt: str = ".3g") -> str:
 
 def inspect_table(r: dict[str, Any], files: bool = True) -> str:
     a = r["aggregate"]
-    head = f"{r['files_inspected']} of {r['files_found']} file(s) inspected" + (
-        f", {r['files_skipped']} skipped (unreadable)" if r.get("files_skipped") else "")
+    skipped = r.get("files_skipped") or 0
+    head = f"{r['files_inspected'] - skipped} of {r['files_found']} file(s) inspected" + (
+        f", {skipped} skipped (unreadable)" if skipped else "")
     lines = [head]
     if r["kind"] == "image":
         if files:
@@ -192,6 +219,11 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
                              f"GOP {g['gop_frame_weighted']:.3g} frame-weighted")
             lines.append(f"  binding format: {a['binding_group_sequential']} in order, "
                          f"{a['binding_group_random']} at random access (the most decode work)")
+            for gp in a.get("group_plans", []):
+                s, rnd = gp["sequential"], gp["random"]
+                lines.append(f"    planned alone: {gp['format']:<28} busy {s['busy']:.3g} in order "
+                             f"({s['cores_needed']:.3g} cores needed), {rnd['busy']:.3g} at random access "
+                             f"({rnd['cores_needed']:.3g} cores)")
     else:
         if files:
             for f in r["files"]:
