@@ -327,8 +327,9 @@ def value_tier(key: str, probe: ProbeRecord | None, entry: CalibrationValue) -> 
 def _accelerator_family(workload_doc: dict[str, Any]) -> str:
     acc = workload_doc.get("cluster", {}).get("accelerator", "h100-sxm") if isinstance(
         workload_doc.get("cluster", {}), dict) else "h100-sxm"
-    if isinstance(acc, dict):
-        return "custom"
+    if isinstance(acc, dict):  # a catalogue accelerator with figures overridden keeps its name
+        name = acc.get("name")
+        return str(name).strip().lower() if isinstance(name, str) and name else "custom"
     return str(acc).strip().lower()
 
 
