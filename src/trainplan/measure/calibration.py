@@ -438,6 +438,14 @@ def check_compatible(path: str | Path, workload: Any) -> None:
                 f"({want['width']}x{want['height']} {want['codec']}) with --output to measure it")
 
 
+def _av_version() -> str:
+    try:
+        import av
+    except ImportError:  # pragma: no cover - av is a core dependency
+        return "(unknown version)"
+    return str(av.__version__)
+
+
 def _codec_name(name: str) -> str:
     from trainplan.workload.schema import CODEC_ALIASES
 
@@ -502,6 +510,7 @@ def decode_settings(result: dict[str, Any]) -> dict[str, Any]:
     keys = ("width", "height", "fps", "bitrate", "gop", "codec", "access", "postprocess", "side", "threads",
             "preset", "handoff", "batch")
     settings = {k: result[k] for k in keys if k in result}
+    settings.setdefault("decoder", f"PyAV {_av_version()}")  # which decoder the rate is of (issue 25)
     settings["clip_frames"] = result["sequential"]["clip_frames"]
     settings["interpolation"] = result["sequential"]["interpolation"]
     return settings
