@@ -262,3 +262,12 @@ def test_a_plan_for_each_format_group(corpus, tmp_path, cli):
     demand = demand["value"] if isinstance(demand, dict) else demand
     small = plans["h264 64x48 25 fps"]["random"]
     assert small["cores_needed"] == pytest.approx(demand * g / (120 * 1920 * 1080 / (64 * 48)), rel=1e-9)
+
+
+def test_a_second_inspection_drops_a_mean_size_that_no_longer_holds(corpus, tmp_path):
+    out = tmp_path / "w.toml"
+    insp.to_workload(insp.inspect_paths([corpus]), out, "mixed")
+    assert load_workload(out).data.pixels_per_frame is not None
+    insp.to_workload(insp.inspect_paths([corpus / "cam_b"]), out, "one size")
+    w = load_workload(out)
+    assert w.data.pixels_per_frame is None and (w.data.width, w.data.height) == (64, 48)

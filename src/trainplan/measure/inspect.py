@@ -752,6 +752,10 @@ def to_workload(report: dict[str, Any], path: str | Path, source: str) -> Path:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             raise UserError(str(path), f"expected a workload TOML file to update ({err})") from None
     data = workload_data(report)
+    if report["kind"] in ("video", "image") and "pixels_per_frame" not in data:
+        # a single-size corpus now: a mean size an earlier (mixed) inspection wrote no longer holds
+        doc.get("data", {}).pop("pixels_per_frame", None)
+        doc.get("measured", {}).pop("data.pixels_per_frame", None)
     doc.setdefault("data", {}).update(data)
     data = dict(data)
     if report["kind"] == "tokens":
