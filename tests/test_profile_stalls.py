@@ -55,7 +55,7 @@ def test_a_sleeping_fetch_is_fetch_and_a_spinning_transform_is_prep(workers):
     for kind in ("sleep", "spin"):
         r = profiled(kind, workers)
         s = r.stall
-        assert s["fetch"] is not None, r.stall_basis
+        assert s["fetch"] is not None and s["split"] is True, r.stall_basis
         assert r.busy + s["fetch"] + s["prep"] + s["other"] == pytest.approx(1.0, abs=1e-9)
         assert s["total"] > 0.6, (kind, workers, r.busy, s)
         if kind == "sleep":
@@ -68,5 +68,6 @@ def test_says_it_could_not_split_when_nothing_says_what_the_workers_did(monkeypa
     monkeypatch.setattr(profiler, "_child_pids", lambda: [])
     r = profiled("sleep", 1, seconds=0.3)
     assert r.stall["fetch"] is None and r.stall["prep"] is None
+    assert r.stall["split"] is False and "could not split" in r.stall["reason"]
     assert "could not split" in r.stall_basis
     assert "could not split" in profiler.summary(r)

@@ -90,6 +90,7 @@ def test_differential_passes_by_hand(tmp_path):
     assert all(p["steps"] == 10 for p in out["passes"]["synthetic"])  # replayed as many as the loop asked for
     assert math.isfinite(out["cores_needed_prep"])
     assert out["busy"] + out["stall"]["fetch"] + out["stall"]["prep"] == pytest.approx(1.0, abs=1e-9)
+    assert out["stall"]["split"] is True
     assert [s["runs"] for s in out["seconds_per_step_spread"].values()] == [3, 3, 3]
 
 

@@ -195,7 +195,8 @@ class ProfileResult:
     busy_relative_error: float | None = None  # (measured - predicted) / predicted
     # issue 14: the wait split (DS-Analyzer's fetch and prep stalls), fractions of wall time
     au: float | None = None  # MLPerf Storage's accelerator utilisation: compute time / total time (= busy here)
-    stall: dict[str, float | None] = field(default_factory=dict)  # fetch (I/O), prep (CPU), total
+    # fetch (I/O), prep (CPU), total, other; split (False with a reason where the wait could not be split)
+    stall: dict[str, Any] = field(default_factory=dict)
     stall_basis: str = ""
     cores_needed_prep: float | None = None  # cores that remove the prep stall (Little's law over the prep hops)
 
@@ -492,6 +493,9 @@ class Profiler:
                            "(/proc) over the counted steps")
         if stall.get("total") is not None:
             stall["other"] = other / wall if wall > 0 else 0.0  # busy + fetch + prep + other = 1
+        stall["split"] = stall.get("fetch") is not None
+        if not stall["split"]:
+            stall["reason"] = stall_basis
         pred = predicted_from(predicted) if predicted is not None else None
         rel = None
         if pred and pred.get("busy"):
@@ -924,7 +928,8 @@ def differential_stalls(run_pass: Callable[[Profiler], Any], data_files: list[Pa
         "busy": busy,
         "au": busy,
         "busy_of_each_repeat": [min(1.0, s / c) for s, c in zip(per_step["synthetic"], per_step["cold"])],
-        "stall": {"fetch": fetch, "prep": prep, "total": 1.0 - busy, "unsplit": None if prep is not None else rest},
+        "stall": {"fetch": fetch, "prep": prep, "total": 1.0 - busy, "unsplit": None if prep is not None else rest,
+                  "split": prep is not None, **({} if prep is not None else {"reason": split})},
         "split": split,
         "sums_to_one": busy + fetch + (prep if prep is not None else rest),
         "seconds_per_step": t,
