@@ -148,9 +148,10 @@ def test_cli_stalls_json(tmp_path, cli):
     for key in ("busy", "au", "stall", "seconds_per_step", "cores_needed_prep", "passes"):
         assert key in out
     assert set(out["stall"]) >= {"fetch", "prep"}
-    # per step: batch of 4 at 6 ms each = 24 ms loading, 6 ms step; replayed: 6 ms
-    assert out["seconds_per_step"]["synthetic"] == pytest.approx(0.006, abs=0.004)
-    assert out["seconds_per_step"]["cold"] == pytest.approx(0.030, abs=0.008)
+    # per step: batch of 4 at 6 ms each = 24 ms loading, 6 ms step; replayed: 6 ms. Sleeps only ever run
+    # long, by several ms at a load average of 8 on this 2-core machine: bounds from below tight, above generous
+    t = out["seconds_per_step"]
+    assert 0.0055 <= t["synthetic"] <= 0.016 and 0.029 <= t["cold"] <= 0.06 and t["synthetic"] < t["cold"] / 2, t
     one = cli("profile", str(script), "-f", "json")
     d = json.loads(one.stdout)
     assert d["stall"]["fetch"] == pytest.approx(0.8 * 16 / 24, abs=0.1)  # serial: wait 24/30 split 16 : 8

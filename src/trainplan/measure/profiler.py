@@ -359,13 +359,13 @@ class Profiler:
                         return
                     item = self._replayed
                 else:
-                    clock0 = process_clock("thread-self")
+                    clock0 = _thread_clock() if not self.workers else None
                     try:
                         item = next(iterator)
                     except StopIteration:
                         body_start = None
                         return
-                    clock1 = process_clock("thread-self")
+                    clock1 = _thread_clock() if clock0 is not None else None
                     if self.replay and self._index + 1 >= self.warmup:
                         self._replayed = item
                 t1 = time.perf_counter()
@@ -386,6 +386,8 @@ class Profiler:
                     body_start = None
                 yield item
         finally:
+            if self._index > self.warmup:
+                self._workers_clock.sample(force=True)  # the window's end, before the workers are shut down
             if body_start is not None:  # the loop left early (break): close the last step
                 self._sync()
                 self._end_step(time.perf_counter() - body_start, time.thread_time() - body_cpu, start_event)
@@ -587,6 +589,21 @@ def process_clock(pid: int | str) -> tuple[float, float] | None:
     return cpu, wait
 
 
+# Seconds between two readings of the loader processes' clocks: /proc ticks in 10 ms, so a finer
+# sampling adds reads, not resolution.
+SAMPLE_SECONDS = 0.05
+
+
+def _thread_clock() -> tuple[float, float]:
+    """(CPU seconds, seconds waiting for a core) of the calling thread: its CPU clock, and the run-queue
+    wait of /proc/thread-self/schedstat (0 where /proc does not say)."""
+    try:
+        wait = int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        wait = 0.0
+    return time.thread_time(), wait
+
+
 class WorkerClock:
     """The loader processes' CPU, run-queue wait and wall time over the counted window, sampled at each
     counted fetch: per process, its first and last sighting (a worker started later, as a new epoch's are,
@@ -595,9 +612,15 @@ class WorkerClock:
     def __init__(self) -> None:
         self.first: dict[int, tuple[float, float, float]] = {}  # pid -> (time, cpu, wait)
         self.last: dict[int, tuple[float, float, float]] = {}
+        self._sampled = 0.0
 
-    def sample(self) -> None:
+    def sample(self, force: bool = False) -> None:
+        """Read the processes' clocks, at most every SAMPLE_SECONDS (a fast loop is not slowed by /proc
+        reads), or now when `force`."""
         now = time.perf_counter()
+        if not force and self.last and now - self._sampled < SAMPLE_SECONDS:
+            return
+        self._sampled = now
         for pid in _child_pids():
             clock = process_clock(pid)
             if clock is None:
