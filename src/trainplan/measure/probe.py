@@ -917,7 +917,7 @@ def decode_user_files(paths: list[Path], *, access: Access = "sequential", side:
         "source": "files",
         "files": [str(p) for p in paths],
         "access": access,
-        "width": head.width, "height": head.height, "gop": head.gop, "codec": _codec_of(paths[0]),
+        "width": head.width, "height": head.height, "gop": head.gop, "codec": _dominant_codec(paths),
         "decoder": f"PyAV {_av_version()}",
         "side": side, "postprocess": postprocess, "postprocess_text": POSTPROCESS_TEXT[postprocess], "threads": 1,
         "frames_per_cpu_second": head.frames_per_cpu_second,
@@ -1002,6 +1002,12 @@ def decode_images(paths: list[Path], *, side: int = 224, postprocess: Postproces
         "uncontended_core_fps_1080p": row["core_fps_1080p"], "contention_decoders": 1, "contention_ratio": 1.0,
         "core_fps_1080p": row["core_fps_1080p"], "results": [row], "contention": [], "skipped": [],
     }
+
+
+def _dominant_codec(paths: list[Path]) -> str:
+    """The codec most of the files are in (the first of equals in file order)."""
+    names = [_codec_of(p) for p in paths]
+    return max(dict.fromkeys(names), key=names.count)
 
 
 def _codec_of(path: Path) -> str:
