@@ -117,7 +117,7 @@ def pipeline_inputs(w: Workload, model: ModelFacts | None = None, **changes: Any
 def cache_section(ctx: PlanContext) -> dict[str, Any]:
     """`pipeline.cache`: busy and the binding stage for cached fractions 0-100 % (docs/measurement.md)."""
     cache = ctx.inputs.cache
-    keep = ("cache_size", "dataset_size", "cache_rate", "remote_rate")
+    keep = ("cache_size", "dataset_size", "cache_rate", "remote_rate", "order")
     return {"cache": pipeline_mod.cache_what_if(ctx.inputs.pipeline_args(),
                                                  **{k: v for k, v in cache.items() if k in keep})}
 
