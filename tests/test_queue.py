@@ -545,6 +545,58 @@ def test_compiled_result_equals_the_reference_result():
     assert a["sample_formula_busy"] == pytest.approx(b["sample_formula_busy"], rel=1e-9)
 
 
+@fast_engine
+@pytest.mark.parametrize("name", list(COMPILED_CASES))
+def test_streamed_timeline_equals_the_reference_timeline(name, monkeypatch):
+    """The compiled engine keeps only the frames the timeline can show; its timeline, buffer trace and
+    span are the reference's, which picks them from every frame's times (short, long, longer than the run)."""
+    from trainplan.simulate import queue
+
+    spec = COMPILED_CASES[name]
+    times = sample_service_times(spec)
+    monkeypatch.setattr(queue, "CHUNK_FRAMES", 4096)  # several chunks, state carried across them
+    for limit in (1, 57, 2000, 10**6):
+        a = simulate(spec, times, timeline_limit=limit, engine="python")
+        b = simulate(spec, times, timeline_limit=limit, engine="compiled")
+        assert a.timeline == b.timeline, f"{name} {limit}"
+        assert a.buffer_trace == b.buffer_trace and a.timeline_span == b.timeline_span, f"{name} {limit}"
+        assert b.busy == pytest.approx(a.busy, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", list(COMPILED_CASES))
+def test_sample_drawn_in_chunks_is_the_sample_drawn_at_once(name):
+    """numpy's generators give the same stream whatever the count drawn at a time; the keyframes of
+    every G-th frame of the run (frame 0 first) land on the same frames across chunk boundaries."""
+    from trainplan.simulate.queue import sample_chunks
+
+    spec = replace(COMPILED_CASES[name], frames=10_007)
+    whole = sample_service_times(spec)
+    for size in (1, 999, 4096, 65536):
+        parts = list(sample_chunks(spec, size))
+        assert all(len(r) == len(w) for r, w in parts)
+        assert np.concatenate([r for r, _ in parts]).tobytes() == whole.read_seconds.tobytes(), size
+        assert np.concatenate([w for _, w in parts]).tobytes() == whole.decode_work.tobytes(), size
+
+
+@fast_engine
+def test_streamed_run_holds_no_array_per_frame():
+    """3 million frames: one float64 array per frame would be 24 MB; the streamed run's numpy
+    allocations peak at a few chunks of 64 Ki frames (tracemalloc sees numpy's allocations)."""
+    import tracemalloc
+
+    spec = replace(DEFAULT, frames=3_000_000, variability=Variability("lognormal", 0.5, read_cv=0.3))
+    simulate(replace(spec, frames=5000), engine="compiled")  # the kernel loaded before measuring
+    tracemalloc.start()
+    try:
+        r = simulate(spec, engine="compiled")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8e6, f"{peak / 1e6:.1f} MB"
+    assert 0 < len(r.timeline) <= 2000
+    assert r.busy == pytest.approx(960 / DEMAND, abs=0.02)  # decode-bound: 8 x 120 frames/s of 2,770.78
+
+
 def test_engine_choice():
     with pytest.raises(UserError, match="simulate.engine"):
         simulate(DEFAULT, engine="fortran")

@@ -135,11 +135,11 @@ def simulation_report(workload: Any, frames: int, seed: int, variability: Any, b
                       timeline: int = 2000, read_ahead: int | None = READ_AHEAD_DEFAULT, engine: str = "auto",
                       ) -> tuple[dict[str, Any], Any]:
     """The JSON object of `trainplan simulate` and the QueueResult behind it."""
-    from trainplan.simulate.queue import buffer_sweep, queue_spec_from_workload, sample_service_times, simulate
+    from trainplan.simulate.queue import buffer_sweep, queue_spec_from_workload, simulate
 
     spec, account, notes = queue_spec_from_workload(workload, frames=frames, seed=seed, variability=variability,
                                                     read_ahead_frames=read_ahead)
-    times = sample_service_times(spec)
+    times = None  # each run draws the sample from the seed as it goes (the compiled engine streams it)
     result = simulate(spec, times, timeline_limit=timeline, engine=engine)
     out = result.to_dict()
     out = {
