@@ -624,6 +624,23 @@ def test_parse_vary_lists_and_ranges():
         assert err.value.where == key, bad
 
 
+def test_vary_values_exact_and_the_cap_overridable(monkeypatch):
+    from trainplan.simulate.grid import grid_specs, parse_vary
+
+    assert parse_vary("seed=9223372036854775807").values == (2**63 - 1,)  # exactly, not via a float
+    assert parse_vary("seed=0:4:2").values == (0, 2, 4)
+    monkeypatch.setenv("TRAINPLAN_MAX_SIMULATIONS", "3")
+    assert len(parse_vary("buffer=1:3").values) == 3
+    with pytest.raises(UserError, match="at most 3 values"):
+        parse_vary("buffer=1:4")
+    with pytest.raises(UserError, match="2 x 2 = 4"):
+        grid_specs(lambda sets: DEFAULT, [parse_vary("buffer=1,2"), parse_vary("seed=1,2")], 250)
+    monkeypatch.setenv("TRAINPLAN_MAX_SIMULATIONS", "many")
+    with pytest.raises(UserError) as err:
+        parse_vary("buffer=1")
+    assert err.value.where == "TRAINPLAN_MAX_SIMULATIONS"
+
+
 def test_vary_grid_rows_are_the_single_runs():
     """Each row of the grid is the simulation of its configuration run alone; without
     variability busy is the formula's min(1, cores x 120 / 2,770.78) within a point."""
@@ -667,6 +684,18 @@ def test_cli_simulate_vary_json(cli):
     (("--vary", "buffer=1", "--plot", "x.png"), "--plot"),
     (("--vary", "buffer=1", "--engine", "gpu"), "--engine"),
     (("--vary", "cores=0,2"), "cluster.cores"),
+    # issue 29: caps counted before any list is built, and the ranges `simulate` enforces
+    (("--vary", "buffer=1:1e9"), "--vary buffer"),
+    (("--vary", "seed=0:999999"), "--vary seed"),
+    (("--vary", "seed=18446744073709551616"), "--vary seed"),
+    (("--vary", "seed=-1"), "--vary seed"),
+    (("--vary", "cv=0,101"), "--vary cv"),
+    (("--vary", "read_cv=1e9"), "--vary read_cv"),
+    (("--vary", "keyframe_cost=2e4"), "--vary keyframe_cost"),
+    (("--vary", "buffer=2000000"), "--vary buffer"),
+    (("--vary", "read_ahead=1,2000000"), "--vary read_ahead"),
+    (("--vary", "buffer=1,,4"), "--vary buffer"),
+    (("--vary", "buffer=1:400", "--vary", "seed=0:400"), "--vary"),
 ])
 def test_cli_simulate_vary_bad_input(cli, args, key):
     res = cli("simulate", "--frames", "2000", *args)
