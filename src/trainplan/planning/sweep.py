@@ -38,6 +38,11 @@ PROGRESS_POINTS = 100_000
 GRID_SLACK = 1e-9
 # The most points a sweep may have (a guard against a typo such as 1:1e9).
 MAX_POINTS = 50_000_000
+# Memory one point costs per column, for the cap derived from the machine's memory (max_points):
+# the float64 cell (8 B), its copy when the rows are put in the order the axes were given or handed
+# to Arrow (8 B), and its text in the CSV the writer builds and copies (~ 20 B, twice). Measured:
+# 1e7 points x 3 columns written as CSV peak at 0.54 GB, 18 B a cell (docs/speed.md); 64 B leaves room.
+BYTES_PER_CELL = 64
 
 # Keys evaluated as arrays (planning/inputs.py).
 PIPELINE_ARGS, VECTOR_KEYS, SHAPE_KEYS = inputs_mod.PIPELINE_ARGS, inputs_mod.VECTOR_KEYS, inputs_mod.SHAPE_KEYS
@@ -110,7 +115,11 @@ def parse_vary(spec: str) -> Axis:
         if not numeric:
             raise UserError("--vary", f"{key}: not a number; give its values as a list a,b,c")
         return Axis(key, tuple(_range(key, grid)), True)
-    items = [s.strip() for s in grid.split(",") if s.strip()]
+    items = [s.strip() for s in grid.split(",")]
+    if len(items) > MAX_POINTS:
+        raise UserError("--vary", f"{key}: {len(items):,} values; expected at most {MAX_POINTS:,}")
+    if any(not item for item in items):  # "1,,2" or a trailing comma: a value left out, not a list
+        raise UserError("--vary", f"{key}: expected values separated by single commas, with none empty, got {grid!r}")
     if numeric and not key.startswith("cluster.accelerator."):
         values = tuple(float(parse_value(key, s)) for s in items)
     else:
@@ -143,6 +152,7 @@ def _range(key: str, grid: str) -> list[float]:
         if start <= 0:
             raise UserError("--vary", f"{key}: a geometric grid needs START above 0, got {parts[0]!r}")
         n = int(math.floor(math.log(stop / start) / math.log(factor) + GRID_SLACK)) + 1
+        _check_count(key, n)
         values = start * factor ** np.arange(n)
         if _is_whole(key):
             values = np.unique(np.round(values))
@@ -150,13 +160,47 @@ def _range(key: str, grid: str) -> list[float]:
         step = conv(parts[2]) if len(parts) == 3 else 1.0
         if not step > 0:
             raise UserError("--vary", f"{key}: expected a STEP above 0, got {parts[2]!r}")
-        n = int(math.floor((stop - start) / step + GRID_SLACK)) + 1
+        span = (stop - start) / step + GRID_SLACK
+        if not math.isfinite(span):
+            raise UserError("--vary", f"{key}: expected a STEP that divides STOP - START into at most "
+                            f"{MAX_POINTS:,} values, got {grid!r}")
+        n = int(math.floor(span)) + 1
+        _check_count(key, n)  # counted before any array of them is built
         values = start + step * np.arange(n)
-    if n > MAX_POINTS:
-        raise UserError("--vary", f"{key}: {n:,} values; expected at most {MAX_POINTS:,}")
     if _is_whole(key) and np.any(values != np.floor(values)):
         raise UserError("--vary", f"{key}: expected whole numbers, got {grid!r}")
     return [float(v) for v in values]
+
+
+def _check_count(key: str, n: int) -> None:
+    if n > MAX_POINTS:
+        count = f"{n:,}" if n < 10**15 else "more than 10^15"
+        raise UserError("--vary", f"{key}: {count} values; expected at most {MAX_POINTS:,}")
+
+
+def max_points(columns: int) -> int:
+    """The most points a sweep of `columns` columns may have on this machine: the memory budget
+    (trainplan.machine.budget_bytes: half the available memory, TRAINPLAN_MEMORY_BYTES to change it)
+    over BYTES_PER_CELL a cell, and never above MAX_POINTS."""
+    from trainplan import machine
+
+    return max(1, min(MAX_POINTS, machine.budget_bytes() // (BYTES_PER_CELL * max(columns, 1))))
+
+
+def _check_memory(axes: list[Axis], figures: list[str] | None) -> None:
+    """Refuse, naming the key with the most values, a grid whose columns would not fit in memory."""
+    total = math.prod(len(a.values) for a in axes)
+    columns = len(axes) + (len(figures) if figures else sum(1 for f in FIGURES.values() if f.sweep))
+    cap = max_points(columns)
+    if total > cap:
+        from trainplan import machine
+
+        widest = max(axes, key=lambda a: len(a.values))
+        shape = " x ".join(f"{len(a.values):,}" for a in axes)
+        raise UserError("--vary", f"{widest.key}: {shape} = {total:,} points of {columns} columns; expected at "
+                        f"most {cap:,} (half of this machine's {machine.available_memory_bytes() / 2**30:.1f} GiB "
+                        f"available at {BYTES_PER_CELL} B a cell; fewer --figures, or {machine.MEMORY_ENV} "
+                        f"to change it)")
 
 
 # ---------------------------------------------------------------- evaluation
@@ -237,13 +281,15 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
     names = [a.key for a in axes]
     if len(set(names)) != len(names):
         raise UserError("--vary", "each key may be varied once")
+    total = math.prod(len(a.values) for a in axes)
+    if total > MAX_POINTS:
+        raise UserError("--vary", f"{total:,} points; expected at most {MAX_POINTS:,}")
+    _check_memory(axes, figures)  # before any workload is read or column allocated
     base = load_workload(file, sets, calibration)
     looped = [a for a in axes if not _vectorizable(base, a, lambda extra: load_workload(file, list(sets) + [extra],
                                                                                         calibration))]
     vector = [a for a in axes if a not in looped]
     total = math.prod(len(a.values) for a in axes)
-    if total > MAX_POINTS:
-        raise UserError("--vary", f"{total:,} points; expected at most {MAX_POINTS:,}")
     per_combo = math.prod(len(a.values) for a in vector)
     _check_vector_values(base, vector)
 
