@@ -21,9 +21,10 @@ Only importable where numba is: `available()` says whether it is, without import
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -67,10 +68,41 @@ def worth_it(frames: int) -> bool:
     return True
 
 
+# numba's CPU target, when first used in a process, imports scipy.linalg only to learn whether
+# np.dot would have a BLAS (numba.np.arraymath): 0.24 s of the 0.38 s its first call costs here
+# (benchmarks/bench_queue.py). The kernel does no linear algebra, so that check is answered "no
+# BLAS" while the target loads; scipy.linalg stays importable afterwards.
+_BLAS_PROBE = "scipy.linalg.cython_blas"
+
+
+@contextlib.contextmanager
+def _without_blas_probe() -> Iterator[None]:
+    if _BLAS_PROBE in sys.modules:
+        yield
+        return
+    sys.modules[_BLAS_PROBE] = None  # type: ignore[assignment]  # import of it raises ImportError
+    try:
+        yield
+    finally:
+        if _BLAS_PROBE in sys.modules and sys.modules[_BLAS_PROBE] is None:
+            del sys.modules[_BLAS_PROBE]
+
+
 def kernel():  # -> the compiled function (imports numba)
     """The compiled kernel; raises ImportError where numba is missing or cannot load."""
-    from trainplan.simulate._kernel import queue_chunk
+    if "trainplan.simulate._kernel" in sys.modules:
+        from trainplan.simulate._kernel import queue_chunk
 
+        return queue_chunk
+    with _without_blas_probe():
+        from trainplan.simulate._kernel import queue_chunk
+
+        try:  # load the CPU target's registries now, inside the context (numba's internals: optional)
+            from numba.core.registry import cpu_target
+
+            cpu_target.target_context.refresh()
+        except (ImportError, AttributeError):
+            pass
     return queue_chunk
 
 
