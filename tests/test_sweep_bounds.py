@@ -61,3 +61,26 @@ def test_solve_refuses_a_target_on_a_text_figure(cli, target):
     assert res.returncode == 2, res.stdout
     assert res.stderr.count("\n") == 1 and "--for" in res.stderr and "pipeline.bottleneck" in res.stderr
     assert "text figure" in res.stderr and "internal error" not in res.stderr
+
+
+def test_writers_build_their_text_a_piece_of_rows_at_a_time(monkeypatch):
+    """30 rows in pieces of 7: the JSON array and the CSV hold every row once, in the grid's order, and
+    busy is min(1, cores x 120 frames/s / demand) with the default workload's demand of
+    0.4 x 989.5e12 / (6 x 93e6 x 256) frames/s (docs/pipeline-and-bill.md)."""
+    import csv
+    import io
+    import json
+
+    monkeypatch.setattr(sweep, "ROWS_PER_PIECE", 7)
+    result = sweep.sweep(None, [], ["cluster.cores=1:10", "training.micro_batch=1:3"], figures=["pipeline.busy"])
+    demand = 0.4 * 989.5e12 / (6 * 93e6 * 256)
+    want = [(c, b, min(1.0, c * 120.0 / demand)) for c in range(1, 11) for b in range(1, 4)]
+    text = sweep.to_json(result)
+    assert text.endswith(b"]\n")
+    rows = json.loads(text)
+    assert [(r["cluster.cores"], r["training.micro_batch"]) for r in rows] == [(c, b) for c, b, _ in want]
+    assert [r["pipeline.busy"] for r in rows] == pytest.approx([x for _, _, x in want], rel=1e-12)
+    table = list(csv.DictReader(io.StringIO(sweep._csv_numpy(result).decode())))
+    assert [(float(r["cluster.cores"]), float(r["training.micro_batch"])) for r in table] == [(c, b) for c, b, _ in want]
+    assert [float(r["pipeline.busy"]) for r in table] == pytest.approx([x for _, _, x in want], rel=1e-12)
+    assert sweep.to_csv(result) == sweep._csv_numpy(result)  # Arrow's writer, where installed, agrees
