@@ -597,6 +597,20 @@ def test_streamed_run_holds_no_array_per_frame():
     assert r.busy == pytest.approx(960 / DEMAND, abs=0.02)  # decode-bound: 8 x 120 frames/s of 2,770.78
 
 
+def test_the_pure_python_engine_is_bounded_by_memory(monkeypatch, cli):
+    """It holds every frame: a run past half the available memory at 300 B a frame is refused, naming
+    --frames and the limit (2 x 300 x 19,999 bytes available -> 19,999 frames)."""
+    from trainplan.simulate.queue import python_frames_limit
+
+    monkeypatch.setenv("TRAINPLAN_MEMORY_BYTES", str(2 * 300 * 19_999))
+    assert python_frames_limit() == 19_999
+    with pytest.raises(UserError) as err:
+        simulate(DEFAULT, engine="python")  # 20,000 frames
+    assert err.value.where == "--frames" and "at most 19,999 frames" in err.value.expected
+    res = cli("simulate", "--frames", "20000", "--engine", "python")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--frames" in res.stderr
+
+
 def test_engine_choice():
     with pytest.raises(UserError, match="simulate.engine"):
         simulate(DEFAULT, engine="fortran")

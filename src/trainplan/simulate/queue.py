@@ -490,8 +490,28 @@ class _Prepared:
     no_decoder: bool
 
 
+#: Bytes a frame costs the pure-Python reference engine, which holds every frame: its lists of times
+#: (a pointer and a float object each), the arrays they become and the statistics' temporaries.
+#: Measured: 5e6 frames peaked at 1.4 GB (280 B a frame, docs/speed.md).
+PYTHON_BYTES_PER_FRAME = 300
+
+
+def python_frames_limit() -> int:
+    """The most frames the pure-Python engine runs on this machine: the memory budget
+    (trainplan.machine.budget_bytes, TRAINPLAN_MEMORY_BYTES to change it) over PYTHON_BYTES_PER_FRAME."""
+    from trainplan import machine
+
+    return machine.budget_bytes() // PYTHON_BYTES_PER_FRAME
+
+
 def _prepare(spec: QueueSpec, times: ServiceTimes | None) -> _Prepared:
     _check(spec)
+    if int(spec.frames) > python_frames_limit():
+        from trainplan.simulate import fast
+
+        raise UserError("--frames", f"at most {python_frames_limit():,} frames with the pure-Python engine on "
+                        f"this machine ({PYTHON_BYTES_PER_FRAME} B a frame in half its available memory), got "
+                        f"{int(spec.frames):,}; the compiled engine streams any number: {fast.INSTALL_HINT}")
     if times is None:
         times = sample_service_times(spec)
     n = int(spec.frames)
