@@ -116,6 +116,8 @@ def queue_chunk(read, work, lo, n, dec, group, step, B, q, no_decoder, k0, k1, r
     t1 = fstate[T1]
     e = -INF
     d = 0
+    ka = k % B  # k mod B and j mod q, advanced by wrapping (no division per frame)
+    js = j % q if bounded else 0
     while True:
         if j < n and j >= hi_frame:
             break  # the next frame to hand out is in the next chunk
@@ -140,10 +142,10 @@ def queue_chunk(read, work, lo, n, dec, group, step, B, q, no_decoder, k0, k1, r
             ci = ht[0]
             i = hi[0]
             d = hd[0]
-            ab = a_ring[k % B] if k >= B else -INF  # A[k - B]
+            ab = a_ring[ka] if k >= B else -INF  # A[k - B]
             e = ci if ci >= ab else ab
             a = e if e >= a_next else a_next
-            a_ring[k % B] = a
+            a_ring[ka] = a
             a_next = a + step
             r = slot_rec[d]
             if r >= 0:
@@ -187,6 +189,9 @@ def queue_chunk(read, work, lo, n, dec, group, step, B, q, no_decoder, k0, k1, r
                     if not no_decoder:
                         sums[8] += (dc - ds) / dec[d]  # WORK
             k += 1
+            ka += 1
+            if ka == B:
+                ka = 0
             if j >= n:  # drain: no frame left to hand out
                 size -= 1
                 if size > 0:
@@ -208,7 +213,7 @@ def queue_chunk(read, work, lo, n, dec, group, step, B, q, no_decoder, k0, k1, r
             rd = p_prev + rj  # read done: the previous frame entered the queue, this one was read
             p = rd
             if j >= q:
-                sq = s_ring[j % q]  # decode start of frame j - q: its read-ahead slot frees then
+                sq = s_ring[js]  # decode start of frame j - q: its read-ahead slot frees then
                 if sq > p:
                     p = sq
             p_prev = p
@@ -218,7 +223,7 @@ def queue_chunk(read, work, lo, n, dec, group, step, B, q, no_decoder, k0, k1, r
             rd = p
         st = p if p >= e else e
         if bounded and not no_decoder:
-            s_ring[j % q] = st
+            s_ring[js] = st
         cj = st + work[x] * dec[d]
         slot_f[d, 0] = p
         slot_f[d, 1] = st
@@ -251,6 +256,10 @@ def queue_chunk(read, work, lo, n, dec, group, step, B, q, no_decoder, k0, k1, r
             hd[0] = d
             _sift_down(ht, hi, hd, size)
         j += 1
+        if bounded:
+            js += 1
+            if js == q:
+                js = 0
     istate[J] = j
     istate[K] = k
     istate[SIZE] = size
