@@ -16,6 +16,13 @@ which is known by then. Each overlap is `min(max(end, t0), t1) - min(max(start, 
 as in the reference, summed in rank order (the reference sums with numpy's pairwise
 sum, so sums agree to rounding, not to the bit).
 
+Streaming (issue 29): the kernel advances over one chunk of frames per call, its state
+carried between calls (the heap, each decoder's frame, rings of the last B step starts and
+the last Q decode starts, a few scalars), so a run holds no array over its frames: the
+chunk's service times, O(decoders + B + Q) state and the frames recorded for a timeline
+(docs/simulation.md says which frames and why they suffice). `run` records every frame
+(rank 0 on) to return the per-frame trace; `simulate` records only those a timeline needs.
+
 Only importable where numba is: `available()` says whether it is, without importing it.
 """
 

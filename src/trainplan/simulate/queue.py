@@ -43,7 +43,8 @@ popped. The reads are a cumulative sum (numpy) when read-ahead is unbounded. One
 operation and a dozen float operations per frame, in plain Python; the statistics
 are numpy over the per-frame arrays. This is the reference. The same recurrence
 compiled (trainplan.simulate.fast, numba, the `fast` extra) gives bit-identical
-per-frame times and sums the statistics in the same pass; `engine="auto"` uses it
+per-frame times, sums the statistics in the same pass and streams the frames a chunk
+at a time (O(1) memory per frame, the sample drawn in chunks by `sample_chunks`); `engine="auto"` uses it
 when installed and worth its import (see docs/simulation.md).
 
 Measurement. The first `WARMUP_FRACTION` of the frames (filling the pipeline from
