@@ -83,3 +83,20 @@ def test_writers_build_their_text_a_piece_of_rows_at_a_time(monkeypatch):
     table = list(csv.DictReader(io.StringIO(sweep._csv_numpy(result).decode())))
     assert [(float(r["cluster.cores"]), float(r["training.micro_batch"])) for r in table] == [(c, b) for c, b, _ in want]
     assert [float(r["pipeline.busy"]) for r in table] == pytest.approx([x for _, _, x in want], rel=1e-12)
+
+
+def test_rows_placed_in_the_given_order_without_a_reordering_copy(monkeypatch):
+    """A looped axis (data.access) between vector axes, chunks of 3 straddling its values: each row's busy
+    is its own cores' and access's, min(1, cores x 120 / g / demand) with g = 1 decoded frame a used one
+    (sequential) or (G + 1) / 2 (random, G = data.gop = 30 by default)."""
+    monkeypatch.setattr(sweep, "CHUNK_POINTS", 3)
+    r = sweep.sweep(None, [], ["cluster.cores=8:40:8", "data.access=sequential,random", "training.micro_batch=1,2"],
+                    figures=["pipeline.busy"])
+    demand = 0.4 * 989.5e12 / (6 * 93e6 * 256)
+    want = [(c, a, b, min(1.0, c * 120.0 / (1.0 if a == "sequential" else 15.5) / demand))
+            for c in (8, 16, 24, 32, 40) for a in ("sequential", "random") for b in (1, 2)]
+    got = list(zip(r.columns["cluster.cores"], r.columns["data.access"], r.columns["training.micro_batch"],
+                   r.columns["pipeline.busy"]))
+    assert [g[:3] for g in got] == [w[:3] for w in want]
+    assert [g[3] for g in got] == pytest.approx([w[3] for w in want], rel=1e-12)
+    assert list(r.columns) == ["cluster.cores", "data.access", "training.micro_batch", "pipeline.busy"]

@@ -265,7 +265,8 @@ def _fill_grid(columns: dict[str, np.ndarray], axes: list[Axis], start: int) -> 
     for i, a in enumerate(axes):
         along = [1] * len(shape)
         along[i] = shape[i]
-        columns[a.key][start:stop].reshape(shape)[...] = np.asarray(a.values, float).reshape(along)
+        column = columns[a.key]
+        column[start:stop].reshape(shape)[...] = np.asarray(a.values, column.dtype).reshape(along)
 
 
 def _override(value: Any) -> str:
@@ -296,39 +297,54 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
     _check_vector_values(base, vector)
 
     keys = names
-    # the varied keys' columns first, each written once (the vector axes' grid for every combination
-    # of the looped ones); the figures' columns on the first chunk, when their dtypes are known
-    columns: dict[str, np.ndarray] = {a.key: np.empty(total, dtype=_dtype(a.values[0])) for a in looped + vector}
-    columns = {k: columns[k] for k in keys}
+    # The rows are written straight into the order the axes were given (the first --vary slowest),
+    # though looped axes are evaluated outermost: where that differs, each chunk's rows go to their
+    # places (no reordering copy of every column at the end, issue 29).
+    reorder = [a.key for a in looped + vector] != names
+    shape = tuple(len(a.values) for a in axes)
+    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]  # elements, C order, given order
+    where = {a.key: i for i, a in enumerate(axes)}
+    vector_shape = tuple(len(a.values) for a in vector)
+    # the varied keys' columns first, each written once; the figures' columns on the first chunk,
+    # when their dtypes are known
+    columns: dict[str, np.ndarray] = {a.key: np.empty(total, dtype=_dtype(a.values[0])) for a in axes}
+    if reorder:
+        _fill_grid(columns, axes, 0)
     figure_keys: list[str] | None = None
     offset = 0
     show = progress if progress is not None else total > PROGRESS_POINTS
     with _progress(total, show) as advance:
-        for combo in itertools.product(*(a.values for a in looped)):
+        for picks in itertools.product(*(range(len(a.values)) for a in looped)):
+            combo = tuple(a.values[i] for a, i in zip(looped, picks))
             extra = [f"{a.key}={_override(v)}" for a, v in zip(looped, combo)]
             w = load_workload(file, list(sets) + extra, calibration) if extra else base
-            for a, v in zip(looped, combo):
-                columns[a.key][offset:offset + per_combo] = v
-            if vector:
-                _fill_grid(columns, vector, offset)
+            if not reorder:
+                for a, v in zip(looped, combo):
+                    columns[a.key][offset:offset + per_combo] = v
+                if vector:
+                    _fill_grid(columns, vector, offset)
+            base_place = sum(i * strides[where[a.key]] for a, i in zip(looped, picks))
             for start in range(0, per_combo, CHUNK_POINTS):
                 n = min(per_combo - start, CHUNK_POINTS)
-                # the chunk's grid: views of the key columns, not copies
-                arrays = {a.key: columns[a.key][offset:offset + n] for a in vector}
+                place: Any = slice(offset, offset + n)
+                if reorder:  # the chunk's grid gathered, and the rows' places in the given order
+                    picked = np.unravel_index(np.arange(start, start + n), vector_shape) if vector else ()
+                    arrays = {a.key: np.asarray(a.values, float)[ix] for a, ix in zip(vector, picked)}
+                    place = np.full(n, base_place, dtype=np.int64)
+                    for a, ix in zip(vector, picked):
+                        place += ix * strides[where[a.key]]
+                else:  # the chunk's grid: views of the key columns, not copies
+                    arrays = {a.key: columns[a.key][offset:offset + n] for a in vector}
                 figs = evaluate(w, arrays, figures)
                 if figure_keys is None:
                     cols = {**dict(zip((a.key for a in looped), combo)), **arrays, **figs}
                     figure_keys = [k for k in _wanted(cols, keys, figures) if k not in columns]
                     columns.update({k: np.empty(total, dtype=_dtype(figs[k])) for k in figure_keys})
                 for k in figure_keys:
-                    columns[k][offset:offset + n] = figs[k]  # a scalar or a broadcast view: no temporary copy
+                    columns[k][place] = figs[k]  # a scalar or a broadcast view: no temporary copy
                 offset += n
                 advance(n)
-    # rows in the order of the grid as written: the first --vary slowest
-    order = _grid_order(axes, looped, vector)
-    if order is not None:
-        columns = {k: v[order] for k, v in columns.items()}
-    return SweepResult(keys, columns)
+    return SweepResult(keys, {k: columns[k] for k in [*keys, *(figure_keys or [])]})
 
 
 def _dtype(value: Any) -> Any:
@@ -349,16 +365,6 @@ def _wanted(cols: dict[str, Any], keys: list[str], figures: list[str] | None) ->
             raise UserError("--figures", f"unknown figure {unknown[0]!r}; expected one of {', '.join(cols)}")
         return keys + [f for f in figures if f not in keys]
     return keys + [k for k in cols if k not in keys]
-
-
-def _grid_order(axes: list[Axis], looped: list[Axis], vector: list[Axis]) -> np.ndarray | None:
-    """Permutation from evaluation order (looped axes outermost) to the order the axes were given."""
-    evaluated = looped + vector
-    if [a.key for a in evaluated] == [a.key for a in axes]:
-        return None
-    shape = tuple(len(a.values) for a in evaluated)
-    perm = [evaluated.index(a) for a in axes]
-    return np.arange(math.prod(shape)).reshape(shape).transpose(perm).ravel()
 
 
 def _check_vector_values(w: Workload, vector: list[Axis]) -> None:
