@@ -649,6 +649,14 @@ def test_vary_values_exact_and_the_cap_overridable(monkeypatch):
         parse_vary("buffer=1:4")
     with pytest.raises(UserError, match="2 x 2 = 4"):
         grid_specs(lambda sets: DEFAULT, [parse_vary("buffer=1,2"), parse_vary("seed=1,2")], 250)
+    monkeypatch.delenv("TRAINPLAN_MAX_SIMULATIONS")
+    # 2 x 16 x 20 bytes available: 20 decoders' worth; two workloads of 8 decoders fit, a third does not
+    monkeypatch.setenv("TRAINPLAN_MEMORY_BYTES", str(2 * 16 * 20))
+    eight = lambda sets: replace(DEFAULT, decoder_seconds_per_frame=(1 / 120,) * 8)  # noqa: E731
+    assert len(grid_specs(eight, [parse_vary("cores=1,2")], 250)[1]) == 2
+    with pytest.raises(UserError, match="more than 20 decoders"):
+        grid_specs(eight, [parse_vary("cores=1,2,3")], 250)
+    monkeypatch.delenv("TRAINPLAN_MEMORY_BYTES")
     monkeypatch.setenv("TRAINPLAN_MAX_SIMULATIONS", "many")
     with pytest.raises(UserError) as err:
         parse_vary("buffer=1")

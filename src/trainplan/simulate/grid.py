@@ -37,6 +37,9 @@ ALIASES = {"data.buffer": "buffer", "cores": "cluster.cores"}
 WHOLE_KEYS = ("buffer", "read_ahead", "seed")
 ROW_FIGURES = ("busy", "formula_busy", "difference", "throughput_fps", "mean_buffer_frames", "bottleneck")
 SIMULATIONS_ENV = "TRAINPLAN_MAX_SIMULATIONS"  # overrides limits.MAX_SIMULATIONS
+# A queue's decoders cost a pointer to a float and one to a name each (queue_spec_from_pipeline repeats
+# one float and one name object for a group): 16 B, in every workload combination's spec.
+BYTES_PER_DECODER = 16
 CHUNKS_PER_JOB = 4  # chunks handed to each worker: enough to even out, few enough to stay cheap
 
 
@@ -180,9 +183,18 @@ def grid_specs(
     queue_vs = sorted((v for v in varies if v.key in QUEUE_KEYS), key=lambda v: rank.get(v.key, 0))
     points: list[dict[str, int | float]] = []
     specs: list[QueueSpec] = []
+    from trainplan import machine
+
+    budget = machine.budget_bytes()
+    held = 0  # decoders in the queues built so far (the queue keys' specs share their workload's)
     for wvals in itertools.product(*(v.values for v in workload_vs)):
         sets = [f"{v.key}={number(x)}" for v, x in zip(workload_vs, wvals)]
         spec0 = base_spec(sets)
+        held += len(spec0.decoder_seconds_per_frame)
+        if held * BYTES_PER_DECODER > budget:
+            raise UserError("--vary", f"the grid's queues would hold more than {budget // BYTES_PER_DECODER:,} "
+                            f"decoders ({BYTES_PER_DECODER} B each in half this machine's available memory; "
+                            f"{machine.MEMORY_ENV} to change it): fewer workload values or fewer cores")
         for qvals in itertools.product(*(v.values for v in queue_vs)):
             spec = spec0
             for v, x in zip(queue_vs, qvals):
