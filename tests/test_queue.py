@@ -725,6 +725,63 @@ def test_cli_simulate_vary_bad_input(cli, args, key):
     assert res.stderr.count("\n") == 1 and key in res.stderr and "Traceback" not in res.stderr
 
 
+def _group(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group, from /proc."""
+    import os
+
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_vary_workers_at_once(signame):
+    """`simulate --vary -j 2` of 1,000 simulations (minutes): SIGTERM to the command, or SIGINT to its
+    whole process group as a terminal sends it, ends it within seconds with no worker left running
+    and no traceback (before: SIGINT waited for the grid, SIGTERM left the workers running)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "trainplan", "simulate", "--vary", "seed=0:999", "--frames",
+                             "100000", "--engine", "python", "-j", "2"], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[1])
+    try:
+        start = time.monotonic()
+        while len(_group(proc.pid)) < 3 and time.monotonic() - start < 60:  # the command and its 2 workers
+            time.sleep(0.05)
+        assert len(_group(proc.pid)) >= 3, "the workers did not start"
+        sig = getattr(signal, signame)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
+        _out, err = proc.communicate(timeout=60)  # the grid alone would take minutes
+        if sig == signal.SIGTERM:  # (SIGINT's exit status is cli.main's: issue 29 asks it not to be 0)
+            assert proc.returncode == -signal.SIGTERM
+        assert "Traceback" not in err.decode()
+        deadline = time.monotonic() + 10
+        while _group(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _group(proc.pid) == []
+    finally:
+        for pid in _group(proc.pid):  # only this test's processes
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_without_numba_the_pure_engine_runs_and_compiled_says_which_extra(monkeypatch):
     from trainplan.simulate import fast
 

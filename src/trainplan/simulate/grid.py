@@ -24,7 +24,6 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -231,6 +230,31 @@ def run_chunk(specs: Sequence[QueueSpec], engine: str) -> list[dict[str, Any]]:
     return rows
 
 
+class _Terminated(BaseException):
+    """SIGTERM arrived while the workers ran."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+_STOPPING = frozenset({2, 15})  # SIGINT, SIGTERM (numbered as POSIX does; signal imported where used)
+
+
+def _worker_signals() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; no traceback from each worker
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # forked while the parent held them
+
+
+def _run_indexed(job: tuple[int, list[QueueSpec], str]) -> tuple[int, list[dict[str, Any]]]:
+    i, chunk, engine = job
+    return i, run_chunk(chunk, engine)
+
+
 def default_jobs() -> int:
     """CPU cores this process may use."""
     try:
@@ -271,16 +295,45 @@ def run_grid(
     size = max(1, math.ceil(len(specs) / (jobs * CHUNKS_PER_JOB)))
     chunks = [list(specs[i:i + size]) for i in range(0, len(specs), size)]
     import multiprocessing
+    import signal
+    import threading
 
-    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
     results: list[list[dict[str, Any]] | None] = [None] * len(chunks)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures: dict[Future[list[dict[str, Any]]], int] = {
-            pool.submit(run_chunk, chunk, engine): i for i, chunk in enumerate(chunks)}
-        from concurrent.futures import as_completed
-
-        for fut in as_completed(futures):
-            i = futures[fut]
-            results[i] = fut.result()
+    # SIGINT (the parent's KeyboardInterrupt) and SIGTERM stop the workers at once, not after the grid
+    # (issue 29): the workers ignore SIGINT (a terminal sends it to all of them) and die on SIGTERM,
+    # and the parent terminates them on any exception, then dies of SIGTERM itself if that was it.
+    in_main = threading.current_thread() is threading.main_thread()
+    masking = in_main and hasattr(signal, "pthread_sigmask")
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main else None
+    terminated = False
+    if masking:  # held while the workers are forked: a signal then is delivered once the pool is ours to stop
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+    try:
+        pool = ctx.Pool(jobs, initializer=_worker_signals)
+    except BaseException:
+        if masking:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+        raise
+    try:
+        if masking:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
+        for i, rows in pool.imap_unordered(_run_indexed, [(i, chunk, engine) for i, chunk in enumerate(chunks)]):
+            results[i] = rows
             advance(len(chunks[i]))
+        pool.close()
+    except _Terminated:
+        terminated = True
+        pool.terminate()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+    if terminated:
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler before ours (by default: exit as terminated)
     return [row for chunk in results for row in (chunk or [])]
