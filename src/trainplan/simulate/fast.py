@@ -46,8 +46,9 @@ N_SUMS = 11
 REC_READ_START, REC_READ_DONE, REC_QUEUED, REC_DECODE_START, REC_DECODE_DONE, REC_ENTER, REC_STEP = range(7)
 
 # Below this many frames in one call, the pure-Python engine finishes before numba would be
-# imported and its cached machine code loaded (~0.6 s here: 0.2 s to import numba, 0.4 s to load the cached code; against 0.7-1.5 µs a frame in
-# Python): measured by benchmarks/bench_queue.py, which prints both.
+# imported and its cached machine code loaded (~0.4 s here: 0.22 s to import numba, 0.18 s to load
+# the cached code with the BLAS probe skipped, 0.38 s with it; against 0.7-1.5 µs a frame in Python):
+# measured by benchmarks/bench_queue.py, which prints both.
 WORTH_FRAMES = 500_000
 
 
