@@ -639,11 +639,11 @@ def test_streamed_run_holds_no_array_per_frame():
 
 
 def test_the_pure_python_engine_is_bounded_by_memory(monkeypatch, cli):
-    """It holds every frame: a run past half the available memory at 300 B a frame is refused, naming
-    --frames and the limit (2 x 300 x 19,999 bytes available -> 19,999 frames)."""
-    from trainplan.simulate.queue import python_frames_limit
+    """It holds every frame: a run past half the available memory at PYTHON_BYTES_PER_FRAME a frame is
+    refused, naming --frames and the limit (2 x that x 19,999 bytes available -> 19,999 frames)."""
+    from trainplan.simulate.queue import PYTHON_BYTES_PER_FRAME, python_frames_limit
 
-    monkeypatch.setenv("TRAINPLAN_MEMORY_BYTES", str(2 * 300 * 19_999))
+    monkeypatch.setenv("TRAINPLAN_MEMORY_BYTES", str(2 * PYTHON_BYTES_PER_FRAME * 19_999))
     assert python_frames_limit() == 19_999
     with pytest.raises(UserError) as err:
         simulate(DEFAULT, engine="python")  # 20,000 frames

@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from dataclasses import asdict, dataclass, field
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -336,10 +337,11 @@ def _recurrence(
     step: float,
     buffer: int,
     read_ahead: int | None,
-) -> tuple[list[float] | None, list[float], list[float], list[float], list[int], list[int]]:
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     """The max-plus recurrence. Returns per frame P (entered the read-ahead queue; None
-    when unbounded, where P is `reads` itself), S (decode start), E (entered the buffer)
-    and decoder index, and per rank A (step start) and the frame's index.
+    when unbounded, where P is `reads` itself), S (decode start, after `read_ahead` leading
+    entries), E (entered the buffer) and decoder index, and per rank A (step start, after
+    `buffer` leading entries) and the frame's index, as typed arrays (`array.array`).
 
     `reads` holds P already (cumulative read completions) when `read_ahead` is None,
     else the per-frame read seconds. The lists A and S carry `buffer` and `read_ahead`
@@ -350,15 +352,17 @@ def _recurrence(
     c = min(len(dec), n)
     B = buffer
     inf = math.inf
-    A = [-inf] * B + [0.0] * n  # A[k + B]: start of the k-th step
-    E = [0.0] * n
-    order = [0] * n
-    who = [0] * n
+    # typed arrays (8 bytes an entry, read back by numpy without a copy) rather than lists of float
+    # objects (8 + 24 bytes): the reference holds every frame, so its memory is a few arrays of them
+    A = array("d", [-inf]) * B + array("d", [0.0]) * n  # A[k + B]: start of the k-th step
+    E = array("d", [0.0]) * n
+    order = array("q", [0]) * n
+    who = array("q", [0]) * n
     bounded = read_ahead is not None
     q = int(read_ahead) if bounded else 0
-    S = [-inf] * q + [0.0] * n  # S[j + q]: decode start of frame j
+    S = array("d", [-inf]) * q + array("d", [0.0]) * n  # S[j + q]: decode start of frame j
     r = reads
-    P = [0.0] * n if bounded else reads
+    P = array("d", [0.0]) * n if bounded else reads
     p_prev = 0.0
     heap: list[tuple[float, int]] = []
     for j in range(c):
@@ -424,7 +428,7 @@ def _recurrence(
         a_next = a + step
         E[i] = e
         order[k] = i
-    return (P if bounded else None), S[q:], E, A[B:], order, who
+    return (P if bounded else None), S, E, A, order, who  # S and A with their leading q and B entries
 
 
 def _groups(spec: QueueSpec) -> tuple[list[str], list[int]]:
@@ -491,10 +495,11 @@ class _Prepared:
     no_decoder: bool
 
 
-#: Bytes a frame costs the pure-Python reference engine, which holds every frame: its lists of times
-#: (a pointer and a float object each), the arrays they become and the statistics' temporaries.
-#: Measured: 5e6 frames peaked at 1.4 GB (280 B a frame, docs/speed.md).
-PYTHON_BYTES_PER_FRAME = 300
+#: Bytes a frame costs the pure-Python reference engine, which holds every frame: its typed arrays
+#: of times (8 B an entry), numpy's views of them, the sample and the statistics' temporaries.
+#: Measured: 5e6 frames peaked at 0.65 GB from the command line, 0.06 GB of it the interpreter
+#: (117 B a frame; 280 B with lists of float objects before, docs/speed.md); 150 leaves room.
+PYTHON_BYTES_PER_FRAME = 150
 
 
 def python_frames_limit() -> int:
@@ -548,17 +553,24 @@ def _trace(pr: _Prepared, P: np.ndarray, S: np.ndarray, C: np.ndarray, E: np.nda
     return QueueTrace(read_done - read, read_done, P, S, C, E, A_f, who, order, step)
 
 
+def _typed(values: np.ndarray) -> array:
+    """A float64 array as a typed array: 8 bytes an entry, not a list of float objects."""
+    out = array("d")
+    out.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.float64)).cast("B"))  # one copy
+    return out
+
+
 def _run_python(pr: _Prepared) -> QueueTrace:
     n = pr.n
     P_l, S_l, E_l, A_l, order_l, who_l = _recurrence(
-        pr.reads.tolist(), pr.work.tolist(), pr.decoders, pr.step, pr.buffer, pr.read_ahead)
-    P = pr.reads if P_l is None else np.fromiter(P_l, float, n)
-    S = np.fromiter(S_l, float, n)
-    E = np.fromiter(E_l, float, n)
-    A = np.fromiter(A_l, float, n)  # by rank
-    order = np.fromiter(order_l, np.intp, n)
-    who = np.fromiter(who_l, np.intp, n)
-    del P_l, S_l, E_l, A_l, order_l, who_l
+        _typed(pr.reads), _typed(pr.work), pr.decoders, pr.step, pr.buffer, pr.read_ahead)
+    # views of the typed arrays, no copies (numpy keeps them alive)
+    P = pr.reads if P_l is None else np.frombuffer(P_l, float)
+    S = np.frombuffer(S_l, float)[S_l.buffer_info()[1] - n:]
+    E = np.frombuffer(E_l, float)
+    A = np.frombuffer(A_l, float)[A_l.buffer_info()[1] - n:]  # by rank
+    order = np.frombuffer(order_l, np.int64).astype(np.intp, copy=False)
+    who = np.frombuffer(who_l, np.int64).astype(np.intp, copy=False)
     C = S + pr.work * np.asarray(pr.decoders)[who]
     A_f = np.empty(n)
     A_f[order] = A
