@@ -41,9 +41,9 @@ GRID_SLACK = 1e-9
 # The most points a sweep may have (a guard against a typo such as 1:1e9).
 MAX_POINTS = 50_000_000
 # Memory one point costs per column, for the cap derived from the machine's memory (max_points):
-# the float64 cell (8 B), its copy when the rows are put in the order the axes were given or handed
-# to Arrow (8 B), and its text in the CSV the writer builds and copies (~ 20 B, twice). Measured:
-# 1e7 points x 3 columns written as CSV peak at 0.54 GB, 18 B a cell (docs/speed.md); 64 B leaves room.
+# the float64 cell (8 B), its copy when handed to Arrow (8 B), and its text in the CSV or JSON the
+# writer builds (~ 10-30 B). Measured from the command line, 1e7 points x 3 columns: CSV peaks at
+# 0.60 GB (20 B a cell), JSON at 1.09 GB (36 B a cell) (docs/speed.md); 64 B leaves room.
 BYTES_PER_CELL = 64
 
 # Keys evaluated as arrays (planning/inputs.py).
