@@ -208,6 +208,10 @@ class ParamCount:
     experts_per_token: int = 1  # experts each token is routed to (1 for dense)
     matmul_active: int | None = None  # N of 6 N (set where the generic rule does not fit); see matmul_params
     head_params: int | None = None  # the output head's matmul parameters when matmul_active is set
+    # issue 24: read off the real module where transformers builds it (count_with_transformers)
+    groups: dict[str, int] | None = None  # parameters by group (PARAMETER_GROUPS), shared tensors once
+    attention_width_value: int | None = None  # d_attn of the attention FLOPs; see attention_width
+    largest_module: int | None = None  # the module with most parameters of its own (DeepSpeed ZeRO-3)
 
 
 # --------------------------------------------------------------------------- #
@@ -1102,9 +1106,119 @@ MORE_FAMILIES: Final[dict[str, Any]] = {
 MODEL_EXTRA_HINT: Final[str] = "pip install 'trainplan[model]' (torch and transformers) to count it on the meta device"
 
 
+#: Parameter groups of a model read off its modules (count_with_transformers), in report order.
+PARAMETER_GROUPS: Final[tuple[str, ...]] = ("embedding", "head", "attention", "dense_mlp", "routed_experts",
+                                            "shared_experts", "router", "norms", "other")
+#: Config attributes naming the experts a token is routed to (transformers' MoE configuration classes:
+#: num_experts_per_tok in Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3, OLMoE, ...; moe_topk in Hunyuan; top_k in some).
+TOP_K_ATTRIBUTES: Final[tuple[str, ...]] = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k",
+                                            "experts_per_token")
+
+
+def _group_of(path: str, module: Any, param: Any, torch: Any, experts: int) -> str:
+    """The parameter group of one parameter, by where it sits (module path and class) and its shape."""
+    lower = path.lower()
+    kind = type(module).__name__.lower()
+    if isinstance(module, torch.nn.Embedding):
+        return "embedding"
+    if "shared_expert" in lower:
+        return "shared_experts"  # Qwen2-MoE shared_expert (+ its gate), DeepSeek shared_experts
+    if param.dim() == 3 or ".experts." in f"{lower}." and "shared" not in lower:
+        return "routed_experts"  # fused (E, out, in) expert tensors, or a ModuleList of experts
+    if "router" in kind or "router" in lower or (lower.endswith(".gate") and param.dim() == 2
+                                                 and experts > 1 and param.shape[0] == experts):
+        return "router"
+    if "norm" in kind or "norm" in (lower.rsplit(".", 2) + [""])[-2]:
+        return "norms"
+    if "attn" in lower or "attention" in lower:
+        return "attention"
+    if any(n in lower for n in ("mlp", "feed_forward", "ffn", "fc1", "fc2", "dense_h_to_4h", "dense_4h_to_h")):
+        return "dense_mlp"
+    return "other"
+
+
+def read_module(model: Any, cfg: Any, torch: Any) -> dict[str, Any]:
+    """Parameter groups, active parameters, matmul parameters per token and the largest module of a
+    transformers model (built on the meta device: shapes only).
+
+    * groups: each parameter once (a tied head is the embedding's tensor: counted as embedding);
+    * routed experts: 3-D (E, out, in) tensors of the fused experts modules (or ModuleList experts);
+      a token runs k of E, so active = total - (1 - k / E) routed;
+    * matmul: every 2-D weight of a module that is not an embedding (linear, Conv1D, router), once per
+      module that multiplies with it (a tied head's product counted once, by the head), 3-D expert
+      tensors at k / E; the N of 6 N;
+    * largest module: the most parameters any module holds of its own (recurse=False), DeepSpeed's
+      largest_layer_params (estimate_zero3_model_states_mem_needs_all_live)."""
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    experts = 0
+    for p in model.parameters():
+        if p.dim() == 3:
+            experts = max(experts, int(p.shape[0]))
+    top_k = next((int(getattr(text, a)) for a in TOP_K_ATTRIBUTES if isinstance(getattr(text, a, None), int)
+                  and not isinstance(getattr(text, a), bool)), 0)
+    if experts == 0:  # a ModuleList of experts: count its entries
+        for name, m in model.named_modules():
+            if name.endswith(".experts") and isinstance(m, torch.nn.ModuleList):
+                experts = max(experts, len(m))
+    share = min(top_k, experts) / experts if experts and top_k else 1.0
+    groups = dict.fromkeys(PARAMETER_GROUPS, 0)
+    seen: set[int] = set()
+    matmul = 0.0
+    largest = 0
+    out = model.get_output_embeddings()
+    for path, module in model.named_modules():
+        own = list(module.named_parameters(recurse=False))
+        largest = max(largest, sum(p.numel() for _, p in own))
+        for name, p in own:
+            group = "head" if module is out else _group_of(f"{path}.{name}", module, p, torch, experts)
+            if id(p) not in seen:
+                seen.add(id(p))
+                groups["embedding" if (module is out and p is getattr(model.get_input_embeddings(), "weight", None))
+                       else group] += p.numel()
+            if isinstance(module, torch.nn.Embedding) or p.dim() < 2:
+                continue
+            matmul += p.numel() * (share if group == "routed_experts" else 1.0)
+    total = sum(groups.values())
+    active = total - round((1.0 - share) * groups["routed_experts"])
+    return {"groups": groups, "total": total, "active": active, "matmul": round(matmul), "experts": experts,
+            "top_k": min(top_k, experts) if experts else 1, "largest": largest}
+
+
+def attention_width_of_config(text: Any, heads: int, head_dim: int) -> int:
+    """d_attn of the attention FLOPs, 4 d_attn S forward per token and layer: 2 S (h k_qk) for the scores
+    and 2 S (h k_v) for the weighted values, so d_attn = h (k_qk + k_v) / 2. Multi-head latent attention
+    (DeepSeek-V2/V3) has k_qk = qk_nope_head_dim + qk_rope_head_dim and k_v = v_head_dim; config.head_dim
+    is the rope part alone there."""
+    nope, rope, v = (getattr(text, a, None) for a in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+    if all(isinstance(x, int) for x in (nope, rope, v)):
+        return heads * (nope + rope + v) // 2
+    return heads * head_dim
+
+
+def attention_width(count: ParamCount) -> int:
+    """d_attn of compute.flops_per_token for this count (h k unless the module says otherwise)."""
+    if count.attention_width_value is not None:
+        return count.attention_width_value
+    return count.heads * count.head_dim
+
+
+def largest_module_params(count: ParamCount) -> int:
+    """DeepSpeed's largest_layer_params: the most parameters one module holds of its own. Read off the
+    module where it was built; else the token embedding (V d), the head, or the experts module
+    (transformers >= 5 fuses a layer's E experts into one module: E x 3 d f for gated experts), or
+    one MLP matrix (d f) of a dense model."""
+    if count.largest_module is not None:
+        return count.largest_module
+    traits = _TRAITS.get(count.family)
+    matrices = traits.mlp_matrices if traits is not None else GATED_MLP_MATRICES
+    mlp = count.width * count.ffn_width * (matrices * count.experts if count.experts > 1 else 1)
+    return max(count.vocab * count.width, count.lm_head, mlp)
+
+
 def count_with_transformers(config: dict[str, Any]) -> ParamCount:
     """Any other family: build AutoModelForCausalLM on the meta device (no memory, no download) and
-    count its parameters, shared tensors once. Without transformers: UserError naming the extra."""
+    count its parameters, shared tensors once, by group (read_module). Without transformers:
+    UserError naming the extra."""
     model_type = config.get("model_type")
     try:
         import torch
@@ -1132,13 +1246,14 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
                         f"causal language model transformers can build; got {model_type!r} ({err})") from None
     finally:
         transformers.logging.set_verbosity(verbosity)
-    unique = {id(p): p for p in model.parameters()}  # parameters() yields a shared tensor once
-    total = sum(p.numel() for p in unique.values())
+    read = read_module(model, cfg, torch)
+    groups = read["groups"]
+    total = read["total"]
     emb = model.get_input_embeddings()
     out = model.get_output_embeddings()
-    embedding = emb.weight.numel() if emb is not None else 0
+    embedding = groups["embedding"]
     tied = out is not None and emb is not None and out.weight is emb.weight
-    lm_head = 0 if (out is None or tied) else sum(p.numel() for p in out.parameters())
+    lm_head = groups["head"]
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     width = int(getattr(text, "hidden_size", 0) or 0)
     heads = int(getattr(text, "num_attention_heads", 0) or 0)
@@ -1146,12 +1261,15 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
     head_dim = int(getattr(text, "head_dim", 0) or (width // heads if heads else 0))
     layers = int(getattr(text, "num_hidden_layers", 0) or 0)
     vocab = int(getattr(text, "vocab_size", 0) or 0)
-    ffn = int(getattr(text, "intermediate_size", 0) or 4 * width)
+    experts = max(read["experts"], 1)
+    moe_ffn = getattr(text, "moe_intermediate_size", None) if experts > 1 else None
+    ffn = int(moe_ffn or getattr(text, "intermediate_size", 0) or 4 * width)
     per_layer = (total - embedding - lm_head) // layers if layers else 0
-    matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
-    if tied and out is not None:
-        matmul += out.weight.numel()  # the tied head's product runs though its weight is the embedding's
-    return ParamCount(total=total, active=total, embedding=embedding, lm_head=lm_head, per_layer=per_layer,
+    head_params = out.weight.numel() if out is not None else 0
+    return ParamCount(total=total, active=read["active"], embedding=embedding, lm_head=lm_head, per_layer=per_layer,
                       family=f"{model_type} (transformers, meta device)", layers=layers, width=width, vocab=vocab,
                       ffn_width=ffn, heads=heads, kv_heads=kv, head_dim=head_dim, tied=tied,
-                      matmul_active=matmul, head_params=vocab * width)
+                      experts=experts, experts_per_token=read["top_k"] if experts > 1 else 1,
+                      matmul_active=read["matmul"], head_params=head_params, groups=groups,
+                      attention_width_value=attention_width_of_config(text, heads, head_dim),
+                      largest_module=read["largest"])

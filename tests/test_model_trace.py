@@ -1,0 +1,121 @@
+"""Issue 24: parameter groups, active parameters, matmul parameters and attention width read off the
+real module, checked against the real code: FlopCounterMode on a forward pass of tiny models built
+from transformers' configuration classes on CPU (random weights, no download)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from trainplan.workload.params import (
+    attention_width,
+    count_from_hf_config,
+    largest_module_params,
+    matmul_params,
+)
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+
+TINY: dict[str, dict[str, Any]] = {
+    "qwen3_moe": dict(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                      num_experts=8, num_experts_per_tok=2, tie_word_embeddings=False),
+    "deepseek_v3": dict(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
+                        num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1, q_lora_rank=32,
+                        kv_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12, n_group=2,
+                        topk_group=1),
+    "olmoe": dict(vocab_size=128, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=4, num_experts=8, num_experts_per_tok=2,
+                  pad_token_id=0, eos_token_id=0, bos_token_id=0),
+    "qwen3": dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True),
+    "gemma3_text": dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8),
+}
+
+
+def _model(config: dict[str, Any], attention: str = "eager") -> Any:
+    cfg = transformers.AutoConfig.for_model(**config)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # eager experts: the per-expert F.linear loop FlopCounterMode sees (grouped_mm it does not count)
+        return transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attention,
+                                                             experts_implementation="eager")
+
+
+def _forward_flops(config: dict[str, Any], seq_len: int) -> dict[str, float]:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = _model(config)
+    ids = torch.randint(0, config["vocab_size"], (1, seq_len))
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(input_ids=ids)
+    return {str(k): float(v) for k, v in counter.get_flop_counts()["Global"].items()}
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_matmul_params_equal_the_counted_products(family: str) -> None:
+    """Every matrix product of a forward pass (aten.mm: linears, router, the k experts each token is
+    routed to, the head once even when tied) is 2 N FLOPs per token."""
+    config = {"model_type": family, **TINY[family]}
+    seq_len = 16
+    counted = _forward_flops(config, seq_len)
+    n, head = matmul_params(count_from_hf_config(config))
+    assert counted["aten.mm"] == 2 * n * seq_len
+    assert head == config["vocab_size"] * config["hidden_size"]
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_attention_width_equals_the_counted_attention(family: str) -> None:
+    """Eager attention's two batched products (scores, weighted values) are 4 S d_attn per token and
+    layer; MLA's d_attn is h (k_qk + k_v) / 2, not h x the rope head size."""
+    config = {"model_type": family, **TINY[family]}
+    seq_len = 16
+    counted = _forward_flops(config, seq_len)
+    count = count_from_hf_config(config)
+    assert counted["aten.bmm"] == count.layers * 4 * seq_len * seq_len * attention_width(count)
+
+
+def test_deepseek_attention_width_by_hand() -> None:
+    count = count_from_hf_config({"model_type": "deepseek_v3", **TINY["deepseek_v3"]})
+    assert attention_width(count) == 4 * (16 + 8 + 12) // 2
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_totals_and_groups_equal_the_module(family: str) -> None:
+    config = {"model_type": family, **TINY[family]}
+    model = _model(config)
+    count = count_from_hf_config(config)
+    assert count.total == sum(p.numel() for p in model.parameters())
+    assert sum(count.groups.values()) == count.total
+    assert count.groups["embedding"] == config["vocab_size"] * config["hidden_size"]
+    assert count.tied == (count.groups["head"] == 0)
+    own = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+    assert largest_module_params(count) == own
+
+
+def test_moe_active_parameters_by_hand() -> None:
+    """Active = total less the (E - k) experts a token is not routed to, 3 d f_moe each, per sparse layer."""
+    qwen = count_from_hf_config({"model_type": "qwen3_moe", **TINY["qwen3_moe"]})
+    assert qwen.total - qwen.active == 2 * (8 - 2) * 3 * 64 * 32
+    assert qwen.groups["routed_experts"] == 2 * 8 * 3 * 64 * 32
+    deepseek = count_from_hf_config({"model_type": "deepseek_v3", **TINY["deepseek_v3"]})
+    assert deepseek.total - deepseek.active == 1 * (8 - 2) * 3 * 64 * 32  # layer 0 is dense
+    assert deepseek.groups["shared_experts"] == 3 * 64 * 32
+    assert deepseek.groups["dense_mlp"] == 3 * 64 * 96
+    assert (deepseek.experts, deepseek.experts_per_token) == (8, 2)
+
+
+def test_deepseek_v3_full_size_active_parameters() -> None:
+    """DeepSeek-V3's configuration class defaults are the released 671 B model, 37 B active per token
+    (DeepSeek-AI 2024, the technical report's table 1): within 1 %."""
+    count = count_from_hf_config({"model_type": "deepseek_v3"})
+    assert count.total == pytest.approx(671e9, rel=0.01)
+    assert count.active == pytest.approx(37e9, rel=0.02)
