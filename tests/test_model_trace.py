@@ -119,3 +119,25 @@ def test_deepseek_v3_full_size_active_parameters() -> None:
     count = count_from_hf_config({"model_type": "deepseek_v3"})
     assert count.total == pytest.approx(671e9, rel=0.01)
     assert count.active == pytest.approx(37e9, rel=0.02)
+
+
+HAND_COUNTED_MOE = {
+    "mixtral": dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, num_local_experts=8, num_experts_per_tok=2),
+    "qwen2_moe": dict(vocab_size=128, hidden_size=64, intermediate_size=96, moe_intermediate_size=64,
+                      shared_expert_intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, num_experts=8, num_experts_per_tok=2),
+}
+
+
+@pytest.mark.parametrize("family", sorted(HAND_COUNTED_MOE))
+def test_largest_module_of_hand_counted_moe_is_the_fused_experts(family: str) -> None:
+    """DeepSpeed's largest_layer_params (stage3.py model_to_params: the most parameters a module holds
+    of its own) is the fused experts module E x 3 d f, larger than the embedding here."""
+    config = {"model_type": family, **HAND_COUNTED_MOE[family]}
+    cfg = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    own = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+    assert largest_module_params(count_from_hf_config(config)) == own
+    assert own > config["vocab_size"] * config["hidden_size"]

@@ -94,7 +94,9 @@ def state_for(w: Any, model: Any, params: Any, devices: Any) -> tuple[ts.StateAc
         # ZeRO-3 gathers module by module: DeepSpeed's largest_layer_params is the module with the most
         # parameters of its own (embedding, head, or one MLP matrix); FSDP gathers a whole wrapped block.
         # Scaled to the parameters when model.params is given beside a shape.
-        module = max(count.embedding, count.lm_head, count.width * count.ffn_width * max(count.experts, 1))
+        from trainplan.workload.params import largest_module_params
+
+        module = largest_module_params(count)  # a layer's fused experts module, read off the module if built
         largest = float(count.per_layer if sharding == "fsdp" else module) * params / max(count.total, 1)
     if t.method == "full":
         return ts.sharded(params, recipe, sharding, devices, largest), recipe, sharding
