@@ -141,3 +141,79 @@ def test_largest_module_of_hand_counted_moe_is_the_fused_experts(family: str) ->
     own = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     assert largest_module_params(count_from_hf_config(config)) == own
     assert own > config["vocab_size"] * config["hidden_size"]
+
+
+# ---------------------------------------------------------------- KV cache against past_key_values
+
+KV_TINY: dict[str, dict[str, Any]] = {
+    "mistral": dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, sliding_window=8),
+    "gemma2": dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8),
+    "gemma3_text": dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=7,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8),
+    "qwen2": dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                  num_attention_heads=4, num_key_value_heads=2, use_sliding_window=True, sliding_window=8,
+                  max_window_layers=2),
+    "deepseek_v3": TINY["deepseek_v3"],
+    "llama": dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2),
+}
+
+
+def _cache_bytes(config: dict[str, Any], prompt: int, decode_steps: int) -> int:
+    """Bytes of every tensor transformers' cache holds after a prompt and `decode_steps` decode steps
+    (bf16 on CPU)."""
+    model = _model(config, attention="eager").to(torch.bfloat16).eval()
+    ids = torch.randint(0, config["vocab_size"], (1, prompt))
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+        cache = out.past_key_values
+        for _ in range(decode_steps):
+            out = model(input_ids=ids[:, -1:], cache=cache, use_cache=True)
+            cache = out.past_key_values
+    return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+
+
+@pytest.mark.parametrize("family", sorted(KV_TINY))
+@pytest.mark.parametrize("prompt,steps", [(5, 0), (20, 0), (20, 1)])
+def test_kv_cache_bytes_equal_past_key_values(family: str, prompt: int, steps: int) -> None:
+    """Sliding windows (W = 8 here: the layer keeps W - 1 tokens), Gemma-2/3's alternating layers,
+    Qwen2's windows above max_window_layers and DeepSeek's compressed latent, against the cache."""
+    from trainplan.accounts.serving import kv_bytes_per_sequence
+
+    config = {"model_type": family, **KV_TINY[family]}
+    layout = count_from_hf_config(config).kv_layers
+    assert kv_bytes_per_sequence(layout, prompt + steps, 2) == _cache_bytes(config, prompt, steps)
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma2", "qwen2"])
+def test_hand_rules_for_windows_equal_the_configuration_class(family: str, monkeypatch) -> None:
+    """The families counted by hand decide their sliding layers without importing transformers: the rule
+    written out equals what the configuration class resolves (layer_types, sliding_window)."""
+    from trainplan.workload import params
+
+    def no_transformers(_config: dict) -> None:
+        raise AssertionError("the hand-counted family asked transformers")
+
+    monkeypatch.setattr(params, "_text_config", no_transformers)
+    config = {"model_type": family, **KV_TINY[family]}
+    layout = count_from_hf_config(config).kv_layers
+    text = transformers.AutoConfig.for_model(**config)
+    types = getattr(text, "layer_types", None) or ["sliding_attention"] * text.num_hidden_layers
+    caps = [text.sliding_window - 1 if t == "sliding_attention" else None for t in types]
+    assert [cap for _, cap in layout] == caps
+
+
+def test_serving_estimate_uses_the_layout() -> None:
+    from trainplan.accounts import serving
+
+    config = {"model_type": "mistral", **KV_TINY["mistral"]}
+    count = count_from_hf_config(config)
+    model = serving.ServedModel(params=float(count.total), layers=count.layers, kv_heads=count.kv_heads,
+                                head_dim=float(count.head_dim), kv_layers=count.kv_layers)
+    est = serving.estimate_serving(model, dtype="bf16", context=100, tokens_per_request=10, peak_flops=1e15,
+                                   device_memory=80e9, memory_bandwidth=3e12, dollars_per_device_hour=2.0,
+                                   mfu=0.3, requests_per_day=1000)
+    # 2 layers x 2 (K, V) x 2 KV heads x 16 wide x 2 bytes x the 7 tokens a window of 8 keeps
+    assert est.kv_bytes_per_sequence == 2 * 2 * 2 * 16 * 2 * 7

@@ -38,7 +38,7 @@ tied to the embedding (then the same tensor is stored once).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -212,6 +212,8 @@ class ParamCount:
     groups: dict[str, int] | None = None  # parameters by group (PARAMETER_GROUPS), shared tensors once
     attention_width_value: int | None = None  # d_attn of the attention FLOPs; see attention_width
     largest_module: int | None = None  # the module with most parameters of its own (DeepSpeed ZeRO-3)
+    # per layer: KV values a token adds, cached-token cap (None: all); from a config.json, not part of the count
+    kv_layers: tuple[tuple[int, int | None], ...] | None = field(default=None, compare=False)
 
 
 # --------------------------------------------------------------------------- #
@@ -667,6 +669,13 @@ def count_from_hf_config(config: dict[str, Any]) -> ParamCount:
     """
     if not isinstance(config, dict):
         raise UserError("config", f"a JSON object (the contents of config.json), got {type(config).__name__}")
+    import dataclasses
+
+    count = _count_hf_config(config)
+    return dataclasses.replace(count, kv_layers=kv_layout_of_config(config, count))
+
+
+def _count_hf_config(config: dict[str, Any]) -> ParamCount:
     model_type = config.get("model_type")
     if model_type in MORE_FAMILIES:
         return MORE_FAMILIES[model_type](config)
@@ -1104,6 +1113,99 @@ MORE_FAMILIES: Final[dict[str, Any]] = {
 }
 
 MODEL_EXTRA_HINT: Final[str] = "pip install 'trainplan[model]' (torch and transformers) to count it on the meta device"
+
+
+#: Layer types whose KV cache keeps a window of tokens (transformers cache_utils.get_layer_types_and_kwargs).
+SLIDING_LAYER_TYPES: Final[tuple[str, ...]] = ("sliding_attention", "hybrid_sliding", "reference_sliding_attention")
+#: The families counted by hand: their configuration class's sliding-window default (transformers 5.x,
+#: configuration_<family>.py) and which layers slide (sliding_layer). Mistral defaults to a 4096-token
+#: window (Mistral-7B v0.1; later releases write null); Qwen2 and Qwen2-MoE slide only with
+#: use_sliding_window; families not named here have no sliding window.
+SLIDING_WINDOW_DEFAULTS: Final[dict[str, int | None]] = {"mistral": 4096, "mixtral": None, "phi3": None,
+                                                       "qwen2": 4096, "qwen2_moe": 4096, "gemma2": 4096}
+
+
+def _sliding_layer(model_type: str, config: dict[str, Any], i: int) -> bool:
+    """Whether layer i of a hand-counted family slides, as its configuration class sets layer_types."""
+    if model_type == "gemma2":
+        return bool((i + 1) % 2)  # Gemma2Config: sliding, full, sliding, ...
+    if model_type == "qwen2":  # Qwen2Config: from max_window_layers on, with use_sliding_window
+        return bool(config.get("use_sliding_window", False)) and i >= config.get("max_window_layers", 28)
+    if model_type == "qwen2_moe":  # Qwen2MoeConfig: every other layer below max_window_layers
+        return (bool((i + 1) % 2) and i < config.get("max_window_layers", 28)
+                and bool(config.get("use_sliding_window", False)))
+    return True  # Mistral, Mixtral, Phi-3: every layer once a window is set
+
+
+def _text_config(config: dict[str, Any]) -> Any:
+    """transformers' configuration object for config.json (its class's defaults filled in), or None
+    without transformers or for a type it does not know."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        cfg = transformers.AutoConfig.for_model(config["model_type"], **kwargs)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+
+
+def _layer_types(config: dict[str, Any], text: Any, layers: int) -> tuple[list[str], int | None]:
+    """Each layer's attention type and the sliding window, as transformers' configuration class resolves
+    them (with transformers installed), else from config.json by the family's rule (SLIDING_EVERY)."""
+    if text is not None:
+        window = getattr(text, "sliding_window", None)
+        types = getattr(text, "layer_types", None)
+        if types is None:  # the cache's own inference: a window makes every layer slide
+            types = ["sliding_attention" if window is not None else "full_attention"] * layers
+        return list(types), window
+    model_type = str(config.get("model_type"))
+    window = config.get("sliding_window", SLIDING_WINDOW_DEFAULTS.get(model_type))
+    if isinstance(config.get("layer_types"), list):
+        return list(config["layer_types"]), window
+    if model_type not in SLIDING_WINDOW_DEFAULTS or not window:
+        return ["full_attention"] * layers, None
+    return ["sliding_attention" if _sliding_layer(model_type, config, i) else "full_attention"
+            for i in range(layers)], window
+
+
+def kv_layout_of_config(config: dict[str, Any], count: ParamCount) -> tuple[tuple[int, int | None], ...]:
+    """Per layer: the KV-cache values one token adds, and the most tokens the layer keeps (None: all).
+
+    * attention: K and V at the KV heads, 2 g k values a token;
+    * multi-head latent attention (DeepSeek-V2/V3: kv_lora_rank in the config): the compressed latent
+      and the shared rope key, kv_lora_rank + qk_rope_head_dim values a token (what the module caches);
+    * a sliding-window layer keeps the last W - 1 tokens between steps (transformers'
+      DynamicSlidingWindowLayer; the running step attends W); full-attention layers keep every token."""
+    layers = count.layers
+    hand_counted = config.get("model_type") in SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES)
+    # the families counted by hand follow their configuration class's rules written out here (no
+    # transformers import on the plan's path); any other was just built by transformers: ask its config
+    text = None if hand_counted else _text_config(config)
+    rank, rope = (config.get(k, getattr(text, k, None)) for k in ("kv_lora_rank", "qk_rope_head_dim"))
+    if isinstance(rank, int) and isinstance(rope, int):
+        values = rank + rope
+    else:
+        values = 2 * count.kv_heads * count.head_dim
+    types, window = _layer_types(config, text, layers)
+    out = []
+    for i in range(layers):
+        kind = types[i] if i < len(types) else "full_attention"
+        if kind in ("moe", "mlp", "dummy"):
+            out.append((0, None))
+        elif kind in SLIDING_LAYER_TYPES and isinstance(window, int):
+            out.append((values, max(window - 1, 1)))
+        elif kind == "chunked_attention" and isinstance(config.get("attention_chunk_size"), int):
+            out.append((values, max(int(config["attention_chunk_size"]) - 1, 1)))
+        else:
+            out.append((values, None))
+    return tuple(out)
 
 
 #: Parameter groups of a model read off its modules (count_with_transformers), in report order.
