@@ -1,0 +1,301 @@
+"""Activation memory counted from the model's own code (issue 24): the real transformers module,
+traced on the meta device (no memory, no weights, any size), its saved tensors read per layer.
+
+One forward pass with labels runs under two hooks:
+
+* a dispatch mode records, for every tensor an op produces, where it was made: the decoder layer
+  (the largest ModuleList's entry running) and the part of it (PARTS: norms, linear inputs,
+  attention, MLP, dropout), or outside the layers;
+* ``torch.autograd.graph.saved_tensors_hooks`` sees every tensor autograd keeps for backward;
+  each storage is counted once (views share it), parameters excluded, at the place that made it.
+
+Storages are held for the whole pass so that no address is reused. The pass runs at two sequence
+lengths, S1 and S2; a layer's bytes per token are exactly ``alpha + beta S`` (the S^2 tensors of
+eager attention give beta), solved from the two, and so outside the layers; the micro-batch is the
+one asked for (rotary tables are per sequence). The bytes of layer l at any S follow, and the
+model's total is the sum over its layers: heterogeneous layers (DeepSeek's dense first layers,
+Gemma's sliding layers, Qwen2-MoE's mlp_only_layers) are each traced as they are built.
+
+The attention kernel: on the meta device torch's SDPA falls back to its math form (fp32 scores),
+which no GPU runs; under ``sdpa`` the trace calls a stand-in instead that keeps what the flash and
+memory-efficient kernels keep (catalogue/activation_traits.toml [attention.sdpa]): q, k, v as
+given, the output (laid out (b, S, h, k) as the kernels write it, so the o_proj input is a view of
+it) and the fp32 log-sum-exp per head and token. ``eager`` runs the family's own Python attention.
+
+Precision: ``bf16`` builds the weights in bf16 (pure bf16 or bf16 with an fp32 master copy: the
+forward is the same); ``fp32`` builds them in fp32, eager fp32 throughout. Autocast over fp32
+weights (HF Trainer's bf16=True) casts per op on the accelerator, which the meta device does not
+run: ``autocast`` is refused here with the reason (measure it with `trainplan probe model
+--precision autocast` on a CUDA machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainplan.errors import UserError
+
+OUTSIDE = "outside"
+#: The parts of a layer, as accounts/activations.LayerBytes names them.
+PARTS = ("norms", "linear_inputs", "attention", "attention_scores", "mlp", "hidden_dropout",
+         "attention_dropout")
+PRECISIONS = ("bf16", "fp32")
+TRACE_ATTENTION = ("sdpa", "eager")
+EXTRA_HINT = "pip install 'trainplan[model]' (torch and transformers) to trace the model's own code"
+
+
+def _imports() -> tuple[Any, Any]:
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise UserError("model.hf_config", f"torch and transformers to trace this family: {EXTRA_HINT}") from None
+    return torch, transformers
+
+
+@dataclass(frozen=True)
+class TracedLayer:
+    """Bytes per token of one layer, ``alpha + beta S`` per part (beta: what grows with S)."""
+
+    alpha: dict[str, float]
+    beta: dict[str, float]
+
+    def bytes_per_token(self, seq_len: int) -> dict[str, float]:
+        return {p: self.alpha.get(p, 0.0) + self.beta.get(p, 0.0) * seq_len for p in PARTS}
+
+
+@dataclass(frozen=True)
+class ActivationTrace:
+    """What the real module keeps per token, per layer and outside the layers, at one micro-batch."""
+
+    model_type: str
+    attention: str
+    precision: str
+    micro_batch: int
+    seq_lens: tuple[int, int]
+    layers: tuple[TracedLayer, ...]
+    outside_alpha: float
+    outside_beta: float
+    logits_bytes_per_value: float  # the logits the model returns (held through backward), per vocab entry
+    vocab: int
+    listing: dict[str, list[tuple[tuple[int, ...], str, int, str]]] = field(default_factory=dict, compare=False)
+
+    def layer_bytes_per_token(self, seq_len: int) -> list[float]:
+        return [sum(layer.bytes_per_token(seq_len).values()) for layer in self.layers]
+
+    def outside_bytes_per_token(self, seq_len: int) -> float:
+        return self.outside_alpha + self.outside_beta * seq_len
+
+    def parts_per_token(self, seq_len: int) -> dict[str, float]:
+        """The mean layer's parts, bytes per token (what LayerBytes carries)."""
+        n = max(len(self.layers), 1)
+        out = dict.fromkeys(PARTS, 0.0)
+        for layer in self.layers:
+            for p, v in layer.bytes_per_token(seq_len).items():
+                out[p] += v / n
+        return out
+
+
+def _part(path: str, module_classes: tuple[str, ...], made_by_norm: bool) -> str:
+    """The LayerBytes part of a tensor made inside a layer at `path` (module names, innermost last)."""
+    lower = path.lower()
+    classes = " ".join(module_classes).lower()
+    if "dropout" in classes.rsplit(" ", 1)[-1]:
+        return "attention_dropout" if ("attn" in lower or "attention" in lower) else "hidden_dropout"
+    if made_by_norm and not any(k in lower for k in ("q_norm", "k_norm", "q_layernorm", "k_layernorm",
+                                                     "kv_a_layernorm", "q_a_layernorm")):
+        return "norms"
+    if "attn" in lower or "attention" in lower:
+        return "attention"
+    if any(k in lower for k in ("mlp", "feed_forward", "ffn", "experts", "moe")):
+        return "mlp"
+    return "norms"  # residual adds, casts at the layer's own level
+
+
+class _FlashSaved:
+    """The saved set of a flash / memory-efficient SDPA kernel, for the meta device (module docstring)."""
+
+    function: Any = None
+
+    @classmethod
+    def make(cls, torch: Any) -> Any:
+        if cls.function is not None:
+            return cls.function
+
+        class Kernel(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, q: Any, k: Any, v: Any) -> Any:  # noqa: ANN401
+                b, h, s, _ = q.shape
+                out = torch.empty((b, s, h, v.shape[-1]), dtype=q.dtype, device=q.device).transpose(1, 2)
+                lse = torch.empty((b, h, s), dtype=torch.float32, device=q.device)
+                ctx.save_for_backward(q, k, v, out, lse)
+                return out
+
+            @staticmethod
+            def backward(ctx: Any, grad: Any) -> Any:  # noqa: ANN401 - never run: the trace does no backward
+                q, k, v, _, _ = ctx.saved_tensors
+                return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+
+        cls.function = Kernel
+        return Kernel
+
+
+@contextlib.contextmanager
+def _sdpa_stand_in(torch: Any) -> Any:
+    kernel = _FlashSaved.make(torch)
+    original = torch.nn.functional.scaled_dot_product_attention
+
+    def sdpa(q: Any, k: Any, v: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        return kernel.apply(q, k, v)
+
+    torch.nn.functional.scaled_dot_product_attention = sdpa
+    try:
+        yield
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = original
+
+
+def build_meta(config: dict[str, Any], attention: str, precision: str) -> Any:
+    """AutoModelForCausalLM on the meta device from a config.json dict (shapes only)."""
+    torch, transformers = _imports()
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        raise UserError("model_type", "a config with a model_type (llama, gpt2, ...)")
+    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[precision]
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
+        with torch.device("meta"):
+            try:
+                return transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attention)
+            except ValueError as err:
+                if "does not support" not in str(err):
+                    raise
+                raise UserError("training.attention", f"an attention {model_type} implements: transformers "
+                                f"builds it without {attention} ({str(err).split('.')[0]})") from None
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError("model_type", f"a causal language model transformers can build ({err})") from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
+def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep_listing: bool
+                ) -> tuple[list[dict[str, float]], float, dict[str, list[Any]]]:
+    """(per layer: bytes by part, bytes outside, listing) of one forward pass with labels, on meta."""
+    torch, _ = _imports()
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    layer_list = max((m for m in model.modules() if isinstance(m, torch.nn.ModuleList)), key=len, default=None)
+    if layer_list is None:
+        raise UserError("model_type", "a decoder with a list of layers")
+    layer_of = {id(m): i for i, m in enumerate(layer_list)}
+    names = {id(m): n for n, m in model.named_modules()}
+    stack: list[Any] = []  # modules running, outermost first
+
+    def place() -> tuple[str, str, tuple[str, ...], bool]:
+        layer = next((str(layer_of[id(m)]) for m in reversed(stack) if id(m) in layer_of), OUTSIDE)
+        inner = stack[-1] if stack else None
+        path = names.get(id(inner), "") if inner is not None else ""
+        classes = tuple(type(m).__name__ for m in stack)
+        return layer, path, classes, bool(classes) and "norm" in classes[-1].lower()
+
+    origin: dict[int, tuple[Any, tuple[str, str, tuple[str, ...], bool]]] = {}
+
+    class Where(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:  # noqa: ANN401
+            out = func(*args, **(kwargs or {}))
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    storage = t.untyped_storage()
+                    origin.setdefault(storage._cdata, (storage, place()))
+            return out
+
+    def enter(mod: Any, _args: Any) -> None:  # noqa: ANN401
+        stack.append(mod)
+
+    def leave(mod: Any, _args: Any, _out: Any) -> None:  # noqa: ANN401 - returns None: the output stays
+        if stack and stack[-1] is mod:
+            stack.pop()
+
+    handles = []
+    for m in model.modules():
+        handles.append(m.register_forward_pre_hook(enter))
+        handles.append(m.register_forward_hook(leave))
+    params = {p.untyped_storage()._cdata for p in model.parameters()}
+    saved: dict[int, tuple[Any, tuple[str, str, str], tuple[int, ...], str]] = {}
+
+    def pack(t: Any) -> Any:  # noqa: ANN401
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if key in params or key in saved:
+            return t
+        layer, path, classes, by_norm = origin.get(key, (storage, (OUTSIDE, "", (), False)))[1]
+        # a norm's output kept by the linear that reads it is that linear's input (LayerBytes.linear_inputs)
+        by_linear = bool(stack) and "linear" in type(stack[-1]).__name__.lower()
+        part = "linear_inputs" if by_norm and by_linear else _part(path, classes, by_norm)
+        saved[key] = (storage, (layer, path, part), tuple(t.shape), str(t.dtype).replace("torch.", ""))
+        return t
+
+    model.train()
+    ids = torch.zeros((micro_batch, seq_len), dtype=torch.long, device="meta")
+    kernel = _sdpa_stand_in(torch) if attention == "sdpa" else contextlib.nullcontext()
+    try:
+        with kernel, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), Where():
+            model(input_ids=ids, labels=ids)
+    finally:
+        for h in handles:
+            h.remove()
+    per_layer = [dict.fromkeys(PARTS, 0.0) for _ in layer_list]
+    outside = 0.0
+    listing: dict[str, list[Any]] = {}
+    for storage, (layer, path, part), shape, dtype in saved.values():
+        nbytes = float(storage.nbytes())
+        if keep_listing:
+            listing.setdefault(layer, []).append((shape, dtype, int(nbytes), f"{path} [{part}]"))
+        if layer == OUTSIDE:
+            outside += nbytes
+        else:
+            per_layer[int(layer)][part] += nbytes
+    return per_layer, outside, listing
+
+
+def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tuple[int, int] = (64, 128),
+                      attention: str = "sdpa", precision: str = "bf16", keep_listing: bool = False
+                      ) -> ActivationTrace:
+    """Saved-tensor bytes per token of every layer and outside the layers, exact in S (module docstring)."""
+    if attention not in TRACE_ATTENTION:
+        raise UserError("training.attention", f"one of {', '.join(TRACE_ATTENTION)} to trace, got {attention!r} "
+                        "(flash keeps what sdpa's flash kernel keeps: trace sdpa)")
+    if precision == "autocast":
+        raise UserError("training.precision", "bf16 or fp32 on the meta device: autocast casts per op on the "
+                        "accelerator (measure it there with `trainplan probe model --precision autocast`)")
+    if precision not in PRECISIONS:
+        raise UserError("training.precision", f"one of {', '.join(PRECISIONS)}, got {precision!r}")
+    s1, s2 = seq_lens
+    if not (2 <= s1 < s2) or micro_batch < 1:
+        raise UserError("seq_lens", f"two sequence lengths 2 <= S1 < S2 and a micro-batch of 1 or more, got "
+                        f"{seq_lens} and {micro_batch}")
+    model = build_meta(config, attention, precision)
+    first, out1, listing = _saved_once(model, micro_batch, s1, attention, keep_listing)
+    second, out2, _ = _saved_once(model, micro_batch, s2, attention, False)
+    t1, t2 = micro_batch * s1, micro_batch * s2
+    layers = []
+    for a, b in zip(first, second):
+        # bytes/token = alpha + beta S at both lengths
+        beta = {p: (b[p] / t2 - a[p] / t1) / (s2 - s1) for p in PARTS}
+        alpha = {p: a[p] / t1 - beta[p] * s1 for p in PARTS}
+        # what grows with S inside attention is the S^2 scores (eager); keep it apart
+        beta["attention_scores"] = beta.get("attention_scores", 0.0) + beta.pop("attention")
+        beta["attention"] = 0.0
+        layers.append(TracedLayer(alpha, beta))
+    o_beta = (out2 / t2 - out1 / t1) / (s2 - s1)
+    o_alpha = out1 / t1 - o_beta * s1
+    vocab = int(model.get_output_embeddings().weight.shape[0])
+    logits = 2.0 if precision == "bf16" else 4.0
+    return ActivationTrace(str(config["model_type"]), attention, precision, micro_batch, (s1, s2), tuple(layers),
+                           o_alpha, o_beta, logits, vocab, listing)
