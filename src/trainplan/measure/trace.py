@@ -32,6 +32,7 @@ run: ``autocast`` is refused here with the reason (measure it with `trainplan pr
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,7 @@ class ActivationTrace:
     outside_beta: float
     logits_bytes_per_value: float  # the logits the model returns (held through backward), per vocab entry
     vocab: int
+    constant_bytes: float = 0.0  # scalars saved once a pass (0-dim tensors), whatever b and S
     listing: dict[str, list[tuple[tuple[int, ...], str, int, str]]] = field(default_factory=dict, compare=False)
 
     def layer_bytes_per_token(self, seq_len: int) -> list[float]:
@@ -184,7 +186,7 @@ def build_meta(config: dict[str, Any], attention: str, precision: str) -> Any:
 
 
 def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep_listing: bool
-                ) -> tuple[list[dict[str, float]], float, dict[str, list[Any]]]:
+                ) -> tuple[list[dict[str, float]], float, dict[str, list[Any]], float]:
     """(per layer: bytes by part, bytes outside, listing) of one forward pass with labels, on meta."""
     torch, _ = _imports()
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -235,9 +237,10 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
         if key in params or key in saved:
             return t
         layer, path, classes, by_norm = origin.get(key, (storage, (OUTSIDE, "", (), False)))[1]
-        # a norm's output kept by the linear that reads it is that linear's input (LayerBytes.linear_inputs)
-        by_linear = bool(stack) and "linear" in type(stack[-1]).__name__.lower()
-        part = "linear_inputs" if by_norm and by_linear else _part(path, classes, by_norm)
+        # a norm's output kept by what reads it next (the q/k/v or MLP linear, a router) is that
+        # module's input (LayerBytes.linear_inputs); kept inside the norm itself it is the norm's
+        by_reader = bool(stack) and "norm" not in type(stack[-1]).__name__.lower()
+        part = "linear_inputs" if by_norm and by_reader else _part(path, classes, by_norm)
         saved[key] = (storage, (layer, path, part), tuple(t.shape), str(t.dtype).replace("torch.", ""))
         return t
 
@@ -253,15 +256,18 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
     per_layer = [dict.fromkeys(PARTS, 0.0) for _ in layer_list]
     outside = 0.0
     listing: dict[str, list[Any]] = {}
+    constant = 0.0
     for storage, (layer, path, part), shape, dtype in saved.values():
         nbytes = float(storage.nbytes())
         if keep_listing:
             listing.setdefault(layer, []).append((shape, dtype, int(nbytes), f"{path} [{part}]"))
-        if layer == OUTSIDE:
+        if shape == ():
+            constant += nbytes  # scalars (the loss's normaliser): a few bytes a pass, whatever S
+        elif layer == OUTSIDE:
             outside += nbytes
         else:
             per_layer[int(layer)][part] += nbytes
-    return per_layer, outside, listing
+    return per_layer, outside, listing, constant
 
 
 def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tuple[int, int] = (64, 128),
@@ -281,8 +287,11 @@ def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tu
         raise UserError("seq_lens", f"two sequence lengths 2 <= S1 < S2 and a micro-batch of 1 or more, got "
                         f"{seq_lens} and {micro_batch}")
     model = build_meta(config, attention, precision)
-    first, out1, listing = _saved_once(model, micro_batch, s1, attention, keep_listing)
-    second, out2, _ = _saved_once(model, micro_batch, s2, attention, False)
+    if precision == "fp32" and any(p.dim() == 3 for p in model.parameters()):
+        raise UserError("training.precision", "bf16 to trace fused experts on the meta device: transformers' "
+                        "grouped_mm experts run in bf16 only there")
+    first, out1, listing, constant = _saved_once(model, micro_batch, s1, attention, keep_listing)
+    second, out2, _, _ = _saved_once(model, micro_batch, s2, attention, False)
     t1, t2 = micro_batch * s1, micro_batch * s2
     layers = []
     for a, b in zip(first, second):
@@ -298,4 +307,26 @@ def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tu
     vocab = int(model.get_output_embeddings().weight.shape[0])
     logits = 2.0 if precision == "bf16" else 4.0
     return ActivationTrace(str(config["model_type"]), attention, precision, micro_batch, (s1, s2), tuple(layers),
-                           o_alpha, o_beta, logits, vocab, listing)
+                           o_alpha, o_beta, logits, vocab, constant, listing)
+
+
+#: The two sequence lengths a plan's trace is taken at (any two give the same alpha + beta S).
+PLAN_TRACE_SEQ_LENS = (64, 128)
+
+
+def cached_trace(config: dict[str, Any], micro_batch: int, attention: str, precision: str) -> ActivationTrace:
+    """The trace a plan uses for a family without traits: at the plan's micro-batch, its attention
+    (flash keeps what sdpa's kernels keep) and its precision (fp16 keeps bf16's bytes). Cached per
+    configuration, so a sweep traces once."""
+    import json
+
+    kind = "sdpa" if attention == "flash" else attention
+    dtype = "fp32" if precision == "fp32" else "bf16"
+    return _cached(json.dumps(config, sort_keys=True), int(micro_batch), kind, dtype)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached(config_json: str, micro_batch: int, attention: str, precision: str) -> ActivationTrace:
+    import json
+
+    return trace_activations(json.loads(config_json), micro_batch, PLAN_TRACE_SEQ_LENS, attention, precision)

@@ -51,18 +51,25 @@ def architecture_known(w: Any, count: Any) -> bool:
 
 
 def _shape(w: Any, count: Any) -> act.ActivationShape:
+    """The activation shape: the catalogue's traits for the families the formulas cover; any other
+    family of a config.json is traced from its own code (measure/trace.py, meta device), or refused
+    without torch and transformers, naming the extra that installs them."""
     family = count.family if count.family in act.families() else "llama"
     if w.model.hf_config is not None:
         from trainplan.workload.params import load_hf_config
 
-        try:
-            config = load_hf_config(w.base_dir / w.model.hf_config)
-            if config.get("model_type") in act.families():
-                shape = act.shape_from_hf_config(config)
-                return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
-                                              "norm": w.model.norm})
-        except Exception:  # noqa: BLE001 - the count already read this file; fall back to the count's shape
-            pass
+        config = load_hf_config(w.base_dir / w.model.hf_config)  # the count read it already: it parses
+        if config.get("model_type") in act.families():
+            shape = act.shape_from_hf_config(config)
+            return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
+                                          "norm": w.model.norm})
+        t = w.training
+        from trainplan.measure import trace
+
+        traced = trace.cached_trace(config, t.micro_batch, t.attention, t.precision)
+        return act.ActivationShape(str(config.get("model_type")), count.layers, count.width, count.ffn_width,
+                                   count.heads, count.kv_heads, count.head_dim, count.vocab,
+                                   count.experts_per_token, experts=count.experts, traced=traced)
     return act.ActivationShape(family, count.layers, count.width, count.ffn_width, count.heads, count.kv_heads,
                                count.head_dim, count.vocab, count.experts_per_token, None, w.model.mlp,
                                w.model.norm)
@@ -135,7 +142,11 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
             terms.activations = formula.total_bytes
             terms.activations_source = (f"architecture ({shape.family}, {t.attention}, recompute {t.recompute}; "
                                         "catalogue/activation_traits.toml)")
-            if count.family not in act.families():
+            if shape.traced is not None:
+                terms.activations_source = (f"traced from {shape.family}'s own code (measure/trace.py, meta device, "
+                                            f"{shape.traced.attention}, {shape.traced.precision}, "
+                                            f"recompute {t.recompute})")
+            elif count.family not in act.families():
                 terms.activations_source += (f"; {count.family} has no traits of its own yet, so Llama's are used: "
                                              "measure it with `trainplan probe model`")
     if t.activation_bytes_per_layer_token is not None and model.layers is not None:
