@@ -133,8 +133,13 @@ def test_lora_and_qlora_state_by_hand():
     lora = ts.lora_state(base, adapters, r, "lora")
     assert lora.total == pytest.approx(2 * base + 16 * adapters)  # frozen bf16, no grads or moments
     qlora = ts.lora_state(base, adapters, r, "qlora")
-    # NF4: 4 bits a weight plus one fp32 absmax per block of 64
-    assert qlora.total == pytest.approx((0.5 + 4 / 64) * base + 16 * adapters)
+    # NF4 with double quantisation: 4 bits a weight, a 1-byte absmax per block of 64, an fp32 scale per
+    # 256 absmax values
+    assert qlora.total == pytest.approx((0.5 + 1 / 64 + 4 / (64 * 256)) * base + 16 * adapters)
+    # the embedding and the untied head (32000 x 4096 each) stay bf16
+    kept = 2 * 32000 * 4096
+    qlora = ts.lora_state(base, adapters, r, "qlora", kept)
+    assert qlora.total == pytest.approx((0.5 + 1 / 64 + 4 / 16384) * (base - kept) + 2 * kept + 16 * adapters)
     assert ts.lora_flops_per_token(1e9, 1e7) == 4e9 + 6e7
 
 

@@ -147,17 +147,28 @@ def lora_params_per_layer(width: int, ffn_width: int, heads: int, kv_heads: int,
 
 
 def frozen_bytes_per_param(method: str) -> float:
+    """Bytes a frozen weight is kept in: bf16 for LoRA; for QLoRA, bitsandbytes' NF4 with double
+    quantisation (catalogue/state_recipes.toml [lora]): 4 bits a weight, its block's absmax quantised
+    to 8 bits (one byte per block of 64 weights), and one fp32 scale per 256 of those absmax values:
+    0.5 + 1/64 + 4/(64 x 256) = 0.515869 bytes a weight."""
     lo = table()["lora"]
     if method == "qlora":
-        return lo["frozen_bytes_nf4"] + lo["nf4_absmax_bytes"] / lo["nf4_block_size"]
+        block = lo["nf4_block_size"]
+        return (lo["frozen_bytes_nf4"] + lo["nf4_absmax_quantised_bytes"] / block
+                + lo["nf4_absmax_scale_bytes"] / (block * lo["nf4_absmax_block_size"]))
     return float(lo["frozen_bytes_bf16"])
 
 
-def lora_state(base_params: float, adapter_params: float, r: Recipe, method: str) -> StateAccount:
-    """Frozen base at its dtype, no gradient or moments; the adapters with the recipe's full state."""
+def lora_state(base_params: float, adapter_params: float, r: Recipe, method: str,
+               unquantised_params: float = 0.0) -> StateAccount:
+    """Frozen base at its dtype, no gradient or moments; the adapters with the recipe's full state.
+    QLoRA quantises the linear layers only: `unquantised_params` (the embedding, the output head,
+    norms: bitsandbytes' Linear4bit replaces nn.Linear alone, and transformers keeps lm_head out)
+    stay bf16."""
     if method not in ("lora", "qlora"):
         raise UserError("training.method", f"one of {', '.join(METHODS)}, got {method!r}")
-    frozen = frozen_bytes_per_param(method) * base_params
+    kept = unquantised_params if method == "qlora" else 0.0
+    frozen = frozen_bytes_per_param(method) * (base_params - kept) + table()["lora"]["frozen_bytes_bf16"] * kept
     return StateAccount(frozen + r.weights * adapter_params, r.grads * adapter_params,
                         (r.master + r.moments) * adapter_params, 0.0, adapter_params, base_params)
 

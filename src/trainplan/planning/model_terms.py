@@ -114,7 +114,10 @@ def state_for(w: Any, model: Any, params: Any, devices: Any) -> tuple[ts.StateAc
                         "to size LoRA adapters")
     adapter = count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
                                                       count.head_dim, t.lora_rank, list(t.lora_targets))
-    return ts.lora_state(params, adapter, recipe, t.method), recipe, sharding
+    # QLoRA quantises the linear layers: the embedding, the untied head and the norms stay bf16
+    scale = params / max(count.total, 1)
+    kept = (count.embedding + count.lm_head + count.final_norm) * scale
+    return ts.lora_state(params, adapter, recipe, t.method, kept), recipe, sharding
 
 
 def evaluate(w: Any, model: Any) -> ModelTerms:
