@@ -331,3 +331,42 @@ def test_held_out_families_are_traced_not_given_llamas_traits(name: str) -> None
     # StableLM), Gemma-2's eager mask (a (b, S, S) bool the CPU run keeps once, 0.2 % here)
     assert saved == pytest.approx(cpu, rel=0.005)
     assert account.logits_bytes == 2 * 48 * count.vocab * 2
+
+
+# ---------------------------------------------------------------- LoRA on the real module names (peft)
+
+LORA_FAMILIES = {
+    "phi3": ({**BASE, "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0},
+             {"q": "qkv_proj", "k": "qkv_proj", "v": "qkv_proj", "o": "o_proj", "gate": "gate_up_proj",
+              "up": "gate_up_proj", "down": "down_proj"}),
+    "falcon": (HELD_OUT["falcon40b"], {"q": "query_key_value", "k": "query_key_value", "v": "query_key_value",
+                                       "o": "dense", "up": "dense_h_to_4h", "down": "dense_4h_to_h"}),
+    "gpt_neox": (CLAIMED["gpt_neox"], {"q": "query_key_value", "k": "query_key_value", "v": "query_key_value",
+                                       "o": "dense", "up": "dense_h_to_4h", "down": "dense_4h_to_h"}),
+    "llama": (BASE, {t: f"{t}_proj" for t in ("q", "k", "v", "o", "gate", "up", "down")}),
+}
+
+
+@pytest.mark.parametrize("family", sorted(LORA_FAMILIES))
+@pytest.mark.parametrize("targets", [("q", "v"), ("q", "k", "v", "o"), ("q", "k", "v", "o", "gate", "up", "down")])
+def test_lora_adapters_equal_peft_on_the_real_module(family: str, targets: tuple[str, ...]) -> None:
+    """peft's own trainable count (get_peft_model over the module names the family really has, fused
+    projections adapted once) against the plan's adapter count."""
+    peft = pytest.importorskip("peft")
+    from trainplan.accounts import training_state as ts
+
+    kw, names = LORA_FAMILIES[family]
+    config = {"model_type": family, **kw}
+    cfg = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    modules = sorted({names[t] for t in targets if t in names})
+    wrapped = peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules=modules))
+    trainable = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
+    count = count_from_hf_config(config)
+    from trainplan.workload.params import PLAIN_MLP_FAMILIES
+
+    ours = count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
+                                                   count.head_dim, 8, list(targets), count.fused_projections,
+                                                   count.family not in PLAIN_MLP_FAMILIES)
+    assert ours == trainable

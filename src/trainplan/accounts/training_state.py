@@ -131,18 +131,39 @@ def sharding_of_zero(zero: int) -> str:
 TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
+#: Fused projections a family's module holds (one matrix for several targets): "qkv" one d -> (h + 2 g) k
+#: matrix for q, k and v (Phi-3 qkv_proj, Falcon and GPT-NeoX query_key_value, GPT-2 c_attn), "gate_up"
+#: one d -> 2 f matrix for gate and up (Phi-3 gate_up_proj). A LoRA target on any of them adapts the
+#: fused matrix once, as peft does with its module name.
+FUSED_GROUPS = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
+
+
 def lora_params_per_layer(width: int, ffn_width: int, heads: int, kv_heads: int, head_dim: int, rank: int,
-                          targets: tuple[str, ...] | list[str]) -> int:
-    """Adapter parameters of one layer: r (in + out) per adapted matrix (A is r x in, B out x r)."""
+                          targets: tuple[str, ...] | list[str], fused: tuple[str, ...] = (),
+                          gated: bool = True) -> int:
+    """Adapter parameters of one layer: r (in + out) per adapted matrix (A is r x in, B out x r).
+    `fused`: the family's fused projections (FUSED_GROUPS); `gated`: whether the MLP has a gate
+    (a plain MLP has no gate matrix to adapt)."""
     hk, gk = heads * head_dim, kv_heads * head_dim
     shapes = {"q": (width, hk), "k": (width, gk), "v": (width, gk), "o": (hk, width),
               "gate": (width, ffn_width), "up": (width, ffn_width), "down": (ffn_width, width)}
-    total = 0
     for t in targets:
         if t not in shapes:
             raise UserError("training.lora_targets", f"names among {', '.join(TARGETS)}, got {t!r}")
-        i, o = shapes[t]
-        total += rank * (i + o)
+    chosen = set(targets)
+    if not gated:
+        chosen.discard("gate")
+    total = 0
+    for group in fused:
+        members = FUSED_GROUPS[group]
+        if chosen & set(members):
+            outputs = sum(shapes[m][1] for m in members if gated or m != "gate")
+            total += rank * (width + outputs)
+        chosen -= set(members)
+    for t in TARGETS:
+        if t in chosen:
+            i, o = shapes[t]
+            total += rank * (i + o)
     return total
 
 

@@ -112,8 +112,12 @@ def state_for(w: Any, model: Any, params: Any, devices: Any) -> tuple[ts.StateAc
 
         raise UserError("training.method", "a model shape (model.layers and model.width, or model.hf_config) "
                         "to size LoRA adapters")
+    from trainplan.workload.params import PLAIN_MLP_FAMILIES
+
+    gated = count.family not in PLAIN_MLP_FAMILIES  # a plain MLP has no gate to adapt
     adapter = count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
-                                                      count.head_dim, t.lora_rank, list(t.lora_targets))
+                                                      count.head_dim, t.lora_rank, list(t.lora_targets),
+                                                      count.fused_projections, gated)
     # QLoRA quantises the linear layers: the embedding, the untied head and the norms stay bf16
     scale = params / max(count.total, 1)
     kept = (count.embedding + count.lm_head + count.final_norm) * scale

@@ -214,6 +214,7 @@ class ParamCount:
     largest_module: int | None = None  # the module with most parameters of its own (DeepSpeed ZeRO-3)
     # per layer: KV values a token adds, cached-token cap (None: all); from a config.json, not part of the count
     kv_layers: tuple[tuple[int, int | None], ...] | None = field(default=None, compare=False)
+    fused_projections: tuple[str, ...] = field(default=(), compare=False)  # accounts/training_state.FUSED_GROUPS
 
 
 # --------------------------------------------------------------------------- #
@@ -672,7 +673,19 @@ def count_from_hf_config(config: dict[str, Any]) -> ParamCount:
     import dataclasses
 
     count = _count_hf_config(config)
-    return dataclasses.replace(count, kv_layers=kv_layout_of_config(config, count))
+    fused = count.fused_projections or FUSED_PROJECTIONS.get(str(config.get("model_type")), ())
+    return dataclasses.replace(count, kv_layers=kv_layout_of_config(config, count), fused_projections=fused)
+
+
+#: The fused projections of the families counted by hand, as their modules are built (modeling_<family>.py):
+#: Phi-3 qkv_proj and gate_up_proj, Falcon and GPT-NeoX query_key_value, GPT-2 c_attn.
+FUSED_PROJECTIONS: Final[dict[str, tuple[str, ...]]] = {"phi3": ("qkv", "gate_up"), "falcon": ("qkv",),
+                                                       "gpt_neox": ("qkv",), "gpt2": ("qkv",)}
+#: Families whose MLP is plain (up, down; no gate), as their modules are built.
+PLAIN_MLP_FAMILIES: Final[tuple[str, ...]] = ("standard", "gpt2", "gpt_neox", "falcon", "gptj")
+#: Module names that are a fused projection, in any family transformers builds (read_module).
+FUSED_MODULE_NAMES: Final[dict[str, str]] = {"qkv_proj": "qkv", "query_key_value": "qkv", "c_attn": "qkv",
+                                             "Wqkv": "qkv", "W_pack": "qkv", "gate_up_proj": "gate_up"}
 
 
 def _count_hf_config(config: dict[str, Any]) -> ParamCount:
@@ -1282,8 +1295,10 @@ def read_module(model: Any, cfg: Any, torch: Any) -> dict[str, Any]:
             matmul += p.numel() * (share if group == "routed_experts" else 1.0)
     total = sum(groups.values())
     active = total - round((1.0 - share) * groups["routed_experts"])
+    fused = sorted({FUSED_MODULE_NAMES[n.rsplit(".", 1)[-1]] for n, m in model.named_modules()
+                    if n.rsplit(".", 1)[-1] in FUSED_MODULE_NAMES and ".experts" not in n})
     return {"groups": groups, "total": total, "active": active, "matmul": round(matmul), "experts": experts,
-            "top_k": min(top_k, experts) if experts else 1, "largest": largest}
+            "top_k": min(top_k, experts) if experts else 1, "largest": largest, "fused": tuple(fused)}
 
 
 def attention_width_of_config(text: Any, heads: int, head_dim: int) -> int:
@@ -1374,4 +1389,4 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
                       experts=experts, experts_per_token=read["top_k"] if experts > 1 else 1,
                       matmul_active=read["matmul"], head_params=head_params, groups=groups,
                       attention_width_value=attention_width_of_config(text, heads, head_dim),
-                      largest_module=read["largest"])
+                      largest_module=read["largest"], fused_projections=read["fused"])
