@@ -370,3 +370,43 @@ def test_lora_adapters_equal_peft_on_the_real_module(family: str, targets: tuple
                                                    count.head_dim, 8, list(targets), count.fused_projections,
                                                    count.family not in PLAIN_MLP_FAMILIES)
     assert ours == trainable
+
+
+# ---------------------------------------------------------------- through the plan
+
+
+def _plan_with_config(tmp_path, config: dict[str, Any]) -> dict:
+    import json
+
+    from trainplan.planning.evaluate import build_report
+    from trainplan.workload.schema import load_workload
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "w.toml").write_text('[model]\nhf_config = "config.json"\n[training]\ntokens = "1M"\n'
+                                     'micro_batch = 2\nseq_len = 48\nattention = "eager"\n[data]\nkind = "tokens"\n')
+    return build_report(load_workload(tmp_path / "w.toml", []))
+
+
+def test_plan_traces_a_family_without_traits(tmp_path) -> None:
+    """Falcon has no traits: the plan's activations are the trace's, which equal the CPU run within the
+    LayerNorm statistics' 0.2 % (above), not Llama's traits (+70 %)."""
+    config = _held_out("falcon")
+    mem = _plan_with_config(tmp_path, config)["memory"]
+    assert mem["activations_source"].startswith("traced from falcon's own code")
+    cpu = _cpu_total(config, 2, 48, "eager")
+    saved = mem["activations_layers"] + mem["activations_outside_layers"]
+    assert saved == pytest.approx(cpu, rel=0.005)
+    assert mem["activations_logits"] == 2 * 48 * 1000 * 2
+
+
+def test_plan_refuses_a_family_without_traits_when_torch_is_missing(tmp_path, monkeypatch) -> None:
+    import sys
+
+    from trainplan.errors import UserError
+    from trainplan.measure import trace as trace_mod
+
+    trace_mod._cached.cache_clear()
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ImportError
+    with pytest.raises(UserError) as err:
+        _plan_with_config(tmp_path, _held_out("falcon"))
+    assert err.value.where == "model.hf_config" and "pip install 'trainplan[model]'" in err.value.expected
