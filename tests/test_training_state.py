@@ -219,3 +219,22 @@ def test_plan_hfu_and_mfu_give_the_same_time_when_consistent(tmp_path):
     attn_fwd = 4 * L * d_attn * S
     assert c["flops_per_token_model"] == pytest.approx(6 * n + 3 * attn_fwd)
     assert c["flops_per_token_executed"] == pytest.approx(6 * n + 1.5 * attn_fwd + 2 * (n - head) + 0.5 * attn_fwd)
+
+
+def test_qlora_bytes_per_weight_equal_bitsandbytes_double_quantisation():
+    """bitsandbytes' own NF4 quantisation with double quantisation (what QLoRA's Linear4bit stores, on
+    CPU): packed 4-bit values, a uint8 absmax per block of 64, an fp32 absmax per 256 of those, and per
+    tensor the two code tables and an offset. Per weight of a 4096 x 4096 matrix, against the recipe."""
+    torch = pytest.importorskip("torch")
+    functional = pytest.importorskip("bitsandbytes.functional")
+    w = torch.randn(4096 * 4096, dtype=torch.bfloat16)
+    packed, state = functional.quantize_4bit(w, blocksize=64, compress_statistics=True, quant_type="nf4")
+    assert (state.blocksize, state.state2.blocksize) == (64, 256)
+    per_weight = [packed, state.absmax, state.state2.absmax]
+    measured = sum(t.numel() * t.element_size() for t in per_weight) / w.numel()
+    assert ts.frozen_bytes_per_param("qlora") == pytest.approx(measured, rel=1e-12)
+    assert ts.frozen_bytes_per_param("qlora") == pytest.approx(0.5 + 1 / 64 + 4 / (64 * 256))
+    # per tensor, whatever its size: the NF4 and the absmax code tables (16 and 256 fp32) and an fp32
+    # offset, 1,092 bytes, 0.013 % of this matrix (left out of the per-weight figure)
+    per_tensor = sum(t.numel() * t.element_size() for t in (state.code, state.state2.code, state.offset))
+    assert per_tensor == (16 + 256 + 1) * 4
