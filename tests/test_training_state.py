@@ -67,7 +67,7 @@ def test_recipes_by_hand():
     assert ts.recipe("mixed_fp32_master").total * p == 16 * p
     assert ts.recipe("autocast_fp32").total * p == (4 + 4 + 8) * p
     assert ts.recipe("pure_bf16").total * p == (2 + 2 + 4) * p
-    assert ts.recipe("adam_8bit").total * p == (2 + 2 + 4 + 2) * p
+    assert ts.recipe("adam_8bit").total * p == (2 + 2 + 4 + 2 + 8 / 256) * p
     assert ts.recipe("sgd_momentum").total * p == (2 + 2 + 4 + 4) * p
     assert ts.recipe("bf16_fp32_master_grads").total * p == (2 + 2 + 4 + 4 + 8) * p
     assert ts.recipe("fp8_te").total * p == (2 + 1 + 1 + 4 + 4 + 8) * p
@@ -238,3 +238,17 @@ def test_qlora_bytes_per_weight_equal_bitsandbytes_double_quantisation():
     # offset, 1,092 bytes, 0.013 % of this matrix (left out of the per-weight figure)
     per_tensor = sum(t.numel() * t.element_size() for t in (state.code, state.state2.code, state.offset))
     assert per_tensor == (16 + 256 + 1) * 4
+
+
+def test_adam_8bit_moments_equal_a_bitsandbytes_step():
+    """bitsandbytes' Adam8bit after one real step on CPU: the moments' bytes per parameter of a
+    4096 x 1024 bf16 matrix (the two per-tensor code tables apart) are the recipe's."""
+    torch = pytest.importorskip("torch")
+    optim = pytest.importorskip("bitsandbytes.optim")
+    w = torch.nn.Parameter(torch.zeros(4096 * 1024, dtype=torch.bfloat16))
+    opt = optim.Adam8bit([w], lr=1e-3)
+    w.grad = torch.ones_like(w)
+    opt.step()
+    state = {k: v for k, v in opt.state[w].items() if torch.is_tensor(v) and k not in ("qmap1", "qmap2")}
+    measured = sum(v.numel() * v.element_size() for v in state.values()) / w.numel()
+    assert ts.recipe("adam_8bit").moments == pytest.approx(measured, rel=1e-12)
