@@ -240,7 +240,8 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
         # a norm's output kept by what reads it next (the q/k/v or MLP linear, a router) is that
         # module's input (LayerBytes.linear_inputs); kept inside the norm itself it is the norm's
         by_reader = bool(stack) and "norm" not in type(stack[-1]).__name__.lower()
-        part = "linear_inputs" if by_norm and by_reader else _part(path, classes, by_norm)
+        inner_norm = any(k in path.lower() for k in ("attn", "attention", "mlp", "experts"))  # q/k norms, MLA's
+        part = "linear_inputs" if by_norm and by_reader and not inner_norm else _part(path, classes, by_norm)
         saved[key] = (storage, (layer, path, part), tuple(t.shape), str(t.dtype).replace("torch.", ""))
         return t
 

@@ -1130,6 +1130,9 @@ MODEL_EXTRA_HINT: Final[str] = "pip install 'trainplan[model]' (torch and transf
 
 #: Layer types whose KV cache keeps a window of tokens (transformers cache_utils.get_layer_types_and_kwargs).
 SLIDING_LAYER_TYPES: Final[tuple[str, ...]] = ("sliding_attention", "hybrid_sliding", "reference_sliding_attention")
+#: Layer types that keep a fixed-size recurrent or convolution state, not a cache per token
+#: (transformers cache_utils: linear attention, Mamba-style and convolution layers of hybrid models).
+RECURRENT_LAYER_TYPES: Final[tuple[str, ...]] = ("linear_attention", "conv", "mamba", "hybrid", "recurrent")
 #: The families counted by hand: their configuration class's sliding-window default (transformers 5.x,
 #: configuration_<family>.py) and which layers slide (sliding_layer). Mistral defaults to a 4096-token
 #: window (Mistral-7B v0.1; later releases write null); Qwen2 and Qwen2-MoE slide only with
@@ -1195,7 +1198,8 @@ def kv_layout_of_config(config: dict[str, Any], count: ParamCount) -> tuple[tupl
     * multi-head latent attention (DeepSeek-V2/V3: kv_lora_rank in the config): the compressed latent
       and the shared rope key, kv_lora_rank + qk_rope_head_dim values a token (what the module caches);
     * a sliding-window layer keeps the last W - 1 tokens between steps (transformers'
-      DynamicSlidingWindowLayer; the running step attends W); full-attention layers keep every token."""
+      DynamicSlidingWindowLayer; the running step attends W); full-attention layers keep every token;
+    * a recurrent or convolution layer of a hybrid model keeps a state of fixed size, not counted here."""
     layers = count.layers
     hand_counted = config.get("model_type") in SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES)
     # the families counted by hand follow their configuration class's rules written out here (no
@@ -1210,8 +1214,8 @@ def kv_layout_of_config(config: dict[str, Any], count: ParamCount) -> tuple[tupl
     out = []
     for i in range(layers):
         kind = types[i] if i < len(types) else "full_attention"
-        if kind in ("moe", "mlp", "dummy"):
-            out.append((0, None))
+        if kind in ("moe", "mlp", "dummy") or kind in RECURRENT_LAYER_TYPES:
+            out.append((0, None))  # no per-token cache (a recurrent layer's fixed state is not counted)
         elif kind in SLIDING_LAYER_TYPES and isinstance(window, int):
             out.append((values, max(window - 1, 1)))
         elif kind == "chunked_attention" and isinstance(config.get("attention_chunk_size"), int):
