@@ -410,3 +410,37 @@ def test_plan_refuses_a_family_without_traits_when_torch_is_missing(tmp_path, mo
     with pytest.raises(UserError) as err:
         _plan_with_config(tmp_path, _held_out("falcon"))
     assert err.value.where == "model.hf_config" and "pip install 'trainplan[model]'" in err.value.expected
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_autocast_trace_equals_torch_autocast_on_cpu(attention: str) -> None:
+    """Autocast over fp32 weights (HF Trainer's bf16=True): the trace's function mode (CUDA's op lists)
+    against torch's own autocast on CPU, whose lists agree with CUDA's on every op Llama calls; the bf16
+    weight copies the matrix products keep are a constant a pass."""
+    config = {"model_type": "llama", **BASE}
+    tr = trace.trace_activations(config, 2, (16, 32), attention, "autocast")
+    model = mp.build_model(config, attention=attention, dtype="fp32")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cpu = mp.saved_bytes(model, 2, 48).total
+    assert _trace_total(tr, 2, 48) == pytest.approx(cpu, rel=1e-9)
+    matmul_weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    assert tr.constant_bytes - 4 == 2 * matmul_weights  # one bf16 copy of every weight (and the fp32 scalar)
+
+
+def test_plan_traces_autocast_for_a_family_with_traits(tmp_path) -> None:
+    import json
+
+    from trainplan.planning.evaluate import build_report
+    from trainplan.workload.schema import load_workload
+
+    config = {"model_type": "llama", **BASE}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "w.toml").write_text('[model]\nhf_config = "config.json"\n[training]\ntokens = "1M"\nmicro_batch = 2\n'
+                                     'seq_len = 48\nattention = "eager"\nstate_recipe = "autocast_fp32"\n'
+                                     '[data]\nkind = "tokens"\n')
+    mem = build_report(load_workload(tmp_path / "w.toml", []))["memory"]
+    assert "autocast" in mem["activations_source"]
+    model = mp.build_model(config, attention="eager", dtype="fp32")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cpu = mp.saved_bytes(model, 2, 48).total
+    assert mem["activations_layers"] + mem["activations_outside_layers"] == pytest.approx(cpu, rel=1e-9)

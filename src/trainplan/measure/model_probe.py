@@ -363,7 +363,7 @@ def probe_model(config: dict[str, Any], micro_batch: int = 2, seq_len: int = 128
         shape = act.ActivationShape(str(config["model_type"]), count.layers, count.width, count.ffn_width,
                                     count.heads, count.kv_heads, count.head_dim, count.vocab,
                                     count.experts_per_token, experts=count.experts, traced=traced)
-        a = 4.0 if precision == "fp32" else 2.0
+        a = 2.0 if precision == "bf16" else 4.0  # the residual stream's bytes (fp32 under autocast)
         account = act.activation_account(shape, micro_batch, seq_len, attention, a, recompute, False)
         tokens = micro_batch * seq_len
         per_layer = account.layers_bytes / (tokens * max(len(traced.layers), 1))
@@ -373,7 +373,8 @@ def probe_model(config: dict[str, Any], micro_batch: int = 2, seq_len: int = 128
         flops = {str(s): counted_flops(config, s, 1, attention) / s for s in flop_seq_lens}
         steps.advance()
         steps.describe("one AdamW step per parameter dtype (CPU)")
-        per_param = adamw_state_bytes_per_param(trace.build_meta(_one_layer_copy(config), attention, precision))
+        per_param = adamw_state_bytes_per_param(trace.build_meta(_one_layer_copy(config), attention,
+                                                                 "fp32" if precision == "autocast" else precision))
         peak = cuda_peak_bytes(config, micro_batch, seq_len, attention)
         steps.advance()
     cuda = [{"max_memory_allocated": peak}] if peak is not None else []

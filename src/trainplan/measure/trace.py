@@ -23,10 +23,14 @@ given, the output (laid out (b, S, h, k) as the kernels write it, so the o_proj 
 it) and the fp32 log-sum-exp per head and token. ``eager`` runs the family's own Python attention.
 
 Precision: ``bf16`` builds the weights in bf16 (pure bf16 or bf16 with an fp32 master copy: the
-forward is the same); ``fp32`` builds them in fp32, eager fp32 throughout. Autocast over fp32
-weights (HF Trainer's bf16=True) casts per op on the accelerator, which the meta device does not
-run: ``autocast`` is refused here with the reason (measure it with `trainplan probe model
---precision autocast` on a CUDA machine).
+forward is the same); ``fp32`` builds them in fp32, eager fp32 throughout; ``autocast`` builds
+them in fp32 and runs the forward as torch.autocast(bfloat16) does on CUDA (HF Trainer's
+bf16=True): torch's autocast dispatch does not run on the meta device, so a function mode applies
+CUDA's published op lists (AUTOCAST_LOWER: matrix products and SDPA in bf16; AUTOCAST_FP32:
+softmax, log-softmax, norms, losses, pow, rsqrt, exp, log, sums in fp32; anything else at its
+inputs' widest type), each weight cast once a pass as autocast caches it. The bf16 weight copies
+the matrix products keep are a constant a pass (``constant_bytes``), not bytes per token.
+Checked against torch's own CPU autocast where the CPU and CUDA lists agree (Llama).
 """
 
 from __future__ import annotations
@@ -42,9 +46,16 @@ OUTSIDE = "outside"
 #: The parts of a layer, as accounts/activations.LayerBytes names them.
 PARTS = ("norms", "linear_inputs", "attention", "attention_scores", "mlp", "hidden_dropout",
          "attention_dropout")
-PRECISIONS = ("bf16", "fp32")
+PRECISIONS = ("bf16", "fp32", "autocast")
 TRACE_ATTENTION = ("sdpa", "eager")
 EXTRA_HINT = "pip install 'trainplan[model]' (torch and transformers) to trace the model's own code"
+
+
+def available() -> bool:
+    """Whether torch and transformers can be imported (the trace can run)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
 
 
 def _imports() -> tuple[Any, Any]:
@@ -150,6 +161,8 @@ def _sdpa_stand_in(torch: Any) -> Any:
     original = torch.nn.functional.scaled_dot_product_attention
 
     def sdpa(q: Any, k: Any, v: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        if torch.overrides._get_current_function_mode() is not None and q.dtype == torch.float32:
+            q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))  # autocast: SDPA is on the bf16 list
         return kernel.apply(q, k, v)
 
     torch.nn.functional.scaled_dot_product_attention = sdpa
@@ -159,6 +172,63 @@ def _sdpa_stand_in(torch: Any) -> Any:
         torch.nn.functional.scaled_dot_product_attention = original
 
 
+class _AutocastLists:
+    """torch.autocast(device_type="cuda", dtype=torch.bfloat16) written as a function mode, for the meta
+    device. The op lists are torch.amp's documented CUDA lists, restricted to the functions transformers'
+    decoders call: AUTOCAST_LOWER run in bf16 (their floating inputs cast, weights once a pass, as autocast
+    caches them), AUTOCAST_FP32 in fp32; every other function runs on its inputs as they are."""
+
+    @staticmethod
+    def lists(torch: Any) -> tuple[set[Any], set[Any]]:
+        F, T = torch.nn.functional, torch.Tensor
+        lower = {F.linear, torch.matmul, T.matmul, T.__matmul__, torch.mm, T.mm, torch.bmm, T.bmm, torch.baddbmm,
+                 T.baddbmm, torch.addmm, T.addmm, torch.addbmm, torch.mv, F.conv1d, F.conv2d, F.conv3d,
+                 F.scaled_dot_product_attention, F.prelu}
+        if hasattr(F, "grouped_mm"):
+            lower.add(F.grouped_mm)
+        fp32 = {F.softmax, torch.softmax, T.softmax, F.log_softmax, torch.log_softmax, T.log_softmax, F.softmin,
+                F.layer_norm, F.group_norm, F.normalize, F.cross_entropy, F.nll_loss, F.mse_loss, F.l1_loss,
+                F.kl_div, F.softplus, F.binary_cross_entropy_with_logits, torch.pow, T.pow, T.__pow__, T.__rpow__,
+                torch.rsqrt, T.rsqrt, torch.exp, T.exp, torch.expm1, torch.log, T.log, torch.log1p, torch.log2,
+                torch.log10, torch.sum, T.sum, torch.prod, T.prod, torch.cumsum, T.cumsum, torch.cumprod,
+                torch.norm, T.norm, torch.reciprocal, T.reciprocal, torch.acos, torch.asin, torch.cosh,
+                torch.sinh, torch.tan, torch.erfinv, torch.cdist, torch.dist}
+        return lower, fp32
+
+    @classmethod
+    def mode(cls, torch: Any, weight_copies: set[int]) -> Any:
+        from torch.overrides import TorchFunctionMode
+        from torch.utils._pytree import tree_map
+
+        lower, fp32 = cls.lists(torch)
+        cache: dict[int, Any] = {}
+        parameter = torch.nn.Parameter
+
+        class Autocast(TorchFunctionMode):
+            def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:  # noqa: ANN401
+                kwargs = kwargs or {}
+                if func in lower:
+                    target = torch.bfloat16
+                elif func in fp32:
+                    target = torch.float32
+                else:
+                    return func(*args, **kwargs)
+
+                def cast(t: Any) -> Any:  # noqa: ANN401
+                    if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.dtype == target:
+                        return t
+                    if isinstance(t, parameter) and target == torch.bfloat16:
+                        if id(t) not in cache:  # autocast's weight cache: one copy a pass
+                            cache[id(t)] = t.to(target)
+                            weight_copies.add(cache[id(t)].untyped_storage()._cdata)
+                        return cache[id(t)]
+                    return t.to(target)
+
+                return func(*tree_map(cast, args), **tree_map(cast, kwargs))
+
+        return Autocast()
+
+
 def build_meta(config: dict[str, Any], attention: str, precision: str) -> Any:
     """AutoModelForCausalLM on the meta device from a config.json dict (shapes only)."""
     torch, transformers = _imports()
@@ -166,7 +236,7 @@ def build_meta(config: dict[str, Any], attention: str, precision: str) -> Any:
     if not isinstance(model_type, str):
         raise UserError("model_type", "a config with a model_type (llama, gpt2, ...)")
     kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[precision]
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "autocast": torch.float32}[precision]
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
     try:
@@ -185,8 +255,8 @@ def build_meta(config: dict[str, Any], attention: str, precision: str) -> Any:
         transformers.logging.set_verbosity(verbosity)
 
 
-def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep_listing: bool
-                ) -> tuple[list[dict[str, float]], float, dict[str, list[Any]], float]:
+def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep_listing: bool,
+                autocast: bool = False) -> tuple[list[dict[str, float]], float, dict[str, list[Any]], float]:
     """(per layer: bytes by part, bytes outside, listing) of one forward pass with labels, on meta."""
     torch, _ = _imports()
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -229,6 +299,7 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
         handles.append(m.register_forward_pre_hook(enter))
         handles.append(m.register_forward_hook(leave))
     params = {p.untyped_storage()._cdata for p in model.parameters()}
+    weight_copies: set[int] = set()  # autocast's bf16 copies of the weights: a constant a pass
     saved: dict[int, tuple[Any, tuple[str, str, str], tuple[int, ...], str]] = {}
 
     def pack(t: Any) -> Any:  # noqa: ANN401
@@ -248,8 +319,9 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
     model.train()
     ids = torch.zeros((micro_batch, seq_len), dtype=torch.long, device="meta")
     kernel = _sdpa_stand_in(torch) if attention == "sdpa" else contextlib.nullcontext()
+    casting = _AutocastLists.mode(torch, weight_copies) if autocast else contextlib.nullcontext()
     try:
-        with kernel, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), Where():
+        with kernel, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), Where(), casting:
             model(input_ids=ids, labels=ids)
     finally:
         for h in handles:
@@ -262,8 +334,8 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
         nbytes = float(storage.nbytes())
         if keep_listing:
             listing.setdefault(layer, []).append((shape, dtype, int(nbytes), f"{path} [{part}]"))
-        if shape == ():
-            constant += nbytes  # scalars (the loss's normaliser): a few bytes a pass, whatever S
+        if shape == () or storage._cdata in weight_copies:
+            constant += nbytes  # scalars (the loss's normaliser), autocast's weight copies: once a pass
         elif layer == OUTSIDE:
             outside += nbytes
         else:
@@ -278,9 +350,6 @@ def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tu
     if attention not in TRACE_ATTENTION:
         raise UserError("training.attention", f"one of {', '.join(TRACE_ATTENTION)} to trace, got {attention!r} "
                         "(flash keeps what sdpa's flash kernel keeps: trace sdpa)")
-    if precision == "autocast":
-        raise UserError("training.precision", "bf16 or fp32 on the meta device: autocast casts per op on the "
-                        "accelerator (measure it there with `trainplan probe model --precision autocast`)")
     if precision not in PRECISIONS:
         raise UserError("training.precision", f"one of {', '.join(PRECISIONS)}, got {precision!r}")
     s1, s2 = seq_lens
@@ -288,11 +357,12 @@ def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tu
         raise UserError("seq_lens", f"two sequence lengths 2 <= S1 < S2 and a micro-batch of 1 or more, got "
                         f"{seq_lens} and {micro_batch}")
     model = build_meta(config, attention, precision)
-    if precision == "fp32" and any(p.dim() == 3 for p in model.parameters()):
+    if precision != "bf16" and any(p.dim() == 3 for p in model.parameters()):
         raise UserError("training.precision", "bf16 to trace fused experts on the meta device: transformers' "
                         "grouped_mm experts run in bf16 only there")
-    first, out1, listing, constant = _saved_once(model, micro_batch, s1, attention, keep_listing)
-    second, out2, _, _ = _saved_once(model, micro_batch, s2, attention, False)
+    autocast = precision == "autocast"
+    first, out1, listing, constant = _saved_once(model, micro_batch, s1, attention, keep_listing, autocast)
+    second, out2, _, _ = _saved_once(model, micro_batch, s2, attention, False, autocast)
     t1, t2 = micro_batch * s1, micro_batch * s2
     layers = []
     for a, b in zip(first, second):
@@ -306,7 +376,7 @@ def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tu
     o_beta = (out2 / t2 - out1 / t1) / (s2 - s1)
     o_alpha = out1 / t1 - o_beta * s1
     vocab = int(model.get_output_embeddings().weight.shape[0])
-    logits = 2.0 if precision == "bf16" else 4.0
+    logits = 4.0 if precision == "fp32" else 2.0
     return ActivationTrace(str(config["model_type"]), attention, precision, micro_batch, (s1, s2), tuple(layers),
                            o_alpha, o_beta, logits, vocab, constant, listing)
 
@@ -322,7 +392,7 @@ def cached_trace(config: dict[str, Any], micro_batch: int, attention: str, preci
     import json
 
     kind = "sdpa" if attention == "flash" else attention
-    dtype = "fp32" if precision == "fp32" else "bf16"
+    dtype = precision if precision in ("fp32", "autocast") else "bf16"
     return _cached(json.dumps(config, sort_keys=True), int(micro_batch), kind, dtype)
 
 

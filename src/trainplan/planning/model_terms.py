@@ -56,17 +56,19 @@ def _shape(w: Any, count: Any) -> act.ActivationShape:
     without torch and transformers, naming the extra that installs them."""
     family = count.family if count.family in act.families() else "llama"
     if w.model.hf_config is not None:
+        from trainplan.measure import trace
         from trainplan.workload.params import load_hf_config
 
+        t = w.training
         config = load_hf_config(w.base_dir / w.model.hf_config)  # the count read it already: it parses
-        if config.get("model_type") in act.families():
+        # autocast over fp32 weights (HF Trainer's bf16=True) keeps fp32 and bf16 copies the formulas do
+        # not count: traced where torch is installed, whatever the family
+        autocast = t.state_recipe == "autocast_fp32" and trace.available()
+        if config.get("model_type") in act.families() and not autocast:
             shape = act.shape_from_hf_config(config)
             return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
                                           "norm": w.model.norm})
-        t = w.training
-        from trainplan.measure import trace
-
-        traced = trace.cached_trace(config, t.micro_batch, t.attention, t.precision)
+        traced = trace.cached_trace(config, t.micro_batch, t.attention, "autocast" if autocast else t.precision)
         return act.ActivationShape(str(config.get("model_type")), count.layers, count.width, count.ffn_width,
                                    count.heads, count.kv_heads, count.head_dim, count.vocab,
                                    count.experts_per_token, experts=count.experts, traced=traced)

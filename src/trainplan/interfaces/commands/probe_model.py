@@ -29,7 +29,7 @@ def formula_beside(config: dict[str, Any], probe: Any, attention: str) -> dict[s
     out: dict[str, Any] = {}
     count = count_from_hf_config(config)
     out["params"] = count.total
-    if config.get("model_type") in act.families() and probe.recompute == "none":
+    if config.get("model_type") in act.families() and probe.recompute == "none" and probe.precision != "autocast":
         a = 4.0 if probe.precision == "fp32" else 2.0
         shape = act.shape_from_hf_config(config)
         out["activation_bytes_per_layer_token"] = act.layer_bytes_per_token(shape, probe.seq_len, attention, a).total
@@ -40,7 +40,7 @@ def formula_beside(config: dict[str, Any], probe: Any, attention: str) -> dict[s
                               for s in probe.flops_per_token}
     # torch's AdamW keeps two moments in the parameters' dtype: the pure_bf16 recipe's in bf16,
     # autocast_fp32's over fp32 weights
-    recipe = ts.recipe("autocast_fp32" if probe.precision == "fp32" else "pure_bf16")
+    recipe = ts.recipe("pure_bf16" if probe.precision == "bf16" else "autocast_fp32")
     out["optimizer_state_bytes"] = recipe.moments * count.total
     return out
 
@@ -79,7 +79,8 @@ def register(probe_app: typer.Typer) -> None:
         batch: Annotated[int, typer.Option("--batch", help="sequences in the measured micro-batch", min=1)] = 2,
         seq_len: Annotated[int, typer.Option("--seq-len", help="tokens per measured sequence", min=2)] = 128,
         attention: Annotated[str, typer.Option(help="sdpa or eager")] = "sdpa",
-        precision: Annotated[str, typer.Option(help="bf16 or fp32 weights and activations")] = "bf16",
+        precision: Annotated[str, typer.Option(help="bf16, fp32, or autocast (bf16 autocast over fp32 weights)")]
+        = "bf16",
         recompute: Annotated[str, typer.Option(help="none, selective or full")] = "none",
         flop_seq_lens: Annotated[str, typer.Option("--flop-seq-lens", help="comma-separated S for FLOP counts")]
         = "512,2048,8192",
@@ -100,9 +101,9 @@ def register(probe_app: typer.Typer) -> None:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers, got {flop_seq_lens!r}") from None
         if not lens or min(lens) < 2:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers of 2 or more, got {flop_seq_lens!r}")
-        if precision not in ("bf16", "fp32"):
-            raise UserError("--precision", f"expected bf16 or fp32, got {precision!r} (autocast casts per op on the "
-                            "accelerator, which the meta-device trace does not run)")
+        if precision not in ("bf16", "fp32", "autocast"):
+            raise UserError("--precision", f"expected bf16, fp32 or autocast (bf16 autocast over fp32 weights), "
+                            f"got {precision!r}")
         if recompute not in ("none", "selective", "full"):
             raise UserError("--recompute", f"expected none, selective or full, got {recompute!r}")
         cfg = model_probe.load_config(config, sets or [])
