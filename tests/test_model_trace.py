@@ -444,3 +444,19 @@ def test_plan_traces_autocast_for_a_family_with_traits(tmp_path) -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         cpu = mp.saved_bytes(model, 2, 48).total
     assert mem["activations_layers"] + mem["activations_outside_layers"] == pytest.approx(cpu, rel=1e-9)
+
+
+@pytest.mark.parametrize("family", ["qwen3_moe", "deepseek_v3", "olmoe"])
+def test_probe_counts_the_grouped_expert_products(family: str) -> None:
+    """`probe model`'s FLOPs on the meta device, where transformers 5 runs experts as aten._grouped_mm
+    (no FlopCounterMode formula: the experts used to count 0), equal FlopCounterMode over the eager
+    experts loop on CPU, forward and backward."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config = {"model_type": family, **TINY[family]}
+    model = _model(config, attention="eager")
+    ids = torch.randint(0, config["vocab_size"], (1, 32))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(input_ids=ids, labels=ids).loss.backward()
+    assert mp.counted_flops(config, 32, attention="eager") == counter.get_total_flops()

@@ -197,14 +197,31 @@ def saved_bytes(model: Any, micro_batch: int, seq_len: int, seed: int = 0, keep_
     return SavedBytes(per_layer, outside, micro_batch * seq_len, listing)
 
 
+def grouped_mm_flops(a_shape: Any, b_shape: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:  # noqa: ANN401
+    """FLOPs of aten._grouped_mm (transformers 5's fused experts), which FlopCounterMode has no formula for:
+    2 M N K for every row of each group. (T, K) x (E, K, N): each of the T rows meets one expert, 2 T K N;
+    (M, T) x (T, N) grouped along T (the weight gradient): 2 M T N in all; batched (E, M, K) x (E, K, N):
+    2 E M K N."""
+    if len(a_shape) == 2 and len(b_shape) == 3:
+        return 2 * a_shape[0] * a_shape[1] * b_shape[2]
+    if len(a_shape) == 2 and len(b_shape) == 2:
+        return 2 * a_shape[0] * a_shape[1] * b_shape[1]
+    if len(a_shape) == 3 and len(b_shape) == 3:
+        return 2 * a_shape[0] * a_shape[1] * a_shape[2] * b_shape[2]
+    return 2 * a_shape[-2] * a_shape[-1] * b_shape[-1]  # (E, M, K) x (K_total, N): one product a row
+
+
 def counted_flops(config: dict[str, Any], seq_len: int, micro_batch: int = 1, attention: str = "sdpa") -> float:
-    """FLOPs of one forward + backward with labels, counted by FlopCounterMode on the meta device."""
+    """FLOPs of one forward + backward with labels, counted by FlopCounterMode on the meta device
+    (transformers 5's grouped expert products by grouped_mm_flops)."""
     torch, _ = _imports()
     from torch.utils.flop_counter import FlopCounterMode
 
     model = build_model(config, attention=attention, device="meta")
     ids = torch.zeros((micro_batch, seq_len), dtype=torch.long, device="meta")
-    counter = FlopCounterMode(display=False)
+    grouped = getattr(torch.ops.aten, "_grouped_mm", None)
+    mapping = {grouped: grouped_mm_flops} if grouped is not None else {}  # keyed by the overload packet
+    counter = FlopCounterMode(display=False, custom_mapping=mapping)
     with counter:
         out = model(input_ids=ids, labels=ids)
         out.loss.backward()
