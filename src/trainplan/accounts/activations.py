@@ -269,7 +269,9 @@ def traced_account(shape: ActivationShape, micro_batch: int, seq_len: int, bytes
         kept = mean - dropped
         layers_bytes = tokens * (sum(per_layer) - len(per_layer) * dropped + dropped)
     else:
-        kept = bytes_per_value * shape.width
+        # the hidden state each checkpoint keeps: fp32 under autocast (the residual stream stays fp32)
+        hidden = FP32_BYTES if tr.precision in ("fp32", "autocast") else bytes_per_value
+        kept = hidden * shape.width
         layers_bytes = tokens * (len(per_layer) * kept + max(per_layer, default=0.0))
     outside = tokens * tr.outside_bytes_per_token(seq_len) + tr.constant_bytes
     logits = tokens * shape.vocab * (tr.logits_bytes_per_value if logits_bytes_per_value is None
