@@ -460,3 +460,23 @@ def test_probe_counts_the_grouped_expert_products(family: str) -> None:
     with counter:
         model(input_ids=ids, labels=ids).loss.backward()
     assert mp.counted_flops(config, 32, attention="eager") == counter.get_total_flops()
+
+
+@pytest.mark.parametrize("name", ["qwen3", "falcon", "phi3"])
+def test_traced_full_recomputation_against_gradient_checkpointing(name: str) -> None:
+    """Full recomputation from the trace against transformers' gradient checkpointing on CPU (reentrant,
+    which saves each layer's inputs): one hidden state per layer kept, the outside of the layers whole;
+    the layer re-run during its own backward is a peak no hook sees, added by the account on top."""
+    config = _held_out(name)
+    b, s = 2, 48
+    model = mp.build_model(config, attention="eager")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
+    measured = mp.saved_bytes(model, b, s)
+    count = count_from_hf_config(config)
+    tr = trace.trace_activations(config, b, (16, 32), "eager")
+    shape = act.ActivationShape(name, count.layers, count.width, count.ffn_width, count.heads, count.kv_heads,
+                                count.head_dim, count.vocab, count.experts_per_token, traced=tr)
+    acc = act.activation_account(shape, b, s, "eager", 2.0, "full", False)
+    assert acc.kept_per_layer_bytes_per_token == pytest.approx(measured.per_layer_per_token, rel=0.05)
+    rerun = b * s * max(tr.layer_bytes_per_token(s))
+    assert acc.layers_bytes - rerun + acc.outside_saved_bytes == pytest.approx(measured.total, rel=0.05)
