@@ -264,6 +264,11 @@ def traced_account(shape: ActivationShape, micro_batch: int, seq_len: int, bytes
     if recompute == "none":
         kept = mean
         layers_bytes = tokens * sum(per_layer)
+    elif recompute == "selective" and tr.selective_layers:
+        # traced with every attention core checkpointed; the layer running its backward holds its core again
+        kept_layers = tr.selective_bytes_per_token(seq_len)
+        kept = sum(kept_layers) / max(len(kept_layers), 1)
+        layers_bytes = tokens * (sum(kept_layers) + max((n - k for n, k in zip(per_layer, kept_layers)), default=0.0))
     elif recompute == "selective":
         dropped = layer.attention_scores + layer.attention_dropout
         kept = mean - dropped

@@ -74,12 +74,13 @@ def load_config(path: str | Path | None, sets: list[str] | tuple[str, ...] = ())
 
 
 def _layers(model: Any) -> list[Any]:
-    """The decoder layers: the largest ModuleList of the model."""
+    """The decoder layers: the ModuleList holding the most parameters (not merely the longest: StableLM's
+    per-head q/k norms are a longer list)."""
     torch, _ = _imports()
     lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
     if not lists:
         raise UserError("model_type", "a decoder with a list of layers")
-    return list(max(lists, key=len))
+    return list(max(lists, key=lambda m: sum(p.numel() for p in m.parameters())))
 
 
 def build_model(config: dict[str, Any], attention: str = "sdpa", device: str = "cpu", dtype: str = "bf16") -> Any:
@@ -116,11 +117,16 @@ class SavedBytes:
         return sum(self.per_layer) + self.outside
 
 
-def _checkpointed_attention_core() -> Any:
+#: Attention cores run under checkpointed_attention_core since the process started (a family whose
+#: attention does not go through transformers' attention interface runs none: Falcon).
+CHECKPOINTED_CORES = [0]
+
+
+def checkpointed_attention_core() -> Any:
     """A context in which every attention core (transformers' attention interface: eager or SDPA)
     runs under torch.utils.checkpoint: selective recomputation as Megatron defines it. The
     reentrant form saves the core's inputs (q, k, v) with save_for_backward, so the saved-tensor
-    hooks see what selective recomputation keeps."""
+    hooks see what selective recomputation keeps. CHECKPOINTED_CORES counts the cores it ran."""
     import contextlib
 
     import torch.utils.checkpoint as checkpoint
@@ -134,6 +140,7 @@ def _checkpointed_attention_core() -> Any:
             core = original(*args, **kwargs)
 
             def recomputed(module: Any, q: Any, k: Any, v: Any, mask: Any, **kw: Any) -> Any:
+                CHECKPOINTED_CORES[0] += 1
                 return checkpoint.checkpoint(lambda q_, k_, v_: core(module, q_, k_, v_, mask, **kw), q, k, v,
                                              use_reentrant=True)
             return recomputed
@@ -180,7 +187,7 @@ def saved_bytes(model: Any, micro_batch: int, seq_len: int, seed: int = 0, keep_
     ids = torch.randint(0, model.config.vocab_size, (micro_batch, seq_len), device=device)
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
-                (_checkpointed_attention_core() if selective else contextlib.nullcontext()):
+                (checkpointed_attention_core() if selective else contextlib.nullcontext()):
             out = model(input_ids=ids, labels=ids)
         out.loss.backward()
     finally:
@@ -376,7 +383,8 @@ def probe_model(config: dict[str, Any], micro_batch: int = 2, seq_len: int = 128
         count = count_from_hf_config(config)
         steps.advance()
         steps.describe("tracing saved tensors (meta device)")
-        traced = trace.trace_activations(config, micro_batch, (max(2, seq_len // 2), seq_len), attention, precision)
+        traced = trace.trace_activations(config, micro_batch, (max(2, seq_len // 2), seq_len), attention, precision,
+                                         selective=recompute == "selective")
         shape = act.ActivationShape(str(config["model_type"]), count.layers, count.width, count.ffn_width,
                                     count.heads, count.kv_heads, count.head_dim, count.vocab,
                                     count.experts_per_token, experts=count.experts, traced=traced)

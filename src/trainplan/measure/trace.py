@@ -93,7 +93,12 @@ class ActivationTrace:
     logits_bytes_per_value: float  # the logits the model returns (held through backward), per vocab entry
     vocab: int
     constant_bytes: float = 0.0  # scalars saved once a pass (0-dim tensors), whatever b and S
+    # with every attention core under torch.utils.checkpoint (selective recomputation), when traced
+    selective_layers: tuple[TracedLayer, ...] = ()
     listing: dict[str, list[tuple[tuple[int, ...], str, int, str]]] = field(default_factory=dict, compare=False)
+
+    def selective_bytes_per_token(self, seq_len: int) -> list[float]:
+        return [sum(layer.bytes_per_token(seq_len).values()) for layer in self.selective_layers]
 
     def layer_bytes_per_token(self, seq_len: int) -> list[float]:
         return [sum(layer.bytes_per_token(seq_len).values()) for layer in self.layers]
@@ -256,15 +261,15 @@ def build_meta(config: dict[str, Any], attention: str, precision: str) -> Any:
 
 
 def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep_listing: bool,
-                autocast: bool = False) -> tuple[list[dict[str, float]], float, dict[str, list[Any]], float]:
+                autocast: bool = False, selective: bool = False) -> tuple[list[dict[str, float]], float, dict[str, list[Any]], float]:
     """(per layer: bytes by part, bytes outside, listing) of one forward pass with labels, on meta."""
     torch, _ = _imports()
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
-    layer_list = max((m for m in model.modules() if isinstance(m, torch.nn.ModuleList)), key=len, default=None)
-    if layer_list is None:
-        raise UserError("model_type", "a decoder with a list of layers")
+    from trainplan.measure.model_probe import _layers
+
+    layer_list = _layers(model)  # the ModuleList holding the most parameters: the decoder stack
     layer_of = {id(m): i for i, m in enumerate(layer_list)}
     names = {id(m): n for n, m in model.named_modules()}
     stack: list[Any] = []  # modules running, outermost first
@@ -320,8 +325,14 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
     ids = torch.zeros((micro_batch, seq_len), dtype=torch.long, device="meta")
     kernel = _sdpa_stand_in(torch) if attention == "sdpa" else contextlib.nullcontext()
     casting = _AutocastLists.mode(torch, weight_copies) if autocast else contextlib.nullcontext()
+    if selective:
+        from trainplan.measure.model_probe import checkpointed_attention_core
+
+        core = checkpointed_attention_core()
+    else:
+        core = contextlib.nullcontext()
     try:
-        with kernel, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), Where(), casting:
+        with kernel, core, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), Where(), casting:
             model(input_ids=ids, labels=ids)
     finally:
         for h in handles:
@@ -343,10 +354,26 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
     return per_layer, outside, listing, constant
 
 
+def _fit(first: list[dict[str, float]], second: list[dict[str, float]], t1: int, t2: int, s1: int, s2: int
+         ) -> tuple[TracedLayer, ...]:
+    """Each layer's alpha + beta S per part from its bytes at two lengths."""
+    layers = []
+    for a, b in zip(first, second):
+        beta = {p: (b[p] / t2 - a[p] / t1) / (s2 - s1) for p in PARTS}
+        alpha = {p: a[p] / t1 - beta[p] * s1 for p in PARTS}
+        # what grows with S inside attention is the S^2 scores (eager); keep it apart
+        beta["attention_scores"] = beta.get("attention_scores", 0.0) + beta.pop("attention")
+        beta["attention"] = 0.0
+        layers.append(TracedLayer(alpha, beta))
+    return tuple(layers)
+
+
 def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tuple[int, int] = (64, 128),
-                      attention: str = "sdpa", precision: str = "bf16", keep_listing: bool = False
-                      ) -> ActivationTrace:
-    """Saved-tensor bytes per token of every layer and outside the layers, exact in S (module docstring)."""
+                      attention: str = "sdpa", precision: str = "bf16", keep_listing: bool = False,
+                      selective: bool = False) -> ActivationTrace:
+    """Saved-tensor bytes per token of every layer and outside the layers, exact in S (module docstring).
+    `selective`: also trace each layer with its attention core under torch.utils.checkpoint (what
+    selective recomputation keeps: the core's inputs q, k, v and its output)."""
     if attention not in TRACE_ATTENTION:
         raise UserError("training.attention", f"one of {', '.join(TRACE_ATTENTION)} to trace, got {attention!r} "
                         "(flash keeps what sdpa's flash kernel keeps: trace sdpa)")
@@ -364,28 +391,30 @@ def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tu
     first, out1, listing, constant = _saved_once(model, micro_batch, s1, attention, keep_listing, autocast)
     second, out2, _, _ = _saved_once(model, micro_batch, s2, attention, False, autocast)
     t1, t2 = micro_batch * s1, micro_batch * s2
-    layers = []
-    for a, b in zip(first, second):
-        # bytes/token = alpha + beta S at both lengths
-        beta = {p: (b[p] / t2 - a[p] / t1) / (s2 - s1) for p in PARTS}
-        alpha = {p: a[p] / t1 - beta[p] * s1 for p in PARTS}
-        # what grows with S inside attention is the S^2 scores (eager); keep it apart
-        beta["attention_scores"] = beta.get("attention_scores", 0.0) + beta.pop("attention")
-        beta["attention"] = 0.0
-        layers.append(TracedLayer(alpha, beta))
+    layers = _fit(first, second, t1, t2, s1, s2)
+    selective_layers: tuple[TracedLayer, ...] = ()
+    if selective:
+        from trainplan.measure.model_probe import CHECKPOINTED_CORES
+
+        before = CHECKPOINTED_CORES[0]
+        sel1, _, _, _ = _saved_once(model, micro_batch, s1, attention, False, autocast, True)
+        sel2, _, _, _ = _saved_once(model, micro_batch, s2, attention, False, autocast, True)
+        if CHECKPOINTED_CORES[0] > before:  # else the family's attention bypasses the interface (Falcon):
+            selective_layers = _fit(sel1, sel2, t1, t2, s1, s2)  # the account drops the S-growing part
     o_beta = (out2 / t2 - out1 / t1) / (s2 - s1)
     o_alpha = out1 / t1 - o_beta * s1
     vocab = int(model.get_output_embeddings().weight.shape[0])
     logits = 4.0 if precision == "fp32" else 2.0
     return ActivationTrace(str(config["model_type"]), attention, precision, micro_batch, (s1, s2), tuple(layers),
-                           o_alpha, o_beta, logits, vocab, constant, listing)
+                           o_alpha, o_beta, logits, vocab, constant, selective_layers, listing)
 
 
 #: The two sequence lengths a plan's trace is taken at (any two give the same alpha + beta S).
 PLAN_TRACE_SEQ_LENS = (64, 128)
 
 
-def cached_trace(config: dict[str, Any], micro_batch: int, attention: str, precision: str) -> ActivationTrace:
+def cached_trace(config: dict[str, Any], micro_batch: int, attention: str, precision: str,
+                 recompute: str = "none") -> ActivationTrace:
     """The trace a plan uses for a family without traits: at the plan's micro-batch, its attention
     (flash keeps what sdpa's kernels keep) and its precision (fp16 keeps bf16's bytes). Cached per
     configuration, so a sweep traces once."""
@@ -393,11 +422,12 @@ def cached_trace(config: dict[str, Any], micro_batch: int, attention: str, preci
 
     kind = "sdpa" if attention == "flash" else attention
     dtype = precision if precision in ("fp32", "autocast") else "bf16"
-    return _cached(json.dumps(config, sort_keys=True), int(micro_batch), kind, dtype)
+    return _cached(json.dumps(config, sort_keys=True), int(micro_batch), kind, dtype, recompute == "selective")
 
 
 @functools.lru_cache(maxsize=16)
-def _cached(config_json: str, micro_batch: int, attention: str, precision: str) -> ActivationTrace:
+def _cached(config_json: str, micro_batch: int, attention: str, precision: str, selective: bool) -> ActivationTrace:
     import json
 
-    return trace_activations(json.loads(config_json), micro_batch, PLAN_TRACE_SEQ_LENS, attention, precision)
+    return trace_activations(json.loads(config_json), micro_batch, PLAN_TRACE_SEQ_LENS, attention, precision,
+                             selective=selective)

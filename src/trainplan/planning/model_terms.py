@@ -68,7 +68,8 @@ def _shape(w: Any, count: Any) -> act.ActivationShape:
             shape = act.shape_from_hf_config(config)
             return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
                                           "norm": w.model.norm})
-        traced = trace.cached_trace(config, t.micro_batch, t.attention, "autocast" if autocast else t.precision)
+        traced = trace.cached_trace(config, t.micro_batch, t.attention, "autocast" if autocast else t.precision,
+                                    t.recompute)
         return act.ActivationShape(str(config.get("model_type")), count.layers, count.width, count.ffn_width,
                                    count.heads, count.kv_heads, count.head_dim, count.vocab,
                                    count.experts_per_token, experts=count.experts, traced=traced)
