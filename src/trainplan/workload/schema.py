@@ -264,7 +264,8 @@ class TrainingSection(Section):
     lora_rank: Whole = Q(16, "assumed: LoRA rank 16 (Hu et al. 2021 use 1-64)", gt=0)
     lora_targets: list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = Q(
         ["q", "k", "v", "o"], "assumed: the attention projections, LoRA's original targets (Hu et al. 2021 §7.1)")
-    state_recipe: Literal["mixed_fp32_master", "autocast_fp32", "pure_bf16", "adam_8bit", "sgd_momentum"] | None = Q(
+    state_recipe: Literal["mixed_fp32_master", "autocast_fp32", "pure_bf16", "adam_8bit", "sgd_momentum",
+                          "bf16_fp32_master_grads", "fp8_te"] | None = Q(
         None, "derived: from training.precision and training.optimizer (catalogue/state_recipes.toml)")
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] | None = Q(
         None, "derived: from training.zero (0 none, 1-3 DeepSpeed ZeRO stages)")
