@@ -47,15 +47,14 @@ def test_grid_result_equals_the_single_layout():
     # the vectorised evaluation and a one-layout call agree (vectorisation check)
     w = load_workload(None, SETS)
     best = search(w, resolve_model(w), top=1)["layouts"][0]
-    from trainplan.planning.layout import _state_kwargs, hardware, model_shape
+    # the same layout planned as a workload of its own, through the plan's execution model
+    from trainplan.planning.inputs import PlanInputs
 
-    one = parallel.parallel_account(
-        model_shape(w, resolve_model(w)), hardware(w), tensor=best["tensor"], pipeline=best["pipeline"],
-        interleave=best["interleave"], context=best["context"], expert=best["expert"], data=best["data"],
-        sequence_parallel=best["sequence"], micro_batch=best["micro_batch"], micro_batches=best["micro_batches"],
-        recompute=best["recompute"], zero=best["zero"],
-        schedule="interleaved" if best["interleave"] > 1 else "1f1b", flash_attention=w.parallel.flash_attention,
-        embedding_stages=best["embedding_stages"], **_state_kwargs(w))
+    sets = SETS + [f"parallel.{k}={best[k]}" for k in ("tensor", "pipeline", "interleave", "context", "expert")] + [
+        f"parallel.sequence={'true' if best['sequence'] else 'false'}", f"training.micro_batch={best['micro_batch']}",
+        f"training.grad_accum={best['micro_batches']}", f"training.recompute={best['recompute']}",
+        f"training.zero={best['zero']}", f"parallel.schedule={best['schedule']}"]
+    one = PlanInputs.of(load_workload(None, sets)).execution
     assert float(one.step_seconds) == pytest.approx(best["step_seconds"])
 
 
@@ -160,12 +159,12 @@ def test_framework_key_scales_kernels_and_sets_overlap():
     # the same layout under DeepSpeed's pipeline engine: every kernel at 0.756 of Megatron-core's speed
     # (catalogue, fitted on mtnlg and bloom), so the compute term is 1 / 0.756 times as long
     from trainplan.accounts import step_ops
-    from trainplan.planning.layout import account_of
+    from trainplan.planning.inputs import PlanInputs
 
     core = load_workload(None, SETS + ["parallel.tensor=2", "parallel.pipeline=2"])
     ds = load_workload(None, SETS + ["parallel.tensor=2", "parallel.pipeline=2", "parallel.framework=deepspeed"])
-    a, _ = account_of(core, resolve_model(core))
-    b, _ = account_of(ds, resolve_model(ds))
+    a = PlanInputs.of(core).execution
+    b = PlanInputs.of(ds).execution
     share = step_ops.framework("deepspeed").efficiency
     assert float(b.compute_seconds) == pytest.approx(float(a.compute_seconds) / share)
     assert float(b.step_seconds) > float(a.step_seconds)

@@ -85,35 +85,7 @@ RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 SCHEDULE_CODES = {"1f1b": 0, "interleaved": 0, "gpipe": 1}
 
 
-# ---------------------------------------------------------------- the published per-layer formulas
-
-
-def korthikanti_activation_bytes_per_layer(s: Any, b: Any, h: Any, a: Any, t: Any = 1, sequence_parallel: Any = False,
-                                           recompute: Any = "none", attention_scores: bool = True) -> Any:
-    """Korthikanti et al. 2022's activation bytes of one layer on one device (16-bit activations).
-
-    `attention_scores=False`: a fused (flash) attention kernel never stores the a s x s scores,
-    softmax and dropout mask, so the 5 a s / h term is gone whatever the recomputation."""
-    sp = np.asarray(sequence_parallel, dtype=bool)
-    code = _recompute_code(recompute)
-    sbh = np.asarray(s, dtype=np.float64) * b * h
-    replicated = np.where(sp, KORTHIKANTI_REPLICATED / t, KORTHIKANTI_REPLICATED)
-    scores = KORTHIKANTI_ATTENTION_SCORES * a * s / (np.asarray(h, dtype=np.float64) * t) * float(attention_scores)
-    kept = np.where(code == 0, replicated + KORTHIKANTI_TENSOR_PARALLEL / t + scores,
-                    replicated + KORTHIKANTI_TENSOR_PARALLEL / t)
-    full = np.where(sp, KORTHIKANTI_FULL_RECOMPUTE / t, KORTHIKANTI_FULL_RECOMPUTE)
-    return sbh * np.where(code == 2, full, kept)
-
-
-def narayanan_flops_per_step(batch: Any, s: Any, layers: Any, h: Any, vocab: Any, recompute: Any = "none") -> Any:
-    """Narayanan et al. 2021's FLOPs of one training step of `batch` sequences (standard block)."""
-    code = _recompute_code(recompute)
-    l = np.asarray(layers, dtype=np.float64)
-    base = batch * np.asarray(s, dtype=np.float64) * l * np.asarray(h, dtype=np.float64) ** 2
-    no_recompute = 72.0 * base * (1 + s / (6.0 * h) + vocab / (12.0 * h * l))
-    full = 96.0 * base * (1 + s / (6.0 * h) + vocab / (16.0 * h * l))
-    selective = 72.0 * base * (1 + 2.0 * s / (9.0 * h) + vocab / (12.0 * h * l))
-    return np.select([code == 2, code == 1], [full, selective], no_recompute)
+# ---------------------------------------------------------------- the pipeline schedule
 
 
 def pipeline_bubble(p: Any, m: Any, v: Any = 1) -> Any:
@@ -197,6 +169,9 @@ class ModelShape:
     tied: bool  # input and output embeddings shared (else a second vocab x width on the last stage)
     experts: int = 1
     experts_per_token: int = 1
+    attention_width: int | None = None  # heads x head width (None: the model width)
+    largest_layer_params: float = 0.0  # the largest module ZeRO-3/FSDP gathers whole (training_state.py)
+    matmul_params: float | None = None  # parameters in matrix products per token (None: from the counts)
 
     @property
     def head_params(self) -> float:
@@ -213,13 +188,13 @@ class ModelShape:
     def dense_layer_params(self) -> float:
         """Parameters of one layer outside the experts."""
         outside = self.params - self.embedding_params - self.head_params - self.expert_params
-        return max(outside, 0.0) / self.layers
+        return np.maximum(outside, 0.0) / self.layers
 
     @property
     def active_layer_params(self) -> float:
         """Parameters one token touches in one layer (what its matmul FLOPs scale with)."""
         active = self.active_params - self.embedding_params - self.head_params
-        return max(active, 0.0) / self.layers
+        return np.maximum(active, 0.0) / self.layers
 
 
 @dataclass(frozen=True)
@@ -235,7 +210,7 @@ class Hardware:
     intra_latency: float
     inter_bus_bandwidth: float  # per device, achieved
     inter_latency: float
-    kernels: step_ops.KernelEfficiency | None = None  # GEMM curve and kernel efficiencies; None: the default row
+    kernels: step_ops.KernelEfficiency | None = None  # GEMM curve and kernel efficiencies; None: the flat model
     intra_half_bytes: float = 0.0  # message size at half the tier's bus bandwidth (collective_efficiency.toml)
     inter_half_bytes: float = 0.0
     intra_send_half_bytes: float = 0.0  # the same for a point-to-point send
@@ -252,7 +227,8 @@ class ParallelAccount:
     weights_bytes: Any
     grads_bytes: Any
     optimizer_bytes: Any
-    activation_bytes: Any  # the first stage's (with the output layer when there is one stage)
+    gathered_bytes: Any  # ZeRO-3 / FSDP: the unsharded module(s) in flight
+    activation_bytes: Any  # the fuller stage's (with the output layer when there is one stage)
     first_stage_bytes: Any
     last_stage_bytes: Any
     per_device_bytes: Any  # the fuller of the first and last stages
@@ -273,7 +249,17 @@ class ParallelAccount:
     flops_per_device: Any  # executed (recomputation included)
     achieved_matmul_efficiency: Any  # executed FLOPs / (peak x compute time): the GEMM curve's average here
     model_flops: Any  # the whole step, no recomputation (what MFU counts)
+    executed_flops: Any  # the whole step as run (recomputation, causal kernels)
     mfu: Any
+    hfu: Any
+    model_flops_per_token: Any
+    executed_flops_per_token: Any
+    tokens_per_step: Any  # micro-batch x sequence x micro-batches x data-parallel degree
+    data_parallel_sync_seconds: Any  # the gradient sync (and ZeRO-3 gathers) before any overlap
+    gradient_bytes: Any  # this device's gradients, the data-parallel message
+    data_bus_bytes: Any  # bytes each device moves in the data-parallel collectives of a step
+    last_backward_seconds: Any  # the backward pass the sync may hide behind
+    compute_source: str  # "predicted", "mfu" or "hfu"
     bytes_per_step: Any  # all collectives, bytes each device moves
     tensor_tier: Any  # "intra" | "inter"
     pipeline_tier: Any
@@ -285,13 +271,91 @@ def _tier(group_span: Any, devices_per_node: int) -> Any:
     return np.asarray(group_span) > devices_per_node
 
 
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes one layer keeps per token for its backward pass, split by what the layout divides.
+
+    One activation account gives these numbers (accounts/activations.py for a known architecture,
+    a measured or per-layer figure otherwise; `korthikanti` for the published GPT-block figures);
+    the layout only divides them: the replicated part by t under sequence parallelism, the split
+    part by t always, the head and loss part (vocabulary-parallel) by t on the last stage."""
+
+    replicated: float  # norms, linear-layer inputs, residual dropout masks (per token, one layer)
+    split: float  # attention core, scores, MLP (per token, one layer, no recomputation)
+    selective_split: float  # the split part kept under selective recomputation (the core re-run)
+    full_kept: float  # full recomputation: the layer's input hidden state (replicated)
+    outside_first: float = 0.0  # per token per micro-batch in flight, on the first stage (embedding side)
+    outside_last: float = 0.0  # per token, on the last stage (final norm, head input, loss, logits)
+
+    @classmethod
+    def korthikanti(cls, width: float, heads: float, seq_len: float, vocab: float, attention_scores: bool = True,
+                    bytes_per_value: float = KORTHIKANTI_BYTES_PER_VALUE) -> "LayerActivations":
+        """Korthikanti et al. 2022's GPT block (16-bit activations, scaled to `bytes_per_value`):
+        10 s b h replicated, 24 s b h + 5 a s^2 b split, 2 s b h kept under full recomputation; the
+        embedding's dropout mask per micro-batch in flight, and 4 s b (h + V) for the output layer."""
+        scale = bytes_per_value / KORTHIKANTI_BYTES_PER_VALUE
+        scores = KORTHIKANTI_ATTENTION_SCORES * heads * seq_len * float(attention_scores)
+        return cls(KORTHIKANTI_REPLICATED * width * scale, (KORTHIKANTI_TENSOR_PARALLEL * width + scores) * scale,
+                   KORTHIKANTI_TENSOR_PARALLEL * width * scale, KORTHIKANTI_FULL_RECOMPUTE * width * scale,
+                   EMBEDDING_DROPOUT_BYTES * width, OUTPUT_LAYER_BYTES * (width + vocab))
+
+
+#: zero codes of the layout arrays and the training-state sharding each stands for
+SHARDING_OF_CODE = ("none", "zero1", "zero2", "zero3", "fsdp")
+
+
+def default_state(recipe: Any = None) -> Any:
+    """The state of a dense model under a recipe (accounts/training_state.py; mixed precision with an
+    fp32 master copy when none is named), as `state_of(params_device, shard, code, largest)`."""
+    from trainplan.accounts import training_state as ts
+
+    r = recipe or ts.recipe("mixed_fp32_master")
+
+    def state_of(params_device: Any, shard: Any, code: Any, largest: Any) -> tuple[Any, Any, Any, Any]:
+        return sharded_state(params_device, shard, code, largest, r)
+    return state_of
+
+
+def sharded_state(params_device: Any, shard: Any, code: Any, largest: Any, r: Any) -> tuple[Any, Any, Any, Any]:
+    """(weights, grads, optimizer, gathered) per device by training_state.sharded, code by code (arrays)."""
+    from trainplan.accounts import training_state as ts
+
+    code = np.asarray(code)
+    out = [np.zeros(np.broadcast(params_device, shard, code).shape) for _ in range(4)]
+    for c in np.unique(code):
+        st = ts.sharded(params_device, r, SHARDING_OF_CODE[int(c)], shard, largest)
+        where = code == c
+        for i, v in enumerate((st.weights_bytes, st.grads_bytes, st.optimizer_bytes, st.gathered_bytes)):
+            out[i] = np.where(where, v, out[i])
+    return tuple(out)  # type: ignore[return-value]
+
+
 def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeline: Any = 1, interleave: Any = 1,
                      context: Any = 1, expert: Any = 1, data: Any = 1, sequence_parallel: Any = False,
                      micro_batch: Any = 1, micro_batches: Any = 1, recompute: Any = "none", zero: Any = 0,
-                     schedule: Any = "1f1b", flash_attention: bool = False, activation_bytes_per_value: float = 2.0,
-                     weight_bytes: float = 2.0, grad_bytes: float = 2.0, master_bytes: float = 4.0,
-                     optimizer_bytes: float = 8.0, dp_overlap: Any = True, zero3_prefetch: int = 1,
-                     overlap_cost: float = 0.0, embedding_stages: Any = 0) -> ParallelAccount:
+                     schedule: Any = "1f1b", attention: str, activations: LayerActivations,
+                     activation_bytes_per_value: float, state_of: Any, weight_bytes: float,
+                     grad_bytes: float, utilisation: Any = None, utilisation_kind: str = "mfu",
+                     scaling_efficiency: Any = 1.0, end_to_end: bool = False,
+                     flops_per_token: tuple[float, float] | None = None, dp_overlap: Any = True,
+                     zero3_prefetch: int = 1, overlap_cost: float = 0.0,
+                     embedding_stages: Any = 0) -> ParallelAccount:
+    """Memory per device and time per step of layouts (numbers, or arrays of a grid).
+
+    `activations`: the per-layer bytes of the one activation account; `state_of(params_device,
+    shard, zero_code, largest_layer_params)` -> (weights, grads, optimizer, gathered) bytes, the one
+    training-state account; `attention` ("flash", "sdpa", "eager") the kernel, for the FLOPs it
+    executes; `weight_bytes`/`grad_bytes` per parameter, what the collectives move.
+
+    The compute part of a step is predicted from the FLOPs at the matmul efficiency and the
+    element-wise traffic at memory bandwidth, unless `utilisation` is given: an MFU (model FLOPs,
+    recomputation not counted) or, with `utilisation_kind="hfu"`, an HFU (executed FLOPs), times
+    `scaling_efficiency`. Exposed communication and the pipeline bubble are added to it either way,
+    except with `end_to_end` (an MFU measured over whole steps on these devices already holds them).
+    `flops_per_token` (model, executed) replaces the FLOPs of the shape where the caller counted
+    them for the architecture (planning/model_terms.py: LoRA, a config.json)."""
+    from trainplan.accounts import compute as compute_mod
+
     f = np.float64
     t, p, v = np.asarray(tensor, f), np.asarray(pipeline, f), np.asarray(interleave, f)
     c, e, d = np.asarray(context, f), np.asarray(expert, f), np.asarray(data, f)
@@ -302,7 +366,6 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     h, a, l, V = float(model.width), float(model.heads), float(model.layers), float(model.vocab)
     s = model.seq_len / c  # tokens per device of each sequence under context parallelism
     s_full = float(model.seq_len)
-    scale = activation_bytes_per_value / KORTHIKANTI_BYTES_PER_VALUE
     layers_per_stage = l / p
     sp_div = np.where(sp, t, 1.0)
     n_devices = t * p * c * d
@@ -313,44 +376,64 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     expert_stage = layers_per_stage * model.expert_params / l / e
     params_device = (dense_stage + expert_stage) / t
     shard = d * c
-    weights = params_device * weight_bytes / np.where(zero >= 3, shard, 1.0)
-    grads = params_device * grad_bytes / np.where(zero >= 2, shard, 1.0)
-    optimizer = params_device * (master_bytes + optimizer_bytes) / np.where(zero >= 1, shard, 1.0)
-    # ZeRO-3 gathers one layer at a time and prefetches the next: two layers unsharded
-    gathered = np.where(zero >= 3, 2.0 * (model.dense_layer_params + model.expert_params / l / e) / t
-                        * weight_bytes, 0.0)
+    largest = np.maximum(model.largest_layer_params / t, 0.0)
+    weights, grads, optimizer, gathered = state_of(params_device, shard, zero, largest)
 
-    scores_kept = not flash_attention
-    per_layer = korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, code, scores_kept) * scale
+    # ---- activations: the one account's per-layer bytes, divided as the layout divides them
+    la = activations
+    tokens_mb = s * b  # tokens of one micro-batch on one device
+    rep = la.replicated / sp_div
+    kept_token = np.select([code == 2, code == 1], [la.full_kept / sp_div, rep + la.selective_split / t],
+                           rep + la.split / t)
+    # the layer being re-run during its backward holds what recomputation dropped
+    working_token = np.select([code == 2, code == 1], [rep + la.split / t, (la.split - la.selective_split) / t],
+                              0.0)
+    per_layer = tokens_mb * kept_token
+    working = tokens_mb * working_token
     stored = layers_per_stage * per_layer * p * in_flight_factor(p, m, v, schedule)
     in_flight = np.where(_schedule_code(schedule) == 1, m, np.minimum(p, m))
-    embedding_mask = s * b * h * in_flight * EMBEDDING_DROPOUT_BYTES / sp_div
-    # full recomputation rebuilds one layer's whole activations during its backward pass
-    working = np.where(code == 2, korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none", scores_kept)
-                       * scale, 0.0)
-    # the output layer (Korthikanti §4.3): layer norm and projection input 4 s b h / t, fp32 logits of
-    # the loss 4 s b V / t, for the micro-batch being run; on the last stage
-    output_layer = OUTPUT_LAYER_BYTES * s * b * (h + V) / t
-    activations = stored + embedding_mask + working + np.where(p == 1, output_layer, 0.0)
+    first_outside = tokens_mb * in_flight * la.outside_first / sp_div
+    last_outside = tokens_mb * la.outside_last / t
+    activations_first = stored + first_outside + working + np.where(p == 1, last_outside, 0.0)
     # the last stage (p > 1) holds the same state (Megatron keeps a copy of tied embeddings there, or
     # the untied head) but only one micro-batch in flight under 1F1B (GPipe: all m)
     last_in_flight = np.where(_schedule_code(schedule) == 1, m, 1.0)
-    last_activations = layers_per_stage * per_layer * last_in_flight + output_layer + working
-    fuller = np.where(p > 1, np.maximum(activations, last_activations), activations)
+    last_activations = layers_per_stage * per_layer * last_in_flight + last_outside + working
+    activations_out = np.where(p > 1, np.maximum(activations_first, last_activations), activations_first)
     state_bytes = weights + grads + optimizer + gathered + hw.runtime_buffers
-    first_stage = (state_bytes + activations) * (1.0 + hw.headroom)
+    first_stage = (state_bytes + activations_first) * (1.0 + hw.headroom)
     last_stage = np.where(p > 1, (state_bytes + last_activations) * (1.0 + hw.headroom), first_stage)
-    per_device = (state_bytes + fuller) * (1.0 + hw.headroom)
+    per_device = (state_bytes + activations_out) * (1.0 + hw.headroom)
 
-    # ---- time per step: each operation from its shape (accounts/step_ops.py)
-    # without a kernel curve, every GEMM and attention kernel at the one matmul efficiency, element-wise
-    # work at the full HBM bandwidth (the flat model)
+    # ---- FLOPs per token (accounts/compute.py, the one FLOPs account), by recomputation
+    head = model.embedding_params  # the logits' matmul, tied or not
+    matmul_params = model.matmul_params if model.matmul_params is not None else model.active_layer_params * l + head
+    attention_width = float(h if model.attention_width is None else model.attention_width)
+    by_code = [compute_mod.flops_per_token(matmul_params, int(l), attention_width, s_full, r, attention,
+                                           head_params=head) for r in ("none", "selective", "full")]
+    executed_token = np.select([code == 2, code == 1], [by_code[2].executed, by_code[1].executed],
+                               by_code[0].executed)
+    model_token = by_code[0].model
+    if flops_per_token is not None:
+        model_token, executed_token = flops_per_token
+    head_token = (compute_mod.FORWARD_FLOPS_PER_PARAM_TOKEN + compute_mod.BACKWARD_FLOPS_PER_PARAM_TOKEN) * head
+    attention_fwd_token = by_code[0].attention_model / (1 + BACKWARD_PER_FORWARD) \
+        * compute_mod.CAUSAL_EXECUTED_SHARE[attention]
+
+    # ---- compute per micro-batch on one device: the layers' executed FLOPs split over t, the logits'
+    layer_flops = b * s * (executed_token - head_token) / l / t
+    logit_flops = b * s * head_token / t
+    attention_fwd = b * s * attention_fwd_token / l / t
+
+    # ---- time of each operation from its shape (accounts/step_ops.py). Without a kernel curve every
+    # GEMM and attention kernel runs at the one matmul efficiency, element-wise work at full HBM
+    # bandwidth (the flat model).
     kern = hw.kernels if hw.kernels is not None else step_ops.flat_efficiency(hw.matmul_efficiency)
     peak = hw.peak_flops
     tokens = b * s  # rows of every GEMM of one micro-batch on this device
-    q_width = h  # heads x head_dim
-    kv_width = h * model.kv_heads / model.heads
-    head_dim = h / a
+    q_width = attention_width if attention_width > 0 else h  # heads x head width
+    kv_width = q_width * model.kv_heads / model.heads
+    head_dim = q_width / a
     attention_params = h * (q_width + 2.0 * kv_width) + q_width * h
     # a token's MLP parameters: the dense (or shared) MLP, and k routed experts of a MoE layer
     expert_each = model.expert_params / l / model.experts if model.experts > 1 else 0.0
@@ -358,40 +441,43 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     mlp_params = np.maximum(model.active_layer_params - attention_params - routed_params, 0.0)
     mlp_width = mlp_params / (2.0 * h)  # as two GEMMs h -> f -> h (a gated MLP's three fold into these)
     expert_width = expert_each / (2.0 * h)
-    # forward GEMMs of one layer: QKV, attention output, MLP up and down (TP splits their inner sizes)
-    gemm_fwd = (step_ops.gemm_seconds(tokens, (q_width + 2.0 * kv_width) / t, h, peak, kern)
-                + step_ops.gemm_seconds(tokens, h, q_width / t, peak, kern)
-                + step_ops.gemm_seconds(tokens, mlp_width / t, h, peak, kern)
-                + step_ops.gemm_seconds(tokens, h, mlp_width / t, peak, kern))
-    if routed_params > 0:
+    # the forward GEMMs of one layer as shaped: QKV, attention output, MLP up and down (TP splits their
+    # inner sizes); their FLOPs and seconds give the layer's GEMM seconds per FLOP
+    shapes = [(tokens, (q_width + 2.0 * kv_width) / t, h), (tokens, h, q_width / t),
+              (tokens, mlp_width / t, h), (tokens, h, mlp_width / t)]
+    shaped_flops = sum(step_ops.FLOPS_PER_MULTIPLY_ADD * mm * nn * kk for mm, nn, kk in shapes)
+    shaped_seconds = sum(step_ops.gemm_seconds(mm, nn, kk, peak, kern) for mm, nn, kk in shapes)
+    if np.any(np.asarray(routed_params) > 0):
         # each of the E/e local experts receives e b s k / E tokens (the all-to-all brings them from the e
         # ranks): the routed FLOPs 2 b s k P_expert / t run as GEMMs of that many rows
         expert_rows = e * tokens * model.experts_per_token / model.experts
         routed_flops = MATMUL_FLOPS_PER_PARAM_TOKEN * tokens * routed_params / t / 2.0  # each of up and down
-        gemm_fwd = gemm_fwd + step_ops.gemm_seconds_of_flops(routed_flops, expert_rows, expert_width / t, h, peak,
-                                                             kern) \
+        shaped_flops = shaped_flops + 2.0 * routed_flops
+        shaped_seconds = shaped_seconds \
+            + step_ops.gemm_seconds_of_flops(routed_flops, expert_rows, expert_width / t, h, peak, kern) \
             + step_ops.gemm_seconds_of_flops(routed_flops, expert_rows, h, expert_width / t, peak, kern)
-    # the attention core: b a/t heads of s queries against all s_full keys
-    attention_core_fwd = step_ops.attention_core_seconds(b * a / t, s, s_full, head_dim, peak, kern,
-                                                         flash_attention)
-    matmul_fwd = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * model.active_layer_params / t
-    attention_fwd = ATTENTION_FLOPS * b * s * s_full * h / t
-    forward = matmul_fwd + attention_fwd
-    # selective recomputation re-runs the attention core; with flash attention there is none to keep
-    recomputed_flops = np.select([code == 2, code == 1], [forward, attention_fwd * float(scores_kept)], 0.0)
-    layer_flops = forward * (1 + BACKWARD_PER_FORWARD) + recomputed_flops
-    logit_flops = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * h * V / t * (1 + BACKWARD_PER_FORWARD)
-    recomputed_time = np.select([code == 2, code == 1],
-                                [gemm_fwd + attention_core_fwd, attention_core_fwd * float(scores_kept)], 0.0)
-    layer_compute = (gemm_fwd + attention_core_fwd) * (1 + BACKWARD_PER_FORWARD) + recomputed_time
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gemm_per_flop = np.where(shaped_flops > 0, shaped_seconds / np.where(shaped_flops > 0, shaped_flops, 1.0),
+                                 1.0 / (peak * kern.gemm_max))
+    # the attention core: b a/t heads of s queries against s_full keys, flash (fused) or not
+    fused = attention != "eager"
+    core_flops = 2.0 * step_ops.FLOPS_PER_MULTIPLY_ADD * b * a / t * s * s_full * head_dim
+    core_seconds = step_ops.attention_core_seconds(b * a / t, s, s_full, head_dim, peak, kern, fused)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        attention_per_flop = np.where(core_flops > 0, core_seconds / np.where(core_flops > 0, core_flops, 1.0), 0.0)
+    # executed attention of a layer: forward, twice that in backward, once more under recomputation
+    attention_layer = attention_fwd * (1 + BACKWARD_PER_FORWARD + np.where(code > 0, 1.0, 0.0))
+    attention_seconds_fwd = attention_fwd * attention_per_flop
+    layer_compute = np.maximum(layer_flops - attention_layer, 0.0) * gemm_per_flop + attention_layer * attention_per_flop
+    logit_seconds = (1 + BACKWARD_PER_FORWARD) * step_ops.gemm_seconds(tokens, V / t, h, peak, kern) \
+        * np.where(logit_flops > 0, 1.0, 0.0)
 
-    # element-wise traffic: four passes over the bytes stored without recomputation, plus one
+    # element-wise traffic: four passes over the bytes a layer stores without recomputation, plus one
     # more over what a recomputation rebuilds
-    stored_plain = korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none", scores_kept) * scale
-    attention_core = KORTHIKANTI_ATTENTION_SCORES * a * s * s * b / t * scale * float(scores_kept)
-    recomputed = np.select([code == 2, code == 1], [stored_plain, attention_core], 0.0)
-    layer_memory = step_ops.elementwise_seconds(ELEMENTWISE_PASSES * stored_plain + recomputed,
-                                                hw.memory_bandwidth, kern)
+    stored_plain = tokens_mb * (rep + la.split / t)
+    recomputed = np.select([code == 2, code == 1], [stored_plain, working], 0.0)
+    layer_memory = step_ops.elementwise_seconds(ELEMENTWISE_PASSES * stored_plain + recomputed, hw.memory_bandwidth,
+                                                kern)
 
     def tier(span: Any, send: bool = False) -> tuple[Any, Any, Any, Any]:
         inter = _tier(span, hw.devices_per_node)
@@ -416,7 +502,7 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     kv_message = 2.0 * b * s_full * h * (model.kv_heads / model.heads) / t * activation_bytes_per_value
     cp_count = 2.0 + np.where(code == 2, 1.0, 0.0)
     cp_time = cp_count * step_ops.collective_seconds("all_gather", kv_message, c, cp_bw, cp_lat, cp_half)
-    layer_cp = np.maximum(0.0, cp_time - attention_core_fwd * (1 + BACKWARD_PER_FORWARD))
+    layer_cp = np.maximum(0.0, cp_time - attention_seconds_fwd * (1 + BACKWARD_PER_FORWARD))
     layer_cp_bytes = cp_count * collectives.bus_bytes("all_gather", kv_message, c)
 
     # expert parallelism: all-to-all of the k routed copies of b s h over e ranks (spaced t apart)
@@ -427,12 +513,29 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
                                                                             ep_lat, ep_half)
     layer_ep_bytes = moe * EP_ALL_TO_ALLS_PER_LAYER * collectives.bus_bytes("all_to_all", ep_message, e)
 
-    layer_seconds = layer_compute + layer_memory + layer_tp + layer_cp + layer_ep
-    # the logit GEMM (forward and its two backward GEMMs) on the last stage
-    logit_seconds = (1 + BACKWARD_PER_FORWARD) * step_ops.gemm_seconds(tokens, V / t, h, peak, kern)
+    layer_comm = layer_tp + layer_cp + layer_ep  # on the critical path (Megatron does not overlap them)
+    batch = b * m * d
+    model_flops = batch * s_full * model_token  # the whole step, no recomputation (what MFU counts)
+    executed_flops = batch * s_full * executed_token
     # stages: the fullest middle stage holds `stage_layers`; the last holds `last_layers` and the logits
     stage_layers, last_layers = stage_partition(l, p, embedding_stages)
-    stage_seconds = np.maximum(stage_layers * layer_seconds, last_layers * layer_seconds + logit_seconds)
+    predicted = utilisation is None
+    if predicted:
+        layer_seconds = layer_compute + layer_memory + layer_comm
+        # the pace of the pipeline: the fuller of a middle stage and the last (its layers and the logits)
+        stage_seconds = np.maximum(stage_layers * layer_seconds, last_layers * layer_seconds + logit_seconds)
+        stage_compute = stage_seconds - last_layers * layer_comm
+        compute_seconds = m * (last_layers * layer_compute + logit_seconds)
+        memory_seconds = m * last_layers * layer_memory
+    else:
+        flops = executed_flops if utilisation_kind == "hfu" else model_flops
+        compute_seconds = flops / (n_devices * hw.peak_flops * utilisation * scaling_efficiency)
+        memory_seconds = np.zeros_like(compute_seconds)
+        stage_compute = compute_seconds / m
+        stage_seconds = stage_compute + layers_per_stage * layer_comm
+        layer_seconds = stage_seconds / layers_per_stage
+        last_layers = layers_per_stage + np.zeros_like(stage_seconds)
+        stage_layers = last_layers
 
     # pipeline sends: one activation forward, one gradient back per micro-batch per chunk boundary;
     # with t > 1 each of the t ranks sends 1/t of it (Narayanan's scatter/gather)
@@ -454,17 +557,18 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     # what the framework hides the gradient exchange behind (nothing where it does not overlap):
     # the backward pass of the micro-batch whose gradients it exchanges
     overlap = np.asarray(dp_overlap, dtype=bool)
-    backward = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
-    hidden = np.where(overlap, backward, 0.0)
-    # ZeRO-0: one all-reduce after the last micro-batch; ZeRO-1: one reduce-scatter of the gradients
-    # and one all-gather of the updated weights per step; ZeRO-2 (gradients sharded) reduce-scatters
-    # after every micro-batch's backward, then all-gathers the weights once; the all-gather of the
-    # updated weights overlaps the next forward only where the framework overlaps
+    last_backward = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
+    hidden = np.where(overlap, last_backward, 0.0)
+
     # an exchange hidden behind compute still slows it (NCCL's kernels take SMs and HBM bandwidth):
     # `overlap_cost` of the hidden part lands on the step
     def exposed(exchange: Any, behind: Any) -> Any:
         return np.maximum(0.0, exchange - behind) + overlap_cost * np.minimum(exchange, behind)
 
+    # ZeRO-0: one all-reduce after the last micro-batch; ZeRO-1: one reduce-scatter of the gradients
+    # and one all-gather of the updated weights per step; ZeRO-2 (gradients sharded) reduce-scatters
+    # after every micro-batch's backward, then all-gathers the weights once; the all-gather of the
+    # updated weights overlaps the next forward only where the framework overlaps
     plain = exposed(all_reduce, hidden)
     zero1 = exposed(scatter, hidden) + np.where(overlap, overlap_cost * gather, gather)
     zero2 = m * exposed(scatter, hidden) + np.where(overlap, overlap_cost * gather, gather)
@@ -478,12 +582,15 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
                                                dp_half)
     layer_scatter = step_ops.collective_seconds("reduce_scatter", layer_weights * grad_bytes, shard, dp_bw, dp_lat,
                                                 dp_half)
-    layer_forward = layer_seconds * (gemm_fwd + attention_core_fwd) / np.maximum(layer_compute, 1e-300)
+    layer_forward = layer_seconds / (1 + BACKWARD_PER_FORWARD + np.where(code == 2, 1.0, 0.0))
     layer_backward = layer_seconds - layer_forward
     prefetched = stage_layers * (exposed(layer_gather, layer_forward)
                                  + exposed(layer_gather + layer_scatter, layer_backward)) + 2.0 * layer_gather
     zero3 = m * np.where(zero3_prefetch > 0, prefetched, stage_layers * (2.0 * layer_gather + layer_scatter))
     dp_exposed = np.select([zero >= 3, zero == 2, zero == 1], [zero3, zero2, zero1], plain)
+    dp_sync = np.select([zero >= 3, zero == 2, zero == 1],
+                        [m * stage_layers * (2.0 * layer_gather + layer_scatter), m * scatter + gather,
+                         scatter + gather], all_reduce)
     dp_bytes = np.select([zero >= 3, zero == 2],
                          [m * (2.0 * collectives.bus_bytes("all_gather", weight_message, shard)
                                + collectives.bus_bytes("reduce_scatter", grad_message, shard)),
@@ -493,42 +600,45 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
                                   collectives.bus_bytes("reduce_scatter", grad_message, shard)
                                   + collectives.bus_bytes("all_gather", weight_message, shard)))
 
-    # optimizer step: read gradient and weight, read and write master and moments (memory-bound)
-    optimizer_traffic = params_device / np.where(zero >= 1, shard, 1.0) * (
-        grad_bytes + weight_bytes + 2.0 * (master_bytes + optimizer_bytes))
-    optimizer_seconds = step_ops.elementwise_seconds(optimizer_traffic, hw.memory_bandwidth, kern)
+    # optimizer step: read gradient and weight, read and write master and moments (memory-bound);
+    # a given utilisation holds it already
+    optimizer_traffic = params_device / np.where(zero >= 1, shard, 1.0) * (grad_bytes + weight_bytes) \
+        + 2.0 * optimizer
+    optimizer_seconds = step_ops.elementwise_seconds(optimizer_traffic, hw.memory_bandwidth, kern) if predicted \
+        else np.zeros_like(optimizer)
 
-    step = ideal + bubble + dp_exposed + optimizer_seconds
+    if end_to_end and not predicted:
+        step = compute_seconds + np.zeros_like(bubble)  # a whole-step measurement: nothing more is added
+    else:
+        step = ideal + bubble + dp_exposed + optimizer_seconds
 
     flops_device = m * (last_layers * layer_flops + logit_flops)
-    compute_total = m * (last_layers * layer_compute + logit_seconds)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        achieved = np.where(compute_total > 0, flops_device / (hw.peak_flops * np.where(compute_total > 0,
-                                                                                       compute_total, 1.0)), 0.0)
-    batch = b * m * d
-    # the layers' matmuls, the logits (not the embedding lookup, which is no matmul), attention
-    matmul_params = model.active_layer_params * l + model.embedding_params
-    model_flops = batch * (1 + BACKWARD_PER_FORWARD) * (MATMUL_FLOPS_PER_PARAM_TOKEN * s_full * matmul_params
-                                                        + ATTENTION_FLOPS * s_full * s_full * h * l)
     with np.errstate(divide="ignore", invalid="ignore"):
         mfu = model_flops / (n_devices * hw.peak_flops * step)
+        hfu = executed_flops / (n_devices * hw.peak_flops * step)
+        achieved = np.where(compute_seconds > 0, flops_device / (hw.peak_flops * np.where(compute_seconds > 0,
+                                                                                         compute_seconds, 1.0)), 0.0)
 
     collective_bytes = m * last_layers * (layer_tp_bytes + layer_cp_bytes + layer_ep_bytes) \
         + np.where(p > 1, m * 2.0 * v * pp_message, 0.0) + dp_bytes
     tier_name = np.array(["intra", "inter"])
     return ParallelAccount(
         data=d, micro_batches=m,
-        weights_bytes=weights + gathered, grads_bytes=grads, optimizer_bytes=optimizer, activation_bytes=activations,
+        weights_bytes=weights, grads_bytes=grads, optimizer_bytes=optimizer, gathered_bytes=gathered,
+        activation_bytes=activations_out,
         first_stage_bytes=first_stage, last_stage_bytes=last_stage, per_device_bytes=per_device,
         fits=per_device <= hw.device_memory,
-        compute_seconds=compute_total,
-        memory_bound_seconds=m * last_layers * layer_memory,
+        compute_seconds=compute_seconds, memory_bound_seconds=memory_seconds,
         tensor_seconds=m * last_layers * layer_tp, context_seconds=m * last_layers * layer_cp,
         expert_seconds=m * last_layers * layer_ep, pipeline_send_seconds=m * send,
         bubble_seconds=bubble, bubble_share=bubble_share, data_parallel_seconds=dp_exposed,
         optimizer_seconds=optimizer_seconds, step_seconds=step,
-        flops_per_device=flops_device, achieved_matmul_efficiency=achieved, model_flops=model_flops, mfu=mfu,
-        bytes_per_step=collective_bytes,
+        flops_per_device=flops_device, achieved_matmul_efficiency=achieved, model_flops=model_flops,
+        executed_flops=executed_flops, mfu=mfu, hfu=hfu,
+        model_flops_per_token=model_token, executed_flops_per_token=executed_token, tokens_per_step=batch * s_full,
+        data_parallel_sync_seconds=dp_sync, last_backward_seconds=last_backward, gradient_bytes=grad_message,
+        data_bus_bytes=dp_bytes,
+        compute_source="predicted" if predicted else utilisation_kind, bytes_per_step=collective_bytes,
         tensor_tier=tier_name[tp_inter.astype(int)], pipeline_tier=tier_name[pp_inter.astype(int)],
         data_tier=tier_name[dp_inter.astype(int)],
     )

@@ -4,6 +4,10 @@
   int4 0.5; docs/parameter-counts.md, catalogue/dtypes.toml).
 - KV cache: 2 (K and V) x L x kv_heads x head_dim x bytes per element, per token per
   sequence; grouped-query attention stores kv_heads < heads. Per sequence: that x context.
+  With a config.json the count reads the cache layer by layer (kv_bytes_per_sequence): a
+  sliding-window layer keeps at most W - 1 tokens (Mistral-7B v0.1; Gemma-2/3's alternating
+  layers), DeepSeek's multi-head latent attention keeps kv_lora_rank + qk_rope_head_dim values a
+  token; kv_bytes_per_token is then the mean a token adds at the context served.
 - The largest batch that fits: (usable memory - weights) / KV bytes per sequence.
 - Decode throughput at batch B, per replica of n devices: one step generates one token per
   sequence and costs 2 P B FLOP (docs/accounts.md; P the active parameters of a mixture of experts) and reads the weights once plus the KV cache of the
@@ -91,6 +95,17 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: float, bytes_per_el
     return KV_TENSORS * layers * kv_heads * head_dim * bytes_per_element
 
 
+def kv_bytes_per_sequence(kv_layers: Sequence[tuple[int, int | None]], context: int,
+                          bytes_per_element: float) -> float:
+    """KV-cache bytes of one sequence of `context` tokens, layer by layer: values a token adds x the
+    tokens the layer keeps, min(context, cap) for a sliding-window layer (cap = W - 1 between steps),
+    all of them otherwise (workload/params.py kv_layout_of_config: windows, MLA's compressed latent)."""
+    require_positive("serving.context", context)
+    require_positive("kv bytes per element", bytes_per_element)
+    return bytes_per_element * sum(values * (context if cap is None else min(context, cap))
+                                   for values, cap in kv_layers)
+
+
 # ---------------------------------------------------------------- one serving configuration
 
 
@@ -107,6 +122,11 @@ class ServedModel:
     name: str = ""
     active_params: float | None = None  # used per token (mixture of experts); None: = params
     kv_missing: str = ""  # what is missing to size the KV cache; "" when the shape is known
+    heads: int | None = None  # query heads: a replica's tensor degree must divide them
+    width: int | None = None  # hidden width: the bytes of a decode step's tensor-parallel all-reduces
+    # per layer (values a token adds, tokens kept or None): sliding windows and compressed (MLA) caches;
+    # None: every layer keeps 2 kv_heads head_dim values for every token
+    kv_layers: tuple[tuple[int, int | None], ...] | None = None
 
     @property
     def kv_known(self) -> bool:
@@ -198,10 +218,15 @@ def estimate_serving(
     devices: int | None = None,
     kv_dtype: str = KV_CACHE_DTYPE,
     memory_utilization: float = MEMORY_UTILIZATION,
+    tier: tuple[float, float, int, float, float] | None = None,
 ) -> ServingEstimate:
     """Serve `model` in `dtype` on replicas of `devices` accelerators (default: the fewest that hold
-    the weights and `batch` full-context sequences) at `batch` concurrent sequences (default and
-    cap: the largest batch that fits)."""
+    the weights and `batch` full-context sequences, raised to a tensor degree that divides the
+    heads, `tensor_degree`) at `batch` concurrent sequences (default and cap: the largest batch
+    that fits). `tier` = (intra-node bus bandwidth B/s, its latency s, devices per node, inter-node
+    bus bandwidth, its latency) of the layout's network: each decode step all-reduces b x width
+    activations twice a layer (Megatron's pattern) inside the node, or across nodes for a replica
+    larger than one."""
     require_positive("serving.context", context)
     require_positive("serving.tokens_per_request", tokens_per_request)
     require_positive("cluster.accelerator.peak_flops", peak_flops)
@@ -218,17 +243,26 @@ def estimate_serving(
     kv_token: float | None = None
     kv_seq_known: float | None = None
     if model.kv_known:
-        kv_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim,  # type: ignore[arg-type]
-                                      dtypes.bytes_per_element(kv_dtype))
-        kv_seq_known = kv_token * context
+        if model.kv_layers:
+            kv_seq_known = kv_bytes_per_sequence(model.kv_layers, context, dtypes.bytes_per_element(kv_dtype))
+            kv_token = kv_seq_known / context  # the mean a token adds at this context
+        else:
+            kv_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim,  # type: ignore[arg-type]
+                                          dtypes.bytes_per_element(kv_dtype))
+            kv_seq_known = kv_token * context
     elif batch is None:
         raise UserError("serving.batch", "a batch: without a shape the KV cache, which sets the largest "
                         "batch that fits, is unknown")
     kv_seq = kv_seq_known if kv_seq_known is not None else 0.0  # unknown: the weights' read alone
     if devices is None:  # the fewest that hold the weights and the requested batch (one sequence if none)
-        devices = devices_to_fit(w, kv_seq * (batch or 1), device_memory, memory_utilization)
+        devices = tensor_degree(devices_to_fit(w, kv_seq * (batch or 1), device_memory, memory_utilization),
+                                model.heads, model.kv_heads)
     elif devices < 1:
-        raise UserError("devices", f"expected at least one device per replica, got {devices}")
+        raise UserError("serving.tensor", f"expected at least one device per replica, got {devices}")
+    elif model.heads is not None and not valid_tensor_degree(devices, model.heads, model.kv_heads):
+        raise UserError("serving.tensor", f"expected a tensor degree that divides model.heads ({model.heads})"
+                        + (f" and divides or is a multiple of the KV heads ({model.kv_heads})"
+                           if model.kv_heads else "") + f", got {devices}")
     usable = devices * device_memory * memory_utilization
     max_batch: int | None
     if kv_seq_known is not None:
@@ -249,7 +283,7 @@ def estimate_serving(
         assert b is not None  # no shape requires a batch (above)
         t_compute = flops_token * b / rate
         t_memory = (w + b * kv_seq) / bandwidth
-        step = max(t_compute, t_memory)
+        step = max(t_compute, t_memory) + tensor_parallel_seconds(model, b, devices, tier)
         bound: Literal["compute", "memory", "none"] = "compute" if t_compute >= t_memory else "memory"
         tps = b / step
     else:
@@ -281,6 +315,45 @@ def estimate_serving(
         max_batch_bound=MAX_BATCH_BY_KV if model.kv_known else MAX_BATCH_BY_WEIGHTS,
         kv_cache_missing=None if model.kv_known else (model.kv_missing or "the model's shape"),
     )
+
+
+# A decode step all-reduces the b x d activations twice a layer (after attention, after the MLP),
+# in 16-bit activations (Shoeybi et al. 2019's tensor-parallel pattern).
+TP_ALL_REDUCES_PER_LAYER = 2
+TP_ACTIVATION_BYTES = 2.0
+
+
+def valid_tensor_degree(n: int, heads: int, kv_heads: int | None) -> bool:
+    """n divides the query heads, and divides the KV heads or is a multiple of them (then each KV
+    head is held by n / kv_heads devices, as vLLM and TensorRT-LLM replicate it)."""
+    if heads % n:
+        return False
+    return kv_heads is None or kv_heads % n == 0 or n % kv_heads == 0
+
+
+def tensor_degree(needed: int, heads: int | None, kv_heads: int | None) -> int:
+    """The smallest valid tensor degree of at least `needed` devices (`needed` itself without heads)."""
+    if heads is None:
+        return needed
+    for n in range(needed, heads + 1):
+        if valid_tensor_degree(n, heads, kv_heads):
+            return n
+    raise UserError("serving.tensor", f"a replica of at least {needed} devices, but no tensor degree up to "
+                    f"model.heads ({heads}) divides the heads")
+
+
+def tensor_parallel_seconds(model: ServedModel, batch: int, devices: int,
+                            tier: tuple[float, float, int, float, float] | None) -> float:
+    """The decode step's tensor-parallel all-reduces on the replica's tier (0 on one device or unknown)."""
+    if devices <= 1 or tier is None or model.layers is None or model.width is None:
+        return 0.0
+    from trainplan.accounts import collectives
+
+    intra_bw, intra_lat, per_node, inter_bw, inter_lat = tier
+    bandwidth, latency = (intra_bw, intra_lat) if devices <= per_node else (inter_bw, inter_lat)
+    message = batch * model.width * TP_ACTIVATION_BYTES
+    return TP_ALL_REDUCES_PER_LAYER * model.layers * float(
+        collectives.collective_seconds("all_reduce", message, devices, bandwidth, latency))
 
 
 def crossover_days(training_cost: float, serving_cost_per_day: float) -> float:

@@ -35,7 +35,6 @@ class ModelTerms:
     activations: float  # bytes per device the memory account uses
     activations_source: str
     activation_report: dict[str, Any] = field(default_factory=dict)
-    state: ts.StateAccount | None = None
     state_report: dict[str, Any] = field(default_factory=dict)
     flops_per_token_model: float | None = None
     flops_per_token_executed: float | None = None
@@ -44,6 +43,8 @@ class ModelTerms:
     mfu: float | None = None
     hfu: float | None = None
     flops_report: dict[str, Any] = field(default_factory=dict)
+    activation_shape: Any = None  # act.ActivationShape when the architecture is known
+    activation_formula: Any = None  # act.ActivationAccount of one micro-batch, no model parallelism
 
 
 def architecture_known(w: Any, count: Any) -> bool:
@@ -51,18 +52,28 @@ def architecture_known(w: Any, count: Any) -> bool:
 
 
 def _shape(w: Any, count: Any) -> act.ActivationShape:
+    """The activation shape: the catalogue's traits for the families the formulas cover; any other
+    family of a config.json is traced from its own code (measure/trace.py, meta device), or refused
+    without torch and transformers, naming the extra that installs them."""
     family = count.family if count.family in act.families() else "llama"
     if w.model.hf_config is not None:
+        from trainplan.measure import trace
         from trainplan.workload.params import load_hf_config
 
-        try:
-            config = load_hf_config(w.base_dir / w.model.hf_config)
-            if config.get("model_type") in act.families():
-                shape = act.shape_from_hf_config(config)
-                return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
-                                              "norm": w.model.norm})
-        except Exception:  # noqa: BLE001 - the count already read this file; fall back to the count's shape
-            pass
+        t = w.training
+        config = load_hf_config(w.base_dir / w.model.hf_config)  # the count read it already: it parses
+        # autocast over fp32 weights (HF Trainer's bf16=True) keeps fp32 and bf16 copies the formulas do
+        # not count: traced where torch is installed, whatever the family
+        autocast = t.state_recipe == "autocast_fp32" and trace.available()
+        if config.get("model_type") in act.families() and not autocast:
+            shape = act.shape_from_hf_config(config)
+            return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
+                                          "norm": w.model.norm})
+        traced = trace.cached_trace(config, t.micro_batch, t.attention, "autocast" if autocast else t.precision,
+                                    t.recompute)
+        return act.ActivationShape(str(config.get("model_type")), count.layers, count.width, count.ffn_width,
+                                   count.heads, count.kv_heads, count.head_dim, count.vocab,
+                                   count.experts_per_token, experts=count.experts, traced=traced)
     return act.ActivationShape(family, count.layers, count.width, count.ffn_width, count.heads, count.kv_heads,
                                count.head_dim, count.vocab, count.experts_per_token, None, w.model.mlp,
                                w.model.norm)
@@ -78,34 +89,32 @@ def legacy_activations(w: Any, model: Any) -> float:
                                        bytes_per_element(t.precision), k)
 
 
-def state_for(w: Any, model: Any, params: Any, devices: Any) -> tuple[ts.StateAccount, ts.Recipe, str]:
-    """The training state per device (numbers or numpy arrays of params and devices: the sweep)."""
+def adapter_params(w: Any, model: Any) -> float:
+    """Parameters of the LoRA/QLoRA adapters (0 for a full fine-tune or pre-training)."""
     t = w.training
-    count = getattr(model, "count", None)
-    if t.state_recipe is not None:
-        recipe = ts.recipe(t.state_recipe)
-    else:  # what training.precision and training.optimizer have always meant (catalogue/dtypes.toml)
-        legacy = state_bytes_per_param(t.precision, t.optimizer)
-        recipe = ts.Recipe(f"{t.precision} + {t.optimizer}", legacy.weights, legacy.grads, legacy.master,
-                           legacy.optimizer, ts.FP32_GRAD_PARTITION_BYTES, legacy.source)
-    sharding = t.sharding or ts.sharding_of_zero(t.zero)
-    largest: Any = 0.0
-    if count is not None:
-        # ZeRO-3 gathers module by module: DeepSpeed's largest_layer_params is the module with the most
-        # parameters of its own (embedding, head, or one MLP matrix); FSDP gathers a whole wrapped block.
-        # Scaled to the parameters when model.params is given beside a shape.
-        module = max(count.embedding, count.lm_head, count.width * count.ffn_width * max(count.experts, 1))
-        largest = float(count.per_layer if sharding == "fsdp" else module) * params / max(count.total, 1)
     if t.method == "full":
-        return ts.sharded(params, recipe, sharding, devices, largest), recipe, sharding
+        return 0.0
+    count = getattr(model, "count", None)
     if count is None:
         from trainplan.errors import UserError
 
         raise UserError("training.method", "a model shape (model.layers and model.width, or model.hf_config) "
                         "to size LoRA adapters")
-    adapter = count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
-                                                      count.head_dim, t.lora_rank, list(t.lora_targets))
-    return ts.lora_state(params, adapter, recipe, t.method), recipe, sharding
+    from trainplan.workload.params import PLAIN_MLP_FAMILIES
+
+    gated = count.family not in PLAIN_MLP_FAMILIES  # a plain MLP has no gate to adapt
+    return float(count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
+                                                         count.head_dim, t.lora_rank, list(t.lora_targets),
+                                                         count.fused_projections, gated))
+
+
+def kept_in_bf16_params(w: Any, model: Any) -> float:
+    """QLoRA quantises the linear layers: the embedding, the untied head and the norms stay bf16
+    (parameters, scaled to model.params; 0 without a count or outside QLoRA)."""
+    count = getattr(model, "count", None)
+    if w.training.method != "qlora" or count is None:
+        return 0.0
+    return float((count.embedding + count.lm_head + count.final_norm) * float(model.params) / max(count.total, 1))
 
 
 def evaluate(w: Any, model: Any) -> ModelTerms:
@@ -122,6 +131,7 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
     formula = None
     if shape is not None:
         formula = act.activation_account(shape, t.micro_batch, t.seq_len, t.attention, a, t.recompute, t.dropout)
+        terms.activation_shape, terms.activation_formula = shape, formula
         terms.activation_report = {
             "activations_layers": formula.layers_bytes, "activations_outside_layers": formula.outside_saved_bytes,
             "activations_logits": formula.logits_bytes,
@@ -133,7 +143,11 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
             terms.activations = formula.total_bytes
             terms.activations_source = (f"architecture ({shape.family}, {t.attention}, recompute {t.recompute}; "
                                         "catalogue/activation_traits.toml)")
-            if count.family not in act.families():
+            if shape.traced is not None:
+                terms.activations_source = (f"traced from {shape.family}'s own code (measure/trace.py, meta device, "
+                                            f"{shape.traced.attention}, {shape.traced.precision}, "
+                                            f"recompute {t.recompute})")
+            elif count.family not in act.families():
                 terms.activations_source += (f"; {count.family} has no traits of its own yet, so Llama's are used: "
                                              "measure it with `trainplan probe model`")
     if t.activation_bytes_per_layer_token is not None and model.layers is not None:
@@ -147,25 +161,28 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
         terms.activation_report["activations_measured"] = measured
     terms.activation_report["activations_source"] = terms.activations_source
 
-    # training state
-    state, recipe, sharding = state_for(w, model, model.params, c.count)
-    terms.state = state
-    terms.state_report = {"state_recipe": recipe.name, "state_recipe_source": recipe.source, "sharding": sharding,
-                          "gathered_bytes": state.gathered_bytes, "trainable_params": state.trainable_params,
-                          "frozen_params": state.frozen_params}
+    # training state: its bytes are the execution model's (planning/execution.py); here what it is made of
+    from trainplan.planning.execution import recipe_of
+
+    recipe, _ = recipe_of(w)
+    adapters = adapter_params(w, model)
+    trainable = adapters if t.method != "full" else float(model.params)
+    terms.state_report = {"state_recipe": recipe.name, "state_recipe_source": recipe.source,
+                          "sharding": t.sharding or ts.sharding_of_zero(t.zero), "trainable_params": trainable,
+                          "frozen_params": float(model.params) if t.method != "full" else 0.0}
 
     # FLOPs
     if known:
-        from trainplan.workload.params import matmul_params
+        from trainplan.workload.params import attention_width, matmul_params
 
         n, head = matmul_params(count)
-        fpt = compute_mod.flops_per_token(n, count.layers, count.heads * count.head_dim, t.seq_len, t.recompute,
+        fpt = compute_mod.flops_per_token(n, count.layers, attention_width(count), t.seq_len, t.recompute,
                                           t.attention, head_params=head)
         model_fpt, executed_fpt = fpt.model, fpt.executed
         if t.method != "full":
             # frozen weights: no weight gradients; attention's backward runs whole
             share = compute_mod.CAUSAL_EXECUTED_SHARE[t.attention]
-            model_fpt = ts.lora_flops_per_token(n, state.trainable_params) + fpt.attention_model
+            model_fpt = ts.lora_flops_per_token(n, adapters) + fpt.attention_model
             executed_fpt = model_fpt - fpt.attention_model * (1 - share) + fpt.recompute_extra
         terms.flops_per_token_model, terms.flops_per_token_executed = model_fpt, executed_fpt
         mfu, hfu = compute_mod.utilisation(model_fpt, executed_fpt, mfu=None if c.hfu else c.mfu, hfu=c.hfu)

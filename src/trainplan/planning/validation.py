@@ -38,6 +38,7 @@ BLOCK_VECTORS_PER_WIDTH = 13.0
 # A block with grouped-query attention and a (gated) MLP of width f: q, o of h x h, k, v of
 # h x h kv/a each, the MLP's 3 (gated) or 2 matrices of h x f, two norms of h.
 NORMS_PER_LAYER = 2.0
+MLP_PER_WIDTH = 4.0  # the GPT block's MLP width (h -> 4h): its largest matrix, 4 h^2
 
 REFERENCE_FRAMEWORK = "megatron-2021"  # the GEMM curve is fitted on its runs; the others' efficiency after
 FIT_FRAMEWORK_EFFICIENCY = (0.5, 1.2)
@@ -162,7 +163,8 @@ def gpt_shape(width: int, heads: int, layers: int, vocab: int, seq_len: int) -> 
     params = layers * layer + embedding + seq_len * width
     return parallel.ModelShape(layers=layers, width=width, heads=heads, kv_heads=heads, vocab=vocab,
                                seq_len=seq_len, params=params, active_params=params - seq_len * width,
-                               embedding_params=embedding, tied=True)
+                               embedding_params=embedding, tied=True,
+                               largest_layer_params=float(max(MLP_PER_WIDTH * width * width, embedding)))
 
 
 def run_shape(run: Run) -> parallel.ModelShape:
@@ -177,7 +179,7 @@ def run_shape(run: Run) -> parallel.ModelShape:
     params = run.layers * layer + embedding * (1 if run.tied else 2)
     return parallel.ModelShape(layers=run.layers, width=h, heads=run.heads, kv_heads=run.kv_heads, vocab=run.vocab,
                                seq_len=run.seq_len, params=params, active_params=params, embedding_params=embedding,
-                               tied=run.tied)
+                               tied=run.tied, largest_layer_params=float(max(h * run.ffn, embedding)))
 
 
 def hardware_of(accelerator_key: str, precision: str, kernels: step_ops.KernelEfficiency | None = None
@@ -208,15 +210,32 @@ def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
     share = fw.efficiency if framework_efficiency is None else framework_efficiency
     hw = hardware_of(run.accelerator, run.precision, base.scaled(share))
     state = state_bytes_per_param(run.precision, "adam")
+    value = bytes_per_element(run.precision)
     return parallel.parallel_account(
         shape, hw, tensor=run.tensor, pipeline=run.pipeline, interleave=run.interleave, data=run.data,
         sequence_parallel=run.sequence_parallel, micro_batch=run.micro_batch, micro_batches=run.micro_batches,
         recompute=run.recompute, zero=run.zero, schedule="interleaved" if run.interleave > 1 else "1f1b",
-        flash_attention=run.flash_attention, activation_bytes_per_value=bytes_per_element(run.precision),
-        weight_bytes=state.weights, grad_bytes=state.grads, master_bytes=state.master,
-        optimizer_bytes=state.optimizer, dp_overlap=fw.dp_overlap, zero3_prefetch=fw.zero3_prefetch,
+        attention="flash" if run.flash_attention else "eager",
+        # the per-layer bytes Korthikanti et al. give for the GPT block (the shape's width and heads)
+        activations=parallel.LayerActivations.korthikanti(shape.width, shape.heads, shape.seq_len, shape.vocab,
+                                                          not run.flash_attention, value),
+        activation_bytes_per_value=value, state_of=parallel.default_state(), weight_bytes=state.weights,
+        grad_bytes=state.grads, dp_overlap=fw.dp_overlap, zero3_prefetch=fw.zero3_prefetch,
         overlap_cost=fw.overlap_cost if overlap_cost is None or not fw.dp_overlap else overlap_cost,
         embedding_stages=run.embedding_stages)
+
+
+# Narayanan et al. 2021, eq. 3: the FLOPs the papers count per step of B sequences with full
+# recomputation, 96 B s l h^2 (1 + s/(6h) + V/(16 l h)); how their achieved FLOP/s become seconds
+EQ3_FLOPS_PER_BSLH2 = 96.0
+EQ3_ATTENTION_DIVISOR = 6.0
+EQ3_LOGIT_DIVISOR = 16.0
+
+
+def narayanan_eq3_flops(batch: int, s: int, layers: int, h: int, vocab: int) -> float:
+    """The papers' count of a step's FLOPs (eq. 3), used only to turn a published FLOP/s into seconds."""
+    return EQ3_FLOPS_PER_BSLH2 * batch * s * layers * h**2 * (
+        1.0 + s / (EQ3_ATTENTION_DIVISOR * h) + vocab / (EQ3_LOGIT_DIVISOR * layers * h))
 
 
 def measured_seconds(run: Run) -> float:
@@ -225,8 +244,7 @@ def measured_seconds(run: Run) -> float:
         return float(run.measured["measured_seconds"])
     rate = float(run.measured["tflops_per_gpu"]) * 1e12 * run.devices
     if run.measured.get("flops") == "narayanan":
-        flops = parallel.narayanan_flops_per_step(run.global_batch, run.seq_len, run.layers, run.width, run.vocab,
-                                                  "full")
+        flops = narayanan_eq3_flops(run.global_batch, run.seq_len, run.layers, run.width, run.vocab)
     else:  # model FLOPs: 6 x non-embedding parameters x tokens + attention 12 l h s per token
         shape = run_shape(run)
         tokens = run.global_batch * run.seq_len

@@ -31,6 +31,8 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;mar
 color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 .verdict{font-size:1.1em;background:#f4f6f8;border-left:4px solid #3b6ea5;padding:.6em 1em}
+dl.answer{display:grid;grid-template-columns:max-content 1fr;gap:.3em 1em}dl.answer dt{font-weight:600}
+dl.answer dd{margin:0}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em;display:block;max-width:100%;overflow-x:auto}
 td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
 td.v{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f6f8}
@@ -193,6 +195,18 @@ def _table(rows: list[tuple[str, str]], head: tuple[str, ...]) -> str:
     return "".join(out)
 
 
+def _answer_html(report: dict[str, Any]) -> str:
+    """The first screen's lines (the report's `answer`), as a definition list."""
+    from trainplan.planning.answer import LABELS
+
+    lines = report.get("answer")
+    if not lines:
+        return f"<p class=verdict>{_esc(verdict_text(report) if 'verdict' in report else '')}</p>"
+    rows = "".join(f"<dt>{_esc(LABELS[k])}</dt><dd>{_esc(v)}</dd>" for k, v in lines.items())
+    verdict = f"<p class=verdict>{_esc(verdict_text(report))}</p>" if "verdict" in report else ""
+    return f"<dl class='verdict answer'>{rows}</dl>{verdict}"
+
+
 def render_html(report: dict[str, Any], workload: Any = None) -> str:
     """The whole report as one self-contained HTML page."""
     plots = [("busy", busy_plot(report, workload)), ("memory", memory_plot(report)), ("bill", bill_plot(report))]
@@ -204,7 +218,7 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
         "<meta name=viewport content='width=device-width,initial-scale=1'>",
         f"<title>trainplan: {_esc(w.get('accelerator_name', 'plan'))}</title><style>{STYLE}</style></head><body>",
         "<h1>trainplan</h1>",
-        f"<p class=verdict>{_esc(verdict_text(report) if 'verdict' in report else '')}</p>",
+        _answer_html(report),
         f"<p class=muted>{_esc(w.get('accelerator_name', ''))}, {format_value('workload.params', w.get('params'))} "
         f"parameters ({_esc(w.get('params_source', ''))}), {format_value('workload.tokens', w.get('tokens'))} "
         "training tokens.</p>",
