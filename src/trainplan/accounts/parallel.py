@@ -432,15 +432,16 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     peak = hw.peak_flops
     tokens = b * s  # rows of every GEMM of one micro-batch on this device
     q_width = attention_width if attention_width > 0 else h  # heads x head width
-    kv_width = q_width * model.kv_heads / model.heads
-    head_dim = q_width / a
+    kv_width = q_width * model.kv_heads / max(model.heads, 1)
+    head_dim = q_width / max(a, 1.0)
+    width_div = max(h, 1.0)  # a model without a shape has no GEMMs to shape (width 0)
     attention_params = h * (q_width + 2.0 * kv_width) + q_width * h
     # a token's MLP parameters: the dense (or shared) MLP, and k routed experts of a MoE layer
     expert_each = model.expert_params / l / model.experts if model.experts > 1 else 0.0
     routed_params = model.experts_per_token * expert_each
     mlp_params = np.maximum(model.active_layer_params - attention_params - routed_params, 0.0)
-    mlp_width = mlp_params / (2.0 * h)  # as two GEMMs h -> f -> h (a gated MLP's three fold into these)
-    expert_width = expert_each / (2.0 * h)
+    mlp_width = mlp_params / (2.0 * width_div)  # as two GEMMs h -> f -> h (a gated MLP's three fold into these)
+    expert_width = expert_each / (2.0 * width_div)
     # the forward GEMMs of one layer as shaped: QKV, attention output, MLP up and down (TP splits their
     # inner sizes); their FLOPs and seconds give the layer's GEMM seconds per FLOP
     shapes = [(tokens, (q_width + 2.0 * kv_width) / t, h), (tokens, h, q_width / t),
@@ -561,17 +562,20 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     hidden = np.where(overlap, last_backward, 0.0)
 
     # an exchange hidden behind compute still slows it (NCCL's kernels take SMs and HBM bandwidth):
-    # `overlap_cost` of the hidden part lands on the step
+    # `overlap_cost` of the hidden part lands on a predicted step (a given MFU or HFU is a measured
+    # compute rate: nothing is charged on it)
+    cost = overlap_cost if predicted else 0.0
+
     def exposed(exchange: Any, behind: Any) -> Any:
-        return np.maximum(0.0, exchange - behind) + overlap_cost * np.minimum(exchange, behind)
+        return np.maximum(0.0, exchange - behind) + cost * np.minimum(exchange, behind)
 
     # ZeRO-0: one all-reduce after the last micro-batch; ZeRO-1: one reduce-scatter of the gradients
     # and one all-gather of the updated weights per step; ZeRO-2 (gradients sharded) reduce-scatters
     # after every micro-batch's backward, then all-gathers the weights once; the all-gather of the
     # updated weights overlaps the next forward only where the framework overlaps
     plain = exposed(all_reduce, hidden)
-    zero1 = exposed(scatter, hidden) + np.where(overlap, overlap_cost * gather, gather)
-    zero2 = m * exposed(scatter, hidden) + np.where(overlap, overlap_cost * gather, gather)
+    zero1 = exposed(scatter, hidden) + np.where(overlap, cost * gather, gather)
+    zero2 = m * exposed(scatter, hidden) + np.where(overlap, cost * gather, gather)
     # ZeRO-3: every micro-batch all-gathers each layer's weights for forward and again for backward and
     # reduce-scatters its gradients. With `zero3_prefetch` layers gathered ahead, a layer's gather runs
     # under the previous layer's forward (its gather and reduce-scatter under the backward), so per layer
@@ -586,6 +590,9 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     layer_backward = layer_seconds - layer_forward
     prefetched = stage_layers * (exposed(layer_gather, layer_forward)
                                  + exposed(layer_gather + layer_scatter, layer_backward)) + 2.0 * layer_gather
+    if h <= 0:  # no shape (a parameter count alone): no layers to gather one by one, the stage as one unit
+        prefetched = exposed(2.0 * gather + scatter, stage_seconds)
+        layer_gather, layer_scatter, stage_layers = gather, scatter, np.ones_like(stage_seconds)
     zero3 = m * np.where(zero3_prefetch > 0, prefetched, stage_layers * (2.0 * layer_gather + layer_scatter))
     dp_exposed = np.select([zero >= 3, zero == 2, zero == 1], [zero3, zero2, zero1], plain)
     dp_sync = np.select([zero >= 3, zero == 2, zero == 1],

@@ -224,10 +224,19 @@ def hardware(w: Workload) -> parallel.Hardware:
         memory_bandwidth=acc.memory_bandwidth, device_memory=acc.memory, runtime_buffers=c.runtime_buffers,
         headroom=c.headroom, devices_per_node=int(c.devices_per_node or plat.devices_per_node),
         intra_bus_bandwidth=intra, intra_latency=plat.intra.latency, inter_bus_bandwidth=inter,
-        inter_latency=plat.inter.latency, kernels=kernels, intra_half_bytes=step_ops.half_bytes(plat.intra.key),
-        inter_half_bytes=step_ops.half_bytes(plat.inter.key),
-        intra_send_half_bytes=step_ops.half_bytes(plat.intra.key, "send"),
-        inter_send_half_bytes=step_ops.half_bytes(plat.inter.key, "send"))
+        inter_latency=plat.inter.latency, kernels=kernels, **size_curves(w))
+
+
+def size_curves(w: Workload) -> dict[str, float]:
+    """The catalogue tiers' message-size curves (collective_efficiency.toml); a link rate the workload
+    gives or a calibration measured is taken as it is, at every size."""
+    plat, c = platform(w.accelerator.key), w.cluster
+    intra = 0.0 if c.interconnect is not None else 1.0
+    inter = 0.0 if c.node_link is not None else 1.0
+    return {"intra_half_bytes": intra * step_ops.half_bytes(plat.intra.key),
+            "inter_half_bytes": inter * step_ops.half_bytes(plat.inter.key),
+            "intra_send_half_bytes": intra * step_ops.half_bytes(plat.intra.key, "send"),
+            "inter_send_half_bytes": inter * step_ops.half_bytes(plat.inter.key, "send")}
 
 
 def framework_kwargs(w: Workload) -> dict[str, Any]:
