@@ -168,3 +168,15 @@ def test_framework_key_scales_kernels_and_sets_overlap():
     share = step_ops.framework("deepspeed").efficiency
     assert float(b.compute_seconds) == pytest.approx(float(a.compute_seconds) / share)
     assert float(b.step_seconds) > float(a.step_seconds)
+
+
+def test_uneven_stages_from_the_command_line(cli):
+    # Llama-3-405B's PP 16 on 126 layers (the embedding and head as partition units) is planned; 127 is not
+    base = ["--set", "model.layers=126", "--set", "model.width=16384", "--set", "model.heads=128",
+            "--set", "model.kv_heads=8", "--set", "model.vocab=128256", "--set", "cluster.count=1024",
+            "--set", "parallel.tensor=8", "--set", "parallel.pipeline=16", "--set", "training.grad_accum=16",
+            "-f", "json"]
+    ok = cli("plan", *base)
+    assert ok.returncode == 0, ok.stderr
+    bad = cli("plan", *[x.replace("model.layers=126", "model.layers=127") for x in base])
+    assert bad.returncode == 2 and bad.stderr.startswith("trainplan: parallel.pipeline: expected")

@@ -209,3 +209,11 @@ def test_cli_all_sets_json_and_table(cli):
     assert len(out["rows"]) == 37 and out["leave_one_set_out"]["runs"] == 37
     table = cli("validate-against", "narayanan2021")
     assert table.returncode == 0 and "bias" in table.stdout and "out of sample" in table.stdout
+
+
+def test_the_530b_zero3_run_on_640_gpus_fits():
+    # ZeRO-3 budgets the largest module gathered (the 4 h^2 MLP matrix), not two full layers
+    run = next(r for r in validation.runs_of("zero3") if r.devices == 640)
+    acct = validation.plan_run(run)
+    assert bool(acct.fits)
+    assert float(acct.gathered_bytes) < 2 * 12 * 20480**2 * 2  # less than two 16-bit layers
