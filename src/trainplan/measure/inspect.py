@@ -41,6 +41,7 @@ from trainplan.errors import UserError
 VIDEO_SUFFIXES = frozenset({".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v", ".ts", ".h264", ".hevc", ".mjpeg"})
 TOKEN_ID_SUFFIXES = frozenset({".bin", ".npy"})
 TEXT_SUFFIXES = frozenset({".jsonl", ".txt"})
+TABLE_SUFFIXES = frozenset({".parquet", ".arrow"})  # token tables: a token-id list column or a text column
 SECONDS_PER_HOUR = 3600.0
 BITS_PER_BYTE = 8.0
 
@@ -91,6 +92,8 @@ def kind_of(path: Path) -> str:
         return "token_ids"
     if s in TEXT_SUFFIXES:
         return "text"
+    if s in TABLE_SUFFIXES:
+        return "table"
     return "video"
 
 
@@ -416,7 +419,8 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
     counted = "token ids"
     stored_bytes = 0
     for f in files:
-        before = (dedup.documents, dedup.tokens)
+        before = (dedup.documents, dedup.tokens, dedup.exact_documents + dedup.near_documents,
+                  dedup.exact_tokens + dedup.near_tokens)
         size = f.stat().st_size
         stored_bytes += size
         if kind_of(f) == "token_ids":
@@ -424,6 +428,14 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
             for doc in token_id_documents(ids, eos):
                 dedup.add(doc)
             width = ids.dtype.itemsize
+        elif kind_of(f) == "table":
+            from trainplan.measure import shards
+
+            counter = counter or make_counter(tokenizer)
+            width = None
+            for doc, width in shards.table_documents(f, counter[0]):
+                counted = counted if width else counter[1]
+                dedup.add(doc)
         else:
             counter = counter or make_counter(tokenizer)
             counted = counter[1]
@@ -433,7 +445,9 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
         tokens = dedup.tokens - before[1]
         per_file.append({"path": str(f), "kind": kind_of(f), "bytes": size, "documents": dedup.documents - before[0],
                          "tokens": tokens, "bytes_per_token": size / tokens if tokens else None,
-                         "token_id_bytes": width})
+                         "token_id_bytes": width,
+                         "duplicate_documents": dedup.exact_documents + dedup.near_documents - before[2],
+                         "duplicate_tokens": dedup.exact_tokens + dedup.near_tokens - before[3]})
         if progress is not None:
             progress(f)
     out = dedup.result()
