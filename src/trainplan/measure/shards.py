@@ -145,7 +145,7 @@ def mds_units(index: locations.Entry, fs: Any) -> list[Unit]:
         entry = locations.Entry(index.url.rsplit("/", 1)[0] + "/" + shard["raw_data"]["basename"], path,
                                 int(shard["raw_data"]["bytes"]))
         n = int(shard["samples"])
-        head = fs.cat_file(path, 0, 4 * (n + 2))
+        head = fs.cat_file(path, start=0, end=4 * (n + 2))
         count = int(np.frombuffer(head[:4], "<u4")[0])
         if count != n:
             raise UserError(where, f"expected {n} samples in {entry.url}, its header says {count}")
@@ -154,7 +154,7 @@ def mds_units(index: locations.Entry, fs: Any) -> list[Unit]:
         first = pick[0]
         for k in range(n):
             start, end = int(offsets[k]), int(offsets[k + 1])
-            sample = fs.cat_file(path, start, end) if variable else b""
+            sample = fs.cat_file(path, start=start, end=end) if variable else b""
             lens = np.frombuffer(sample[: 4 * len(variable)], "<u4") if variable else []
             pos = start + 4 * len(variable)
             for j in range(len(names)):
@@ -249,7 +249,7 @@ def staged(unit: Unit, fs: Any | None = None) -> Iterator[Path]:
             yield p
         return
     fs = fs or locations.filesystem(unit.entry.url)[0]
-    data = fs.cat_file(unit.entry.path, unit.offset, unit.offset + unit.size)
+    data = fs.cat_file(unit.entry.path, start=unit.offset, end=unit.offset + unit.size)
     with locations.bytes_copy(data, unit.suffix) as p:
         yield p
 
