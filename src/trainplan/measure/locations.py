@@ -171,3 +171,109 @@ def bytes_copy(data: bytes, suffix: str) -> Iterator[Path]:
         yield Path(name)
     finally:
         Path(name).unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- the read hop where the data lives
+
+# Request sizes of the range-read scan (bytes): a WebDataset member's or a parquet page's order
+# (64 KiB), a clip's (1 MiB), a shard loader's read-ahead (8 MiB).
+READ_REQUEST_BYTES = (2**16, 2**20, 8 * 2**20)
+# Concurrent requests in flight in the scaling scan (s3fs's pool holds 10 connections by default).
+READ_CONNECTIONS = (1, 2, 4, 8)
+# The test object `probe read URL` writes under a prefix that holds none (bytes).
+READ_TEST_OBJECT_BYTES = 16 * 2**20
+# Whole-object reads are capped at this many bytes a request (a larger object is read in ranges of it).
+READ_WHOLE_CAP_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class LocationRead:
+    location: str  # as display() writes it: no credentials
+    object: str
+    object_bytes: int
+    created: bool
+    repeats: int
+    first_byte_seconds: float  # median time of a 1-byte range request: the request's round trip
+    per_connection_bytes_per_second: float  # whole objects, one request at a time
+    by_request_size: list[dict[str, float]]  # range reads of each size on one connection
+    by_connections: list[dict[str, float]]  # whole objects with N requests in flight: total bytes/s
+    best_connections: int
+    link_bytes_per_second: float  # the best total over the connection counts: the plan's cluster.link
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def _timed(fn: Any) -> float:
+    import time
+
+    started = time.perf_counter()
+    fn()
+    return max(time.perf_counter() - started, 1e-9)
+
+
+def read_probe(url: str, *, repeats: int = 5, size: int = READ_TEST_OBJECT_BYTES,
+               connections: tuple[int, ...] = READ_CONNECTIONS,
+               request_sizes: tuple[int, ...] = READ_REQUEST_BYTES) -> LocationRead:
+    """Measure reading from a location: the time to first byte, one connection's throughput on whole
+    objects, throughput by range-request size, and total throughput with 1..N requests in flight.
+
+    `url` an object: read it. A prefix or folder: read its largest object, or, when it holds none,
+    write a `size`-byte test object there first and remove it after."""
+    import statistics
+    from concurrent.futures import ThreadPoolExecutor
+
+    if repeats < 1:
+        raise UserError("--repeats", f"expected at least 1, got {repeats}")
+    fs, path = filesystem(url)
+    created = False
+    try:
+        if fs.exists(path) and fs.isfile(path):
+            target, nbytes = path, int(fs.info(path).get("size") or 0)
+        else:
+            objects = listing(url) if fs.exists(path) else []
+            if objects:
+                biggest = max(objects, key=lambda e: e.size)
+                target, nbytes = biggest.path, biggest.size
+            else:
+                if size < 4096:
+                    raise UserError("--size", f"expected a test object of at least 4096 bytes, got {size}")
+                import numpy as np
+
+                target = path.rstrip("/") + "/trainplan-read-probe.bin"
+                fs.pipe_file(target, np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8).tobytes())
+                created, nbytes = True, size
+    except UserError:
+        raise
+    except Exception as err:  # noqa: BLE001 - each storage client raises its own error types
+        raise _client_error(url, err) from None
+    if nbytes == 0:
+        raise UserError(display(url), "expected a non-empty object to read")
+    whole = min(nbytes, READ_WHOLE_CAP_BYTES)
+
+    def read_whole() -> None:
+        fs.cat_file(target, start=0, end=whole) if whole < nbytes else fs.cat_file(target)
+
+    try:
+        read_whole()  # warm-up: connection set-up, credentials, DNS
+        ttfb = statistics.median(_timed(lambda: fs.cat_file(target, start=0, end=1)) for _ in range(repeats))
+        one = statistics.median(_timed(read_whole) for _ in range(repeats))
+        per_size = []
+        for req in request_sizes:
+            req = min(req, nbytes)
+            t = statistics.median(_timed(lambda: fs.cat_file(target, start=0, end=req)) for _ in range(repeats))
+            per_size.append({"request_bytes": req, "bytes_per_second": req / t, "seconds": t})
+        per_conn = []
+        for n in connections:
+            with ThreadPoolExecutor(n) as pool:
+                t = _timed(lambda: list(pool.map(lambda _: read_whole(), range(n * repeats))))
+            per_conn.append({"connections": n, "bytes_per_second": whole * n * repeats / t})
+    finally:
+        if created:
+            fs.rm_file(target)
+    best = max(per_conn, key=lambda r: r["bytes_per_second"])
+    return LocationRead(display(url), display(fs.unstrip_protocol(target) if is_url(url) else target), nbytes,
+                        created, repeats, ttfb, whole / one, per_size, per_conn, int(best["connections"]),
+                        float(best["bytes_per_second"]))
