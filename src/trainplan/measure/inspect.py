@@ -370,7 +370,9 @@ class Dedup:
                 return
             self._lsh = MinHashLSH(threshold=NEAR_DUPLICATE_JACCARD, num_perm=MINHASH_PERMUTATIONS)
 
-    def add(self, doc: Document) -> None:
+    def add(self, doc: Document, signature: Any = None) -> None:
+        """Count one document; `signature`, its MinHash when already computed (a worker of the distributed
+        pass, measure/distributed.py), else it is computed here from the document's shingles."""
         self.documents += 1
         self.tokens += doc.tokens
         self.bytes += doc.bytes
@@ -380,12 +382,14 @@ class Dedup:
             self.exact_tokens += doc.tokens
             return
         self._seen.add(digest)
-        if not self.near or not doc.shingles:
+        if not self.near or not (doc.shingles or signature is not None):
             return
         from datasketch import MinHash
 
-        m = MinHash(num_perm=MINHASH_PERMUTATIONS, seed=self.seed)
-        m.update_batch(list(doc.shingles))
+        m = signature
+        if m is None:
+            m = MinHash(num_perm=MINHASH_PERMUTATIONS, seed=self.seed)
+            m.update_batch(list(doc.shingles))
         if self._lsh.query(m):
             self.near_documents += 1
             self.near_tokens += doc.tokens
@@ -411,9 +415,9 @@ class Dedup:
 
 def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | None = None,
                    tokenizer: str | None = None, near: bool = True,
-                   progress: Callable[[Path], None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[Path], None] | None = None, dedup: Dedup | None = None) -> dict[str, Any]:
     """Tokens, bytes per token and duplicate shares of a token corpus (ids or text), per file and in total."""
-    dedup = Dedup(near=near)
+    dedup = dedup if dedup is not None else Dedup(near=near)
     per_file = []
     counter: tuple[Callable[[str], int], str] | None = None
     counted = "token ids"
@@ -450,11 +454,16 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
                          "duplicate_tokens": dedup.exact_tokens + dedup.near_tokens - before[3]})
         if progress is not None:
             progress(f)
+    return {"kind": "tokens", "files": per_file, "aggregate": token_aggregate(dedup, stored_bytes, counted)}
+
+
+def token_aggregate(dedup: Dedup, stored_bytes: int, counted: str) -> dict[str, Any]:
+    """The corpus figures of a token corpus from its deduplication and its stored bytes."""
     out = dedup.result()
     out["stored_bytes"] = stored_bytes
     out["bytes_per_token"] = stored_bytes / out["tokens"] if out["tokens"] else None
     out["tokens_counted_as"] = counted
-    return {"kind": "tokens", "files": per_file, "aggregate": out}
+    return out
 
 
 # ---------------------------------------------------------------- the whole command
