@@ -74,7 +74,7 @@ def test_journal_resumes_without_redoing_a_finished_unit(corpus, cluster, tmp_pa
 
     units = shards.units([corpus / "video"])
     journal = tmp_path / "journal.jsonl"
-    first = dist.full_pass(units[:3], where="video", scheduler=cluster.scheduler_address, journal=journal)
+    first = dist.full_pass(units[:3], where="video", scheduler=cluster.scheduler_address, journal=journal, batch=2)
     assert first["units_inspected_now"] == 3
     with open(journal, "a") as f:
         f.write('{"unit": "cut short by a cr')  # a crash mid-line: that unit is done again

@@ -88,6 +88,11 @@ def inspect_unit(unit: shards.Unit, kind: str, options: dict[str, Any]) -> dict[
             "scheme": collector.scheme, "dtype": collector.dtype}
 
 
+def inspect_batch(batch: list[shards.Unit], kind: str, options: dict[str, Any]) -> list[dict[str, Any]]:
+    """One task: a few units in turn."""
+    return [inspect_unit(u, kind, options) for u in batch]
+
+
 def _video_dict(v: insp.VideoFile) -> dict[str, Any]:
     return dataclasses.asdict(v)
 
@@ -141,9 +146,15 @@ def _read_journal(path: Path, kind: str, options: dict[str, Any]) -> dict[str, d
 
 def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, journal: Path | None = None,
               progress: Callable[[int, Any], None] | None = None, dtype: str | None = None,
-              eos: int | None = None, tokenizer: str | None = None, near: bool = True) -> dict[str, Any]:
+              eos: int | None = None, tokenizer: str | None = None, near: bool = True,
+              batch: int = 1) -> dict[str, Any]:
     """Every unit inspected on the cluster's workers; the one-machine pass's report, with
-    `units_inspected_now` (the units this run inspected; the rest came from the journal)."""
+    `units_inspected_now` (the units this run inspected; the rest came from the journal).
+
+    `batch` units go to a worker as one task (fewer round trips to the scheduler for many small
+    units; a crashed worker then redoes its whole batch)."""
+    if batch < 1:
+        raise UserError("--batch", f"expected at least 1 unit a task, got {batch}")
     kind = shards.corpus_kind(found, where)
     pool = [u for u in found if u.kind == kind]
     options = {"dtype": dtype, "eos": eos, "tokenizer": tokenizer, "near": near}
@@ -169,21 +180,19 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
             try:
                 from dask.distributed import as_completed
 
-                futures = {client.submit(inspect_unit, u, kind, options, key=f"inspect-{i}-{u.url}", pure=False): u
-                           for i, u in enumerate(todo)}
+                batches = [todo[i: i + batch] for i in range(0, len(todo), batch)]
+                futures = {client.submit(inspect_batch, b, kind, options, key=f"inspect-{i}-{b[0].url}", pure=False): b
+                           for i, b in enumerate(batches)}
                 for future in as_completed(futures):
-                    u = futures[future]
-                    try:
-                        result = future.result()
-                    except UserError:
-                        raise
-                    done[u.url] = result
+                    for u, result in zip(futures[future], future.result()):
+                        done[u.url] = result
+                        if log is not None:
+                            log.write(json.dumps({"unit": u.url, "result": result}) + "\n")
+                        if progress is not None:
+                            progress(len(pool), Path(u.url.split("#")[-1]))
                     if log is not None:
-                        log.write(json.dumps({"unit": u.url, "result": result}) + "\n")
                         log.flush()
                         os.fsync(log.fileno())
-                    if progress is not None:
-                        progress(len(pool), Path(u.url.split("#")[-1]))
             finally:
                 client.close()
                 if cluster is not None:

@@ -71,6 +71,7 @@ def inspect_cmd(
                                                      "local:N for a local cluster of N workers")] = None,
     journal: Annotated[Optional[Path], typer.Option(help="--full: the file of finished units; a rerun with the "
                                                     "same journal inspects only the rest")] = None,
+    batch: Annotated[int, typer.Option(help="--full: units a task (more for many small files)", min=1)] = 1,
     seed: Annotated[int, typer.Option(help="seed of the sample")] = 0,
     dtype: Annotated[Optional[str], typer.Option(help="token id type of .bin files (default uint16)")] = None,
     eos: Annotated[Optional[int], typer.Option(help="end-of-document token id of .bin/.npy files (default: "
@@ -101,7 +102,8 @@ def inspect_cmd(
         from trainplan.measure import distributed
 
         report = _with_progress(lambda progress: distributed.full_pass(
-            shards.units(paths), where=where, scheduler=scheduler, journal=journal, progress=progress, **options))
+            shards.units(paths), where=where, scheduler=scheduler, journal=journal, progress=progress, batch=batch,
+            **options))
     elif sample_files is not None or shards.needs_units(paths):
         report = _with_progress(lambda progress: shards.inspect_units(
             shards.units(paths), where=where, sample=sample_files, seed=seed, progress=progress, **options))
