@@ -151,7 +151,9 @@ def mds_units(index: locations.Entry, fs: Any) -> list[Unit]:
             raise UserError(where, f"expected {n} samples in {entry.url}, its header says {count}")
         offsets = np.frombuffer(head[4: 4 * (n + 2)], "<u4").astype(np.int64)
         variable = [j for j, s in enumerate(sizes) if s is None]
-        first = pick[0]
+        # one unit a sample: its video column before an image column before a text column
+        first = min(pick, key=lambda j: (_mds_suffix(names[j], encodings[j]) not in insp.VIDEO_SUFFIXES,
+                                         _mds_suffix(names[j], encodings[j]) not in IMAGE_SUFFIXES, j))
         for k in range(n):
             start, end = int(offsets[k]), int(offsets[k + 1])
             sample = fs.cat_file(path, start=start, end=end) if variable else b""
@@ -173,10 +175,8 @@ def _mds_suffix(name: str, encoding: str) -> str | None:
     low = name.lower()
     if encoding in ("jpeg", "png", "pil"):
         return ".jpg" if encoding == "jpeg" else ".png"
-    if encoding == "bytes":
-        for s in insp.VIDEO_SUFFIXES:
-            if low in (s[1:], "video", "clip", "mp4"):
-                return ".mp4" if low in ("video", "clip") else s
+    if encoding == "bytes" and (low in ("video", "clip") or f".{low}" in insp.VIDEO_SUFFIXES):
+        return ".mp4" if low in ("video", "clip") else f".{low}"
     if encoding == "str" and low in TEXT_COLUMNS:
         return ".txt"
     return None
