@@ -112,3 +112,10 @@ def test_cli_full_and_bad_scheduler(corpus, cli, cluster):
     assert bad.returncode == 2 and "--scheduler" in bad.stderr
     both = cli("data", "inspect", str(corpus / "video"), "--scheduler", "tcp://127.0.0.1:1")
     assert both.returncode == 2 and "--full" in both.stderr
+
+
+def test_a_bad_unit_on_a_worker_is_one_line(tmp_path, cli, cluster):
+    (tmp_path / "broken.mp4").write_bytes(b"not a video at all")
+    res = cli("data", "inspect", str(tmp_path), "--full", "--scheduler", cluster.scheduler_address)
+    assert res.returncode == 2 and "broken.mp4" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -89,8 +89,15 @@ def inspect_unit(unit: shards.Unit, kind: str, options: dict[str, Any]) -> dict[
 
 
 def inspect_batch(batch: list[shards.Unit], kind: str, options: dict[str, Any]) -> list[dict[str, Any]]:
-    """One task: a few units in turn."""
-    return [inspect_unit(u, kind, options) for u in batch]
+    """One task: a few units in turn. A unit refused (a file that is not what its name says) comes back
+    as {"refused": [where, expected]} for the client to raise (a UserError does not cross processes)."""
+    out = []
+    for u in batch:
+        try:
+            out.append(inspect_unit(u, kind, options))
+        except UserError as err:
+            out.append({"refused": [err.where, err.expected]})
+    return out
 
 
 def _video_dict(v: insp.VideoFile) -> dict[str, Any]:
@@ -185,6 +192,8 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
                            for i, b in enumerate(batches)}
                 for future in as_completed(futures):
                     for u, result in zip(futures[future], future.result()):
+                        if "refused" in result:
+                            raise UserError(*result["refused"])
                         done[u.url] = result
                         if log is not None:
                             log.write(json.dumps({"unit": u.url, "result": result}) + "\n")

@@ -72,8 +72,9 @@ def _t(n: int, confidence: float) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, max(n - 1, 1)))
 
 
-def total(values: Sequence[float], population: int, confidence: float = DEFAULT_CONFIDENCE) -> Interval:
-    """The corpus total of a per-unit figure from a sample of `len(values)` of `population` units."""
+def total(values: Sequence[float], population: int, confidence: float = DEFAULT_CONFIDENCE) -> Interval | None:
+    """The corpus total of a per-unit figure from a sample of `len(values)` of `population` units (None
+    from a sample of one unit of several: it has no spread to measure)."""
     y = np.asarray(values, dtype=float)
     n = len(y)
     if n == 0:
@@ -150,11 +151,11 @@ def _units_needed(values: np.ndarray) -> int | None:
 
 
 def _interval(estimate: float, half: float, confidence: float, n: int, population: int, method: str,
-              units_needed: int | None = None, shift: float = 0.0) -> Interval:
+              units_needed: int | None = None, shift: float = 0.0) -> Interval | None:
     if n >= population:
         return Interval(estimate, estimate, estimate, confidence, f"{method} (every unit inspected: exact)")
-    if not math.isfinite(half):  # one unit: no spread to measure
-        raise UserError("--sample", "expected at least 2 units for an interval")
+    if not math.isfinite(half):  # one unit: no spread to measure, no interval
+        return None
     # every corpus figure here is >= 0 (a count, a duration, a rate, a share): the interval stops at 0
     return Interval(estimate, max(0.0, estimate + shift - half), estimate + shift + half, confidence,
                     f"{method}, Student t at {n - 1} d.o.f., with-replacement s.e. (conservative)", units_needed)
