@@ -91,6 +91,8 @@ def filesystem(url: str | Path) -> tuple[Any, str]:
                                        f"(pip install 'trainplan[{extra}]')") from None
     except ValueError as err:
         raise UserError(display(text), f"expected a location fsspec can read ({err})") from None
+    except OSError as err:  # a filesystem that connects when made (ftp, sftp, ...)
+        raise _client_error(text, err) from None
     return fs, path
 
 
