@@ -160,3 +160,29 @@ def test_a_scheme_without_its_package_names_the_extra(cli):
         pytest.skip("gcsfs is installed here: gs:// would be read")
     res = cli("data", "inspect", "gs://bucket/x")
     assert res.returncode == 2 and "gcsfs" in res.stderr and "trainplan[gcs]" in res.stderr
+
+
+def test_webdataset_image_members(cli, tmp_path):
+    """Image members: sizes as Pillow wrote them, bytes per pixel = member bytes / pixels."""
+    wds = pytest.importorskip("webdataset")
+    import io
+
+    from PIL import Image
+
+    sizes = [(64, 48)] * 4 + [(32, 32)] * 2
+    jpegs = []
+    for i, (w, h) in enumerate(sizes):
+        buf = io.BytesIO()
+        Image.fromarray(np.random.default_rng(i).integers(0, 255, (h, w, 3), dtype=np.uint8)).save(buf, "JPEG")
+        jpegs.append(buf.getvalue())
+    with wds.TarWriter(str(tmp_path / "images-0.tar")) as w:
+        for i, data in enumerate(jpegs):
+            w.write({"__key__": f"im{i}", "jpg": data, "cls": i % 2})
+    r = _json(cli, str(tmp_path))
+    a = r["aggregate"]
+    assert r["kind"] == "image" and a["images"] == 6
+    assert (a["width"], a["height"], a["codec"]) == (64, 48, "mjpeg")
+    assert a["bytes"] == sum(len(j) for j in jpegs)
+    assert a["bytes_per_pixel"] == pytest.approx(sum(len(j) for j in jpegs) / sum(w * h for w, h in sizes))
+    table = cli("data", "inspect", str(tmp_path))
+    assert table.returncode == 0 and "6 images" in table.stdout
