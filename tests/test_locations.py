@@ -186,3 +186,28 @@ def test_webdataset_image_members(cli, tmp_path):
     assert a["bytes_per_pixel"] == pytest.approx(sum(len(j) for j in jpegs) / sum(w * h for w, h in sizes))
     table = cli("data", "inspect", str(tmp_path))
     assert table.returncode == 0 and "6 images" in table.stdout
+
+
+@pytest.fixture(scope="module")
+def web_server(corpus):
+    """Python's own http.server on 127.0.0.1 serving the corpus folder (it answers no range requests)."""
+    pytest.importorskip("aiohttp", reason="aiohttp is not installed (the http extra)")
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # one stderr line a request otherwise
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(Quiet, directory=str(corpus["root"])))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_http_location(cli, corpus, web_server):
+    _check_tokens(_json(cli, f"{web_server}/tokens/"), (corpus["root"] / "tokens" / "part-0.parquet").stat().st_size)
+    res = cli("data", "inspect", f"{web_server}/wds/shard-0000.tar")
+    assert res.returncode == 2 and "range requests" in res.stderr and len(res.stderr.strip().splitlines()) == 1

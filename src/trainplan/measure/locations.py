@@ -117,7 +117,7 @@ def listing(url: str | Path, suffixes: frozenset[str] | None = None) -> list[Ent
     try:
         if not fs.exists(path):
             raise UserError(display(text), "expected an existing file, folder or object prefix")
-        if fs.isfile(path):
+        if not text.endswith("/") and fs.isfile(path):  # a URL ending in / is a folder (a web server's page)
             info = fs.info(path)
             return [Entry(_url_of(fs, path, text), path, int(info.get("size") or 0))]
         found = fs.find(path, detail=True)
@@ -135,6 +135,8 @@ def listing(url: str | Path, suffixes: frozenset[str] | None = None) -> list[Ent
             continue
         e = Entry(_url_of(fs, p, text), p, int(info.get("size") or 0))
         if suffixes is None or e.suffix in suffixes:
+            if info.get("size") is None:  # a web server's page of links gives no sizes: ask each object
+                e = Entry(e.url, p, int(fs.info(p).get("size") or 0))
             out.append(e)
     return out
 

@@ -76,6 +76,9 @@ def tar_units(entry: locations.Entry, fs: Any) -> list[Unit]:
                     out.append(Unit(f"{entry.url}#{m.name}", entry, m.name, m.offset_data, m.size, suffix))
     except tarfile.TarError as err:
         raise UserError(locations.display(entry.url), f"expected a tar shard (WebDataset) ({err})") from None
+    except ValueError as err:  # fsspec's HTTP file: the server answers no range requests
+        raise UserError(locations.display(entry.url), f"expected a server that answers range requests, to read "
+                                                      f"a shard's members in place ({str(err)[:120]})") from None
     return out
 
 
@@ -95,8 +98,11 @@ def units(paths: Iterable[str | Path]) -> list[Unit]:
                 continue  # an MDS shard is read through its index; other .json files are not a corpus
             if e.suffix in SHARD_SUFFIXES:
                 out.extend(tar_units(e, fs))
-            else:
+            elif e.suffix in LISTED:
                 out.append(_entry_unit(e))
+            else:
+                raise UserError(locations.display(e.url), "expected a video, image or token file, a shard (.tar, "
+                                                          ".parquet, .arrow) or a folder of them")
     return out
 
 
