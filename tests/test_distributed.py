@@ -119,3 +119,22 @@ def test_a_bad_unit_on_a_worker_is_one_line(tmp_path, cli, cluster):
     res = cli("data", "inspect", str(tmp_path), "--full", "--scheduler", cluster.scheduler_address)
     assert res.returncode == 2 and "broken.mp4" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_full_pass_on_s3_with_a_local_cluster_it_starts(corpus):
+    """`--scheduler local:2` on shards in moto's S3 server: the workers read the members where they live
+    (their environment names the server and the test credentials, as a real cluster's would a store's)."""
+    from s3_server import s3_server
+
+    from trainplan.measure import distributed as dist
+
+    with s3_server():
+        import fsspec
+
+        fs = fsspec.filesystem("s3")
+        fs.mkdir("dask-bucket")
+        fs.put(str(corpus / "video"), "dask-bucket/video", recursive=True)
+        units = shards.units(["s3://dask-bucket/video"])
+        full = dist.full_pass(units, where="s3", scheduler="local:2", batch=3)
+        _same(full, shards.inspect_units(units, where="s3"))
+    assert full["files_found"] == 8 and full["files"][0]["path"].startswith("s3://dask-bucket/video/")

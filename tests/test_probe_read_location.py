@@ -2,7 +2,7 @@
 tests/s3_server.py): the probe's one-connection rate within 10 % of what a plain s3fs loop measures
 on the same object, its calibration entry naming the location, and the plan using it as
 cluster.link. Timing on a shared machine: the probe and the reference loop run interleaved, and a
-comparison outside 10 % is retried (up to 3 times, each attempt's figures reported on failure)."""
+comparison outside 10 % is retried (up to 5 times, each attempt's figures reported on failure)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ import pytest
 
 from s3_server import CREDENTIALS, s3_server
 
-OBJECT_BYTES = 16 * 2**20
-REPEATS = 7
+OBJECT_BYTES = 8 * 2**20
+SMALL_BYTES = 2**20  # the object of the command-line test: 4 connection counts read it many times
+REPEATS = 3
+ROUNDS = 5
+ATTEMPTS = 5  # a comparison outside 10 % is measured again, each attempt reported on failure
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +30,7 @@ def s3_object():
         fs = fsspec.filesystem("s3")
         fs.mkdir("probe-bucket")
         fs.pipe_file("probe-bucket/obj.bin", np.random.default_rng(0).bytes(OBJECT_BYTES))
+        fs.pipe_file("probe-bucket/small.bin", np.random.default_rng(1).bytes(SMALL_BYTES))
         yield fs, "s3://probe-bucket/obj.bin"
 
 
@@ -43,28 +47,32 @@ def _plain_s3fs_loop(fs, path: str) -> float:
 
 
 def test_probe_read_within_10_percent_of_a_plain_s3fs_loop(s3_object):
+    """ROUNDS rounds, each the reference loop then the probe; the medians over the rounds compared (a
+    burst of load on the shared machine then moves one round, not the comparison)."""
     from trainplan.measure import locations
 
     fs, url = s3_object
     attempts = []
-    for _ in range(3):
-        ref_before = _plain_s3fs_loop(fs, url)
-        d = locations.read_probe(url, repeats=REPEATS, connections=(1,), request_sizes=(2**20,))
-        ref_after = _plain_s3fs_loop(fs, url)
-        ref = (ref_before + ref_after) / 2
-        ratio = d.per_connection_bytes_per_second / ref
-        attempts.append((round(ratio, 3), d.per_connection_bytes_per_second, ref))
+    for _ in range(ATTEMPTS):
+        refs, probes = [], []
+        for _ in range(ROUNDS):
+            refs.append(_plain_s3fs_loop(fs, url))
+            d = locations.read_probe(url, repeats=REPEATS, connections=(1,), request_sizes=(2**16,))
+            probes.append(d.per_connection_bytes_per_second)
+        ratio = statistics.median(probes) / statistics.median(refs)
+        attempts.append((round(ratio, 3), statistics.median(probes), statistics.median(refs)))
         if abs(ratio - 1) <= 0.10:
             break
     else:
-        pytest.fail(f"probe / plain s3fs loop outside 10 % in 3 attempts: {attempts}")
+        pytest.fail(f"probe / plain s3fs loop outside 10 % in {ATTEMPTS} attempts: {attempts}")
     assert d.object_bytes == OBJECT_BYTES and not d.created
     assert 0 < d.first_byte_seconds < OBJECT_BYTES / d.per_connection_bytes_per_second * 10
     print("probe/reference attempts:", attempts)
 
 
 def test_probe_read_url_writes_the_link_the_plan_uses(s3_object, cli, tmp_path):
-    fs, url = s3_object
+    fs, _ = s3_object
+    url = "s3://probe-bucket/small.bin"
     cal = tmp_path / "cal.toml"
     res = cli("probe", "read", url, "--repeats", "2", "--output", str(cal), "--format", "json")
     assert res.returncode == 0, res.stderr

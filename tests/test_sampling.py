@@ -101,7 +101,7 @@ def test_token_intervals_cover_the_full_pass_in_95_percent_of_seeds():
 
 def test_gop_median_bootstrap_covers():
     rng = np.random.default_rng(3)
-    m, n, seeds = 400, 60, 120
+    m, n, seeds = 400, 60, 100
     groups = [list(rng.choice([12, 24, 30, 48, 60], rng.integers(2, 8), p=[.2, .3, .2, .2, .1])) for _ in range(m)]
     truth = float(np.median(np.concatenate(groups)))
     hits = 0
