@@ -200,8 +200,11 @@ def web_server(corpus):
         def log_message(self, *args: object) -> None:  # one stderr line a request otherwise
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(Quiet, directory=str(corpus["root"])))
+    class QuietServer(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: object, client_address: object) -> None:  # a client that hung up
+            pass
+
+    server = QuietServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(corpus["root"])))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -211,3 +214,17 @@ def test_http_location(cli, corpus, web_server):
     _check_tokens(_json(cli, f"{web_server}/tokens/"), (corpus["root"] / "tokens" / "part-0.parquet").stat().st_size)
     res = cli("data", "inspect", f"{web_server}/wds/shard-0000.tar")
     assert res.returncode == 2 and "range requests" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_parquet_text_column_and_a_table_without_one(cli, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    docs = [f"document number {i} " + " ".join(f"w{(i * 31 + j) % 500}" for j in range(60)) for i in range(9)]
+    pq.write_table(pa.table({"text": docs + docs[:4], "id": list(range(13))}), tmp_path / "t.parquet")
+    a = _json(cli, str(tmp_path / "t.parquet"))["aggregate"]
+    assert (a["documents"], a["exact_duplicate_documents"]) == (13, 4)
+    assert "pre-tokenizer" in a["tokens_counted_as"]
+    pq.write_table(pa.table({"id": [1, 2]}), tmp_path / "bad.parquet")
+    res = cli("data", "inspect", str(tmp_path / "bad.parquet"))
+    assert res.returncode == 2 and "input_ids" in res.stderr and "text" in res.stderr

@@ -224,8 +224,8 @@ def table_documents(path: Path, count: Callable[[str], int]) -> Iterator[tuple[i
             column, width = name, t.value_type.bit_width // 8
             break
     if column is None:
-        column = next((n for n in TEXT_COLUMNS if n in fields and pa.types.is_string(fields[n])
-                       or n in fields and pa.types.is_large_string(fields[n])), None)
+        column = next((n for n in TEXT_COLUMNS
+                       if n in fields and (pa.types.is_string(fields[n]) or pa.types.is_large_string(fields[n]))), None)
     if column is None:
         raise UserError(str(path), f"expected a token id list column ({', '.join(ID_COLUMNS)}) or a text column "
                                    f"({', '.join(TEXT_COLUMNS)}), got columns {', '.join(fields) or 'none'}")
@@ -311,7 +311,7 @@ def corpus_kind(found: list[Unit], where: str) -> str:
     if not found:
         raise UserError(where, "expected video, image or token files, shards (.tar, .parquet, .arrow) or an "
                                "MDS index.json")
-    if "video" in kinds and "tokens" in kinds or "image" in kinds and "tokens" in kinds:
+    if "tokens" in kinds and ("video" in kinds or "image" in kinds):
         raise UserError(where, "expected either video/images or token files, not both in one inspection")
     return "video" if "video" in kinds else ("image" if "image" in kinds else "tokens")
 
