@@ -228,3 +228,15 @@ def test_parquet_text_column_and_a_table_without_one(cli, tmp_path):
     pq.write_table(pa.table({"id": [1, 2]}), tmp_path / "bad.parquet")
     res = cli("data", "inspect", str(tmp_path / "bad.parquet"))
     assert res.returncode == 2 and "input_ids" in res.stderr and "text" in res.stderr
+
+
+def test_a_samples_intervals_reach_the_plans_provenance(cli, corpus, tmp_path):
+    from trainplan.present.quantities import significant
+
+    out = tmp_path / "w.toml"
+    r = _json(cli, str(corpus["root"] / "wds"), "--sample", "4", "--output", str(out))
+    iv = r["aggregate"]["intervals"]["bitrate"]
+    plan = cli("plan", str(out), "--format", "json")
+    assert plan.returncode == 0, plan.stderr
+    source = json.loads(plan.stdout)["assumptions"]["data.bitrate"]["source"]
+    assert f"bit rate (bit/s) [{significant(iv['low'])}, {significant(iv['high'])}]" in source

@@ -112,7 +112,8 @@ def inspect_cmd(
             paths, sample_files=sample_files, seed=seed, progress=progress, **options))
     if output is not None:
         insp.to_workload(report, output, f"measured by `trainplan data inspect` on {where} "
-                         f"({report['files_inspected']} of {report['files_found']} files)")
+                         f"({report['files_inspected']} of {report['files_found']} files"
+                         f"{_interval_note(report['aggregate'])})")
         report["workload_written"] = str(output)
     if format == "json":
         typer.echo(json.dumps(insp.finite(report), indent=2))
@@ -186,6 +187,16 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
     if "workload_written" in r:
         lines.append(f"  workload [data] written to {r['workload_written']} (provenance measured)")
     return "\n".join(lines)
+
+
+def _interval_note(a: dict[str, Any]) -> str:
+    """A sample's intervals of the keys a workload takes, for the provenance the plan shows."""
+    from trainplan.present.quantities import significant
+
+    names = {"hours": "hours", "bitrate": "bit rate (bit/s)", "bytes_per_token": "bytes per token"}
+    parts = [f"{label} [{significant(a['intervals'][k]['low'])}, {significant(a['intervals'][k]['high'])}]"
+             for k, label in names.items() if k in (a.get("intervals") or {})]
+    return f"; 95 % intervals: {', '.join(parts)}" if parts else ""
 
 
 def _interval_lines(a: dict[str, Any], inspected: int) -> list[str]:
