@@ -46,7 +46,7 @@ def main() -> int:
         t = time.perf_counter()
         one = shards.inspect_units(units, where=str(folder))
         one_s = time.perf_counter() - t
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
         try:  # warm-up: each worker imports the inspection (PyAV, numpy) before the clock
             distributed.full_pass(units[:4], where=str(folder), scheduler=cluster.scheduler_address)
             t = time.perf_counter()

@@ -46,7 +46,7 @@ def corpus(tmp_path_factory):
 def cluster():
     from dask.distributed import LocalCluster
 
-    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
     yield c
     c.close()
 

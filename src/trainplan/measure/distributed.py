@@ -120,7 +120,7 @@ def _client(scheduler: str | None) -> tuple[Any, Any]:
             n = 0
         if n < 1:
             raise UserError("--scheduler", f"expected local:N with N >= 1 workers, got {scheduler!r}")
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
         return Client(cluster), cluster
     try:
         return Client(scheduler, timeout="10s"), None

@@ -19,6 +19,7 @@ import dataclasses
 import io
 import json
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable, Iterator
@@ -32,6 +33,9 @@ from trainplan.measure import locations, sampling
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
 SHARD_SUFFIXES = frozenset({".tar"})
 MDS_INDEX = "index.json"
+# Shards whose member headers are listed at once (concurrent requests; s3fs's pool holds 10 connections
+# by default, and a listing's requests are small).
+LISTING_CONNECTIONS = 8
 # Bytes a tar header read asks for: one 512-byte header block and room for a long-name block.
 TAR_HEADER_REQUEST_BYTES = 2**16
 # Columns a token table's ids or text are looked for in, in this order (Hugging Face and Megatron names).
@@ -93,16 +97,17 @@ def units(paths: Iterable[str | Path]) -> list[Unit]:
         mds_dirs = {str(PurePosixPath(e.path).parent) for e in indexes}
         for e in indexes:
             out.extend(mds_units(e, fs))
-        for e in entries:
-            if str(PurePosixPath(e.path).parent) in mds_dirs or e.suffix in (".json", ".mds"):
-                continue  # an MDS shard is read through its index; other .json files are not a corpus
-            if e.suffix in SHARD_SUFFIXES:
-                out.extend(tar_units(e, fs))
-            elif e.suffix in LISTED:
-                out.append(_entry_unit(e))
-            else:
+        kept = [e for e in entries  # an MDS shard is read through its index; other .json files are not a corpus
+                if str(PurePosixPath(e.path).parent) not in mds_dirs and e.suffix not in (".json", ".mds")]
+        for e in kept:
+            if e.suffix not in LISTED:
                 raise UserError(locations.display(e.url), "expected a video, image or token file, a shard (.tar, "
                                                           ".parquet, .arrow) or a folder of them")
+        tars = [e for e in kept if e.suffix in SHARD_SUFFIXES]
+        with ThreadPoolExecutor(max(1, min(LISTING_CONNECTIONS, len(tars)))) as pool:  # shards' headers at once
+            members = dict(zip((e.path for e in tars), pool.map(lambda e: tar_units(e, fs), tars)))
+        for e in kept:
+            out.extend(members[e.path] if e.suffix in SHARD_SUFFIXES else [_entry_unit(e)])
     return out
 
 
