@@ -526,6 +526,16 @@ def read_values(result: dict[str, Any]) -> list[dict[str, Any]]:
             {"key": "storage.cache_rate", "value": float(result["warm_bytes_per_second"]), "note": warm}]
 
 
+def location_read_values(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`probe read URL` (issue 26): cluster.link is the best total rate over the connection counts tried,
+    at the location measured (named in the note; the settings keep it too)."""
+    note = (f"read from {result['location']} ({result['object_bytes'] / 1e6:.3g} MB object): "
+            f"{result['best_connections']} concurrent requests, whole objects; one connection "
+            f"{result['per_connection_bytes_per_second'] / 1e6:.3g} MB/s, time to first byte "
+            f"{result['first_byte_seconds'] * 1e3:.3g} ms")
+    return [{"key": "cluster.link", "value": float(result["link_bytes_per_second"]), "note": note}]
+
+
 def allreduce_values(result: dict[str, Any]) -> list[dict[str, Any]]:
     note = (f"ring all-reduce bus bytes/s, 2(N-1)/N M / t, {result['backend']} over {result['world_size']} "
             f"{result['launched_by']}, M = {result['bytes'] / 1e6:.1f} MB")

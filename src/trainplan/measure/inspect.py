@@ -45,6 +45,7 @@ IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
 # An image folder is planned as a stream of intra-coded frames (docs/measurement.md): one image a "frame",
 # at this many frames a second of "data", so data.hours x 3600 is the number of images.
 IMAGES_PER_SECOND = 1.0
+TABLE_SUFFIXES = frozenset({".parquet", ".arrow"})  # token tables: a token-id list column or a text column
 SECONDS_PER_HOUR = 3600.0
 BITS_PER_BYTE = 8.0
 
@@ -97,6 +98,8 @@ def kind_of(path: Path) -> str:
         return "text"
     if s in IMAGE_SUFFIXES:
         return "image"
+    if s in TABLE_SUFFIXES:
+        return "table"
     return "video"
 
 
@@ -538,7 +541,9 @@ class Dedup:
                 return
             self._lsh = MinHashLSH(threshold=NEAR_DUPLICATE_JACCARD, num_perm=MINHASH_PERMUTATIONS)
 
-    def add(self, doc: Document) -> None:
+    def add(self, doc: Document, signature: Any = None) -> None:
+        """Count one document; `signature`, its MinHash when already computed (a worker of the distributed
+        pass, measure/distributed.py), else it is computed here from the document's shingles."""
         self.documents += 1
         self.tokens += doc.tokens
         self.bytes += doc.bytes
@@ -548,12 +553,14 @@ class Dedup:
             self.exact_tokens += doc.tokens
             return
         self._seen.add(digest)
-        if not self.near or not doc.shingles:
+        if not self.near or not (doc.shingles or signature is not None):
             return
         from datasketch import MinHash
 
-        m = MinHash(num_perm=MINHASH_PERMUTATIONS, seed=self.seed)
-        m.update_batch(list(doc.shingles))
+        m = signature
+        if m is None:
+            m = MinHash(num_perm=MINHASH_PERMUTATIONS, seed=self.seed)
+            m.update_batch(list(doc.shingles))
         if self._lsh.query(m):
             self.near_documents += 1
             self.near_tokens += doc.tokens
@@ -579,15 +586,16 @@ class Dedup:
 
 def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | None = None,
                    tokenizer: str | None = None, near: bool = True,
-                   progress: Callable[[Path], None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[Path], None] | None = None, dedup: Dedup | None = None) -> dict[str, Any]:
     """Tokens, bytes per token and duplicate shares of a token corpus (ids or text), per file and in total."""
-    dedup = Dedup(near=near)
+    dedup = dedup if dedup is not None else Dedup(near=near)
     per_file = []
     counter: tuple[Callable[[str], int], str] | None = None
     counted = "token ids"
     stored_bytes = 0
     for f in files:
-        before = (dedup.documents, dedup.tokens)
+        before = (dedup.documents, dedup.tokens, dedup.exact_documents + dedup.near_documents,
+                  dedup.exact_tokens + dedup.near_tokens)
         size = f.stat().st_size
         stored_bytes += size
         if kind_of(f) == "token_ids":
@@ -595,6 +603,14 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
             for doc in token_id_documents(ids, eos):
                 dedup.add(doc)
             width = ids.dtype.itemsize
+        elif kind_of(f) == "table":
+            from trainplan.measure import shards
+
+            counter = counter or make_counter(tokenizer)
+            width = None
+            for doc, width in shards.table_documents(f, counter[0]):
+                counted = counted if width else counter[1]
+                dedup.add(doc)
         else:
             counter = counter or make_counter(tokenizer)
             counted = counter[1]
@@ -604,14 +620,21 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
         tokens = dedup.tokens - before[1]
         per_file.append({"path": str(f), "kind": kind_of(f), "bytes": size, "documents": dedup.documents - before[0],
                          "tokens": tokens, "bytes_per_token": size / tokens if tokens else None,
-                         "token_id_bytes": width})
+                         "token_id_bytes": width,
+                         "duplicate_documents": dedup.exact_documents + dedup.near_documents - before[2],
+                         "duplicate_tokens": dedup.exact_tokens + dedup.near_tokens - before[3]})
         if progress is not None:
             progress(f)
+    return {"kind": "tokens", "files": per_file, "aggregate": token_aggregate(dedup, stored_bytes, counted)}
+
+
+def token_aggregate(dedup: Dedup, stored_bytes: int, counted: str) -> dict[str, Any]:
+    """The corpus figures of a token corpus from its deduplication and its stored bytes."""
     out = dedup.result()
     out["stored_bytes"] = stored_bytes
     out["bytes_per_token"] = stored_bytes / out["tokens"] if out["tokens"] else None
     out["tokens_counted_as"] = counted
-    return {"kind": "tokens", "files": per_file, "aggregate": out}
+    return out
 
 
 # ---------------------------------------------------------------- the whole command

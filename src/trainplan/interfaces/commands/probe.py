@@ -243,20 +243,45 @@ def handover_table(d: dict[str, Any]) -> str:
             f"  data.loader_cpu_per_frame for the plan: {d['loader_cpu_per_frame'] * 1e3:.3f} ms a frame")
 
 
-def run_read(path: Path, size: str) -> dict[str, Any]:
+def run_read(path: Path | str, size: str | None, repeats: int = 5) -> dict[str, Any]:
+    from trainplan.measure import locations
+
     nbytes = _parse(size, "bytes", "--size")
-    return probe.read(path, size=int(nbytes or 64 * 2**20)).to_dict()
+    if locations.is_url(path):  # where the data lives: an object store, a web server (issue 26)
+        return locations.read_probe(str(path), repeats=repeats,
+                                    size=int(nbytes or locations.READ_TEST_OBJECT_BYTES)).to_dict()
+    return probe.read(Path(path), size=int(nbytes or 64 * 2**20)).to_dict()
 
 
 def write_read(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
+    if "location" in d:
+        calibration.write(path, "read", settings={"location": d["location"], "object": d["object"],
+                                                  "object_bytes": d["object_bytes"], "repeats": d["repeats"]},
+                          results=d, values=calibration.location_read_values(d), machine=machine)
+        return
     calibration.write(path, "read", settings={"path": d["path"], "bytes": d["bytes"], "block_bytes": d["block_bytes"]},
                       results=d, values=calibration.read_values(d), machine=machine)
 
 
 def read_table(d: dict[str, Any]) -> str:
+    if "location" in d:
+        return location_read_table(d)
     return (f"read probe: {d['bytes'] / 1e6:.0f} MB from {d['path']}{' (written by the probe)' if d['created'] else ''}\n"
             f"  cold {_rate(d['cold_bytes_per_second'], 'B/s')}   warm {_rate(d['warm_bytes_per_second'], 'B/s')}\n"
             f"  cold means: {d['cold_method']}")
+
+
+def location_read_table(d: dict[str, Any]) -> str:
+    lines = [f"read probe: {d['object']} ({d['object_bytes'] / 1e6:.3g} MB{', written by the probe' if d['created'] else ''})",
+             f"  time to first byte {d['first_byte_seconds'] * 1e3:.3g} ms; one connection "
+             f"{_rate(d['per_connection_bytes_per_second'], 'B/s')} on whole objects",
+             "  by request size: " + ", ".join(f"{r['request_bytes'] / 2**10:.0f} KiB {_rate(r['bytes_per_second'], 'B/s')}"
+                                               for r in d["by_request_size"]),
+             "  by connections:  " + ", ".join(f"{r['connections']} {_rate(r['bytes_per_second'], 'B/s')}"
+                                               for r in d["by_connections"]),
+             f"  cluster.link for the plan: {_rate(d['link_bytes_per_second'], 'B/s')} "
+             f"({d['best_connections']} connections) from {d['location']}"]
+    return "\n".join(lines)
 
 
 def run_matmul(n: int, seconds: float) -> dict[str, Any]:
@@ -426,14 +451,18 @@ def register(app: typer.Typer) -> None:
 
     @probe_app.command("read")
     def read_cmd(
-        path: Annotated[Path, typer.Argument(help="a file to read, or a directory to write a test file in")] = Path("."),
-        size: Annotated[str, typer.Option(help="test file size when PATH is a directory")] = "64 MiB",
+        path: Annotated[str, typer.Argument(help="a file to read, or a directory to write a test file in; or a "
+                                                 "location URL (s3://, gs://, az://, https://): an object or a prefix")] = ".",
+        size: Annotated[Optional[str], typer.Option(help="test file size when PATH is a directory (default 64 MiB), "
+                                                         "or a URL prefix holding no object (default 16 MiB)")] = None,
+        repeats: Annotated[int, typer.Option(help="a URL: requests of each kind timed (their median)", min=1)] = 5,
         format: FormatOpt = "table",  # noqa: A002
         output: OutputOpt = None,
     ) -> None:
-        """Bytes/s reading a file, cold (page cache dropped for the file) and warm."""
+        """Bytes/s reading a file, cold (page cache dropped for the file) and warm; at a URL: time to
+        first byte, throughput per connection, by request size and with concurrent connections."""
         _check_format(format)
-        d = run_read(path, size)
+        d = run_read(path, size, repeats)
         if output is not None:
             write_read(output, d, probe.machine())
         _emit(d, format, read_table)
