@@ -62,6 +62,44 @@ def _command_from_module(name: str) -> Any:
     return group.commands.get(name)
 
 
+def _option_name(param: Any) -> str:
+    """How the user wrote a parameter: its longest option name, or its metavar for an argument."""
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("--")] or list(getattr(param, "opts", []))
+    if getattr(param, "param_type_name", "") == "argument" or not opts:
+        return (getattr(param, "metavar", None) or param.name or "argument").upper()
+    return max(opts, key=len)
+
+
+def _check_number_params(ctx: Any) -> None:
+    """The numeric boundary for options and arguments (issue 29): an int or float option passes
+    units.number (finite, within float range, no subnormal; an int within 2^53) before the command
+    runs, so `--devices 1e40`-sized ints, `--seconds inf` and `--budget 5e-324` are one line, exit 2."""
+    from trainplan import units
+
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                units.number(item, _option_name(param), whole=isinstance(item, int))
+
+
+def _with_number_check(command: Any) -> Any:
+    """`command` (and every subcommand of a group) checking its numeric parameters before it runs."""
+    if command is None or getattr(command, "_numbers_checked", False):
+        return command
+    original = command.invoke
+
+    def invoke(ctx: Any) -> Any:
+        _check_number_params(ctx)
+        return original(ctx)
+
+    command.invoke = invoke
+    command._numbers_checked = True
+    for sub in getattr(command, "commands", {}).values():
+        _with_number_check(sub)
+    return command
+
+
 class LazyGroup(WordedGroup):
     """The top-level group: commands of COMMANDS are listed from the table and built on first use."""
 
@@ -74,7 +112,7 @@ class LazyGroup(WordedGroup):
             command = _command_from_module(cmd_name)
             if command is not None:
                 self.commands[cmd_name] = command
-        return command
+        return _with_number_check(command)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = []

@@ -72,7 +72,8 @@ def parse_value(key: str, text: Any) -> Any:
     except ValidationError as err:
         e = err.errors()[0]
         msg = e["msg"].removeprefix("Value error, ")
-        raise UserError("--vary", f"{key}: {msg[0].lower() + msg[1:]}, got {text!r}") from None
+        shown = f", got {text!r}" if "got" not in msg else ""
+        raise UserError("--vary", f"{key}: {msg[0].lower() + msg[1:]}{shown}") from None
     return value
 
 
@@ -110,7 +111,9 @@ def parse_vary(spec: str) -> Axis:
         if not numeric:
             raise UserError("--vary", f"{key}: not a number; give its values as a list a,b,c")
         return Axis(key, tuple(_range(key, grid)), True)
-    items = [s.strip() for s in grid.split(",") if s.strip()]
+    items = [s.strip() for s in grid.split(",")]
+    if not all(items):  # "1,,2" is a slip, not the list 1,2 (issue 29)
+        raise UserError("--vary", f"{key}: expected values separated by commas, got an empty item in {grid!r}")
     if numeric and not key.startswith("cluster.accelerator."):
         values = tuple(float(parse_value(key, s)) for s in items)
     else:

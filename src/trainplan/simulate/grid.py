@@ -44,8 +44,17 @@ class Vary:
     values: tuple[float, ...]
 
 
-def parse_vary(text: str) -> Vary:
-    """'buffer=1,4,16' / 'cores=4:32:4' -> Vary."""
+#: Ranges of the queue keys, (lowest, highest, lowest included); the command passes the ones `simulate`
+#: enforces on its flags (interfaces/commands/simulate.py), so a grid refuses what a single run refuses.
+Ranges = dict[str, tuple[float, float, bool]]
+
+
+def parse_vary(text: str, ranges: Ranges | None = None, max_values: int | None = None) -> Vary:
+    """'buffer=1,4,16' / 'cores=4:32:4' -> Vary. Each value passes the numeric boundary (units.number:
+    finite, in float range, whole where the key counts) and, for a queue key, its range in `ranges`;
+    a range of more than `max_values` values is refused before it is listed."""
+    from trainplan import units
+
     key, sep, spec = text.partition("=")
     key = key.strip()
     if not sep or not key or not spec.strip():
@@ -55,36 +64,57 @@ def parse_vary(text: str) -> Vary:
         raise UserError("--vary", f"a queue key ({', '.join(QUEUE_KEYS)}), cores, or a workload key "
                         f"such as cluster.cores, got {key!r}")
     spec = spec.replace(" ", "")
-    try:
-        if ":" in spec:
-            parts = [float(p) for p in spec.split(":")]
-            if len(parts) not in (2, 3) or any(p != int(p) for p in parts):
-                raise ValueError
-            lo, hi = int(parts[0]), int(parts[1])
-            step = int(parts[2]) if len(parts) == 3 else 1
-            if step <= 0 or hi < lo:
-                raise ValueError
-            values = tuple(float(v) for v in range(lo, hi + 1, step))
-        else:
-            values = tuple(float(v) for v in spec.split(",") if v)
-    except ValueError:
-        raise UserError(f"--vary {key}", f"numbers separated by commas, or LO:HI[:STEP] in whole numbers, "
-                        f"got {spec!r}") from None
-    if not values or not all(math.isfinite(v) for v in values):
-        raise UserError(f"--vary {key}", f"at least one finite value, got {spec!r}")
-    if key in WHOLE_KEYS and any(v != int(v) for v in values):
-        raise UserError(f"--vary {key}", f"whole numbers, got {spec!r}")
-    if key == "buffer" and min(values) < 1:
-        raise UserError("--vary buffer", "buffer sizes >= 1 frame")
-    if key in ("cv", "read_cv", "read_ahead") and min(values) < 0:
-        raise UserError(f"--vary {key}", "values >= 0")
-    if key == "keyframe_cost" and min(values) <= 0:
-        raise UserError("--vary keyframe_cost", "costs > 0 (times an ordinary frame)")
+    where = f"--vary {key}"
+    expected = "numbers separated by commas, or LO:HI[:STEP] in whole numbers"
+    whole = key in WHOLE_KEYS
+
+    def read(item: str) -> float | int:
+        if not item:
+            raise UserError(where, f"{expected}, got an empty item in {spec!r}")
+        value = units.number(item, where)
+        if whole or ":" in spec:
+            if value != math.floor(value):
+                raise UserError(where, f"whole numbers, got {item!r}")
+            exact = int(item) if item.lstrip("+-").isdigit() else int(value)  # 2^64 stays 2^64, not a float
+            units.number(exact, where, whole=key != "seed")  # a seed may reach 2^63-1, as --seed
+            return exact
+        return value
+
+    if ":" in spec:
+        parts = [read(p) for p in spec.split(":")]
+        if len(parts) not in (2, 3):
+            raise UserError(where, f"{expected}, got {spec!r}")
+        lo, hi = int(parts[0]), int(parts[1])
+        step = int(parts[2]) if len(parts) == 3 else 1
+        if step <= 0 or hi < lo:
+            raise UserError(where, f"LO:HI[:STEP] with LO <= HI and STEP > 0, got {spec!r}")
+        count = (hi - lo) // step + 1
+        if max_values is not None and count > max_values:
+            raise UserError(where, f"at most {max_values:,} values (a simulation each), got {count:,} in {spec!r}")
+        raw: list[float | int] = list(range(lo, hi + 1, step))
+    else:
+        items = spec.split(",")
+        if max_values is not None and len(items) > max_values:
+            raise UserError(where, f"at most {max_values:,} values (a simulation each), got {len(items):,}")
+        raw = [read(v) for v in items]
+    for value in raw:
+        if key in (ranges or {}):
+            low, high, low_included = (ranges or {})[key]
+            if not ((low <= value if low_included else low < value) and value <= high):
+                raise UserError(where, f"values from {low:g} ({'included' if low_included else 'excluded'}) to "
+                                f"{high:g}, as `simulate` takes them, got {units.shown(value)}")
+        elif key == "buffer" and value < 1:
+            raise UserError("--vary buffer", "buffer sizes >= 1 frame")
+        elif key in ("cv", "read_cv", "read_ahead", "seed") and value < 0:
+            raise UserError(where, "values >= 0")
+        elif key == "keyframe_cost" and value <= 0:
+            raise UserError("--vary keyframe_cost", "costs > 0 (times an ordinary frame)")
+    values = tuple(v if isinstance(v, int) and key == "seed" else float(v) for v in raw)
     return Vary(key, values)
 
 
 def number(v: float) -> int | float:
-    return int(v) if v == int(v) else v
+    return v if isinstance(v, int) else (int(v) if v == int(v) else v)
 
 
 def _apply_queue(spec: QueueSpec, key: str, value: float, gop: int) -> QueueSpec:

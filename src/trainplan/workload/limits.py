@@ -51,6 +51,10 @@ MAX_BYTES: Final[dict[str, int]] = {
 #: config.json rarely more than 4 (rope_scaling, quantization_config).
 MAX_NESTING: Final[int] = 32
 
+#: The most digits an integer in an input may have: Python's own cap on converting text to int
+#: (sys.get_int_max_str_digits(), 4,300 by default); no quantity has more than 400.
+MAX_DIGITS: Final[int] = 4300
+
 _WHAT: Final[dict[str, str]] = {
     "workload": "workload file",
     "calibration": "calibration file",
@@ -181,6 +185,8 @@ def loads_toml(text: str, where: str, what: str = "TOML") -> dict[str, Any]:
         raise UserError(printable(where), f"malformed {what} ({printable(str(err))})") from None
     except RecursionError:
         raise _too_deep(printable(where)) from None
+    except ValueError:  # an integer of more digits than Python converts (4,300): no quantity has them
+        raise UserError(printable(where), f"expected numbers of at most {MAX_DIGITS:,} digits in the {what}") from None
     check_nesting(doc, where)
     return doc
 
@@ -198,9 +204,32 @@ def loads_json(text: str, where: str) -> Any:
     except json.JSONDecodeError as err:
         raise UserError(printable(where), f"valid JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
     except ValueError as err:
+        if "digits" in str(err):  # int() past sys.get_int_max_str_digits()
+            raise UserError(printable(where), f"expected numbers of at most {MAX_DIGITS:,} digits") from None
         raise UserError(printable(where), f"valid JSON ({err})") from None
     check_nesting(doc, where)
     return doc
+
+
+def check_numbers(obj: Any, where: str, largest: int) -> None:
+    """UserError naming the first number in `obj` (a parsed JSON or TOML document) that is an integer
+    past `largest` in size, or a float that is not finite: the dotted path of keys names it."""
+    from trainplan import units
+
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(node))))
+        elif isinstance(node, bool):
+            continue
+        elif isinstance(node, int) and abs(node) > largest:
+            raise UserError(f"{printable(where)}: {printable(path or 'value')}",
+                            f"expected a whole number of at most {largest:.3g}, got {units.shown(node)}")
+        elif isinstance(node, float):
+            units.number(node, f"{printable(where)}: {printable(path or 'value')}")
 
 
 # ESC-introduced sequences (CSI, OSC, DCS..., two-character escapes) and every other C0/C1

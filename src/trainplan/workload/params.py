@@ -828,6 +828,12 @@ def load_hf_config(path: str | Path) -> dict[str, Any]:
     config = limits.loads_json(limits.read_text(file, "hf_config"), where)
     if not isinstance(config, dict):
         raise UserError(where, f"a JSON object of model settings, got a JSON {type(config).__name__}")
+    from trainplan import units
+
+    limits.check_numbers(config, where, units.LARGEST_WHOLE)  # every count exact in float64 (issue 29)
+    if "model_type" in config and not isinstance(config["model_type"], str):
+        raise UserError(f"{where}: model_type", f"expected the name of a model family (text), got "
+                        f"{units.shown(config['model_type'])}")
     return config
 
 

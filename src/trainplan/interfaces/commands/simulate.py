@@ -49,6 +49,13 @@ MAX_FRAME_SECONDS = 3600.0  # a decode time or read latency above an hour per fr
 MAX_CV = 100.0  # a coefficient of variation beyond 100 is a heavy tail no sample of this size estimates
 MAX_KEYFRAME_COST = 1e4  # a keyframe costing ten thousand ordinary frames
 MAX_BUFFER_SIZES = 64  # --buffers: each size is one more run of the queue
+# --vary: simulations in one grid. Each is at least 1,000 frames and its spec is held until it runs;
+# 100,000 of them at the default 200,000 frames are hours on a 64-core machine.
+MAX_SIMULATIONS = 100_000
+# The queue keys of --vary within the ranges the flags take: (lowest, highest, lowest included).
+VARY_RANGES = {"buffer": (1, MAX_BUFFER_FRAMES, True), "read_ahead": (0, MAX_BUFFER_FRAMES, True),
+               "cv": (0, MAX_CV, True), "read_cv": (0, MAX_CV, True),
+               "keyframe_cost": (0, MAX_KEYFRAME_COST, False), "seed": (0, MAX_SEED, True)}
 
 
 def _variability(decode_dist: str | None, cv: float | None, empirical: Path | None, read_cv: float | None,
@@ -168,7 +175,11 @@ def vary_report(file: Path | None, sets: list[str], calibration: Path | None, va
     from trainplan.simulate.queue import queue_spec_from_workload
     from trainplan.workload.schema import load_workload
 
-    varies = [grid.parse_vary(v) for v in vary]
+    varies = [grid.parse_vary(v, VARY_RANGES, MAX_SIMULATIONS) for v in vary]
+    total = math.prod(len(v.values) for v in varies)
+    if total > MAX_SIMULATIONS:
+        raise UserError("--vary", f"at most {MAX_SIMULATIONS:,} simulations in one grid, got {total:,} "
+                        f"({' x '.join(str(len(v.values)) for v in varies)})")
 
     def base_spec(extra: list[str]) -> Any:
         w = load_workload(file, [*sets, *extra], calibration)
