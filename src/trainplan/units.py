@@ -187,7 +187,7 @@ def shown(value: object, limit: int = 60) -> str:
     """`value` as a message shows it: repr, but an integer too long to print (repr raises past
     4,300 digits) or to read is described by its size, and long text is cut."""
     if isinstance(value, int) and not isinstance(value, bool):
-        if value.bit_length() > 64:
+        if value.bit_length() > 200:  # about 60 digits
             digits = int(value.bit_length() * math.log10(2)) + 1
             return f"an integer of about {digits:,} digits"
         return repr(value)

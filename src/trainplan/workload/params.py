@@ -664,6 +664,26 @@ def count_from_hf_config(config: dict[str, Any]) -> ParamCount:
     if not isinstance(config, dict):
         raise UserError("config", f"a JSON object (the contents of config.json), got {type(config).__name__}")
     model_type = config.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):  # a list is not a family (issue 29)
+        raise UserError("model_type", f"the name of a model family (text), got {type(model_type).__name__}")
+    count = _count_by_family(config, model_type)
+    _check_token_ids(config, count.vocab)
+    return count
+
+
+def _check_token_ids(config: dict[str, Any], vocab: int) -> None:
+    """A padding id must index the embedding: transformers' nn.Embedding asserts
+    -vocab <= padding_idx < vocab, so a config past it builds no model (issue 29)."""
+    pad = config.get("pad_token_id")
+    if pad is None or vocab <= 0:
+        return
+    if isinstance(pad, bool) or not isinstance(pad, int):
+        raise UserError("pad_token_id", f"a whole number (a token id) or null, got {pad!r}")
+    if not -vocab <= pad < vocab:
+        raise UserError("pad_token_id", f"a token id below vocab_size ({vocab:,}), got {pad:,}")
+
+
+def _count_by_family(config: dict[str, Any], model_type: str | None) -> ParamCount:
     if model_type in MORE_FAMILIES:
         return MORE_FAMILIES[model_type](config)
     if model_type not in SUPPORTED_MODEL_TYPES:
@@ -1133,7 +1153,8 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
         cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(cfg)
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError, AssertionError, IndexError, OverflowError,
+            RuntimeError) as err:  # a config transformers itself rejects is the config's fault, not ours
         raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, or a "
                         f"causal language model transformers can build; got {model_type!r} ({err})") from None
     finally:

@@ -263,6 +263,17 @@ class TrainingSection(Section):
     activation_bytes_outside_token: float | None = Q(
         None, "none: from the architecture; `trainplan probe model --output` measures it", ge=0)
 
+    @field_validator("lora_targets")
+    @classmethod
+    def _each_target_once(cls, value: list[str]) -> list[str]:
+        """A target named twice would count its adapters twice (issue 29)."""
+        twice = sorted({t for t in value if value.count(t) > 1})
+        if twice:
+            raise ValueError(f"expected each projection once, got {', '.join(repr(t) for t in twice)} more than once")
+        if not value:
+            raise ValueError("expected at least one projection to adapt (q, k, v, o, gate, up, down)")
+        return value
+
 
 class ClusterSection(Section):
     accelerator: str | dict[str, Any] = Q("h100-sxm", "reference workload: one H100-SXM")
@@ -584,7 +595,7 @@ def load_workload(
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
     from trainplan.workload.model_source import reconcile_params_with_config  # imports this module
 
-    workload = reconcile_params_with_config(workload)  # model.params beside model.hf_config must agree
+    workload = reconcile_params_with_config(workload)  # model keys beside model.hf_config must agree
     if calibration is not None:
         from trainplan.measure import calibration as calibration_module
 
