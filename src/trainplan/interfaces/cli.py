@@ -253,11 +253,24 @@ def main(argv: list[str] | None = None) -> None:
     # numpy's overflow/invalid warnings are never the user's business: the figures they would
     # flag are refused at the boundary or shown as "n.a." (issue 16)
     warnings.simplefilter("ignore", RuntimeWarning)
+    previous = _on_sigterm()
     try:
         from trainplan.present.outputs import check_output_arguments
 
         check_output_arguments(list(sys.argv[1:] if argv is None else argv))
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        # typer returns the status of an Exit it caught, and turns Ctrl-C (KeyboardInterrupt) into
+        # Exit(130): the status is kept, not dropped for 0 (issue 29)
+        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+            if code == EXIT_INTERRUPTED:
+                print("trainplan: interrupted", file=sys.stderr)
+            sys.exit(code)
+    except KeyboardInterrupt:  # Ctrl-C outside a command (while parsing, or before typer runs)
+        print("trainplan: interrupted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except Terminated:
+        print("trainplan: terminated", file=sys.stderr)
+        sys.exit(EXIT_TERMINATED)
     except UserError as err:
         print(f"trainplan: {err}", file=sys.stderr)
         sys.exit(2)
@@ -288,4 +301,47 @@ def main(argv: list[str] | None = None) -> None:
         print(f"trainplan: internal error: {type(err).__name__}: {err} (set TRAINPLAN_DEBUG=1 for a traceback)",
               file=sys.stderr)
         sys.exit(1)
+    finally:
+        _restore_sigterm(previous)
     sys.exit(0)
+
+
+#: Exit statuses of a run stopped by a signal: 128 + the signal's number, as a shell reports it.
+EXIT_INTERRUPTED = 130  # SIGINT (2), Ctrl-C
+EXIT_TERMINATED = 143  # SIGTERM (15)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every `finally` runs (a temporary file removed, a
+    worker pool stopped) before the process exits with EXIT_TERMINATED. A BaseException, as
+    KeyboardInterrupt is: no `except Exception` swallows it."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _on_sigterm() -> Any:
+    """Install the SIGTERM handler (main thread only, and only over the default action); the handler
+    it replaced, to restore, or None when nothing was installed."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None
+        return signal.signal(signal.SIGTERM, _raise_terminated)
+    except (ValueError, OSError):  # pragma: no cover - no signals here
+        return None
+
+
+def _restore_sigterm(previous: Any) -> None:
+    import signal
+
+    if previous is not None:
+        try:
+            signal.signal(signal.SIGTERM, previous)
+        except (ValueError, OSError):  # pragma: no cover
+            pass

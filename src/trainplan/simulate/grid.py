@@ -231,7 +231,8 @@ def run_grid(
 
     ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
     results: list[list[dict[str, Any]] | None] = [None] * len(chunks)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_signals)
+    try:
         futures: dict[Future[list[dict[str, Any]]], int] = {
             pool.submit(run_chunk, chunk, engine): i for i, chunk in enumerate(chunks)}
         from concurrent.futures import as_completed
@@ -240,4 +241,33 @@ def run_grid(
             i = futures[fut]
             results[i] = fut.result()
             advance(len(chunks[i]))
+    except BaseException:
+        # Ctrl-C, SIGTERM (raised by cli.main) or a failed chunk: stop the workers now, not after
+        # the chunks still queued (the pool's own exit waits for them) (issue 29)
+        stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
     return [row for chunk in results for row in (chunk or [])]
+
+
+def _worker_signals() -> None:
+    """In a worker: Ctrl-C is the parent's to handle (it stops the pool), and SIGTERM ends the worker
+    at once (the parent's handler, inherited by fork, would raise it into the pool's loop)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started, terminate the worker processes and reap them."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+        if process.is_alive():  # pragma: no cover - a worker that ignores SIGTERM
+            process.kill()
+            process.join(timeout=5)
