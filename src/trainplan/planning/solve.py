@@ -67,9 +67,16 @@ def parse_target(text: str) -> Target:
     if not m:
         raise UserError("--for", f"expected FIGURE>=VALUE or FIGURE<=VALUE such as pipeline.busy>=0.95, got {text!r}")
     figure, op, raw = m["figure"], m["op"], m["value"]
+    from trainplan.planning.figures import FIGURES
+
+    if figure in FIGURES and FIGURES[figure].dimension == "text":  # issue 29: "decode" is not a number
+        raise UserError("--for", f"expected a figure that is a number or yes/no; {figure} is text")
     if op is None:
         return Target(figure, ">=", 1.0, text, bare=True)
-    return Target(figure, op, _figure_value(figure, raw), text)
+    value = _figure_value(figure, raw)
+    if not math.isfinite(value):
+        raise UserError("--for", f"{figure}: expected a finite number, got {raw.strip()!r}")
+    return Target(figure, op, value, text)
 
 
 def _figure_value(figure: str, raw: str) -> float:

@@ -44,6 +44,8 @@ MAX_BYTES: Final[dict[str, int]] = {
     "calibration": 4 * 2**20,
     "empirical": 64 * 2**20,
     "hf_config": 4 * 2**20,
+    # a tokenizer.json: Llama 3's is 9 MB, the largest published ones about 30 MB
+    "tokenizer": 64 * 2**20,
 }
 
 #: Deepest nesting accepted in a TOML or JSON input: a workload is 3 levels deep
@@ -60,6 +62,7 @@ _WHAT: Final[dict[str, str]] = {
     "calibration": "calibration file",
     "empirical": "file of per-frame decode seconds",
     "hf_config": "Hugging Face config.json",
+    "tokenizer": "tokenizer.json",
 }
 
 # Identities (device, inode) of the files read in this process: --output refuses to replace one.

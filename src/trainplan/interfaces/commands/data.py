@@ -82,6 +82,10 @@ def inspect_cmd(
         raise UserError("--format", f"expected table or json, got {format!r}")
     if sample_files is not None and sample_files < 1:
         raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
+    if output is not None:  # before the work: not a device, a FIFO, read-only, nor one of the inspected files
+        from trainplan.present.outputs import refuse_inspected
+
+        refuse_inspected(output, paths)
     report = _with_progress(lambda progress: insp.inspect_paths(
         paths, sample_files=sample_files, seed=seed, dtype=dtype, eos=eos,
         tokenizer=str(tokenizer) if tokenizer else None, near=near, progress=progress))
