@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import socket
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -971,6 +972,9 @@ def read(path: str | Path, *, size: int = 64 * 2**20, block: int = 4 * 2**20) ->
         if size < 4096:
             raise UserError("size", f"expected a test file of at least 4096 bytes, got {size}")
         block = min(block, size)
+        free = shutil.disk_usage(p).free
+        if size > free:  # refused before a byte is written (issue 29)
+            raise UserError("--size", f"expected at most the {free:,} bytes free in {p}, got {size:,}")
         try:
             fd, name = tempfile.mkstemp(prefix="trainplan-read-probe-", dir=p)
         except OSError as err:

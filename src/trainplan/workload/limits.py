@@ -26,6 +26,7 @@ import contextlib
 import contextvars
 import errno
 import json
+import math
 import os
 import re
 import stat
@@ -250,3 +251,62 @@ def printable(text: str, one_line: bool = False) -> str:
         text = str(text)
     text = _CONTROL.sub("?", _ESCAPE.sub("?", text))
     return _LINE_BREAK.sub(" ", text).replace("\t", " ") if one_line else text
+
+
+# ---------------------------------------------------------------- sizes before allocating (issue 29)
+# A size a person types (a matrix side, a batch, a clip's frames) becomes memory: each is checked
+# against a limit derived from this machine's memory before anything is allocated, and refused
+# naming the key, what it would take and the limit. TRAINPLAN_MEMORY_LIMIT overrides the limit
+# ("8 GB", "512 GiB") for a run that is meant to be large.
+
+#: Share of the machine's physical memory one run's allocations may take by default: half, which
+#: leaves the rest to the operating system, the page cache and whatever else the machine runs.
+MEMORY_SHARE: Final[float] = 0.5
+#: The environment variable that overrides the limit: a size with its unit.
+MEMORY_LIMIT_ENV: Final[str] = "TRAINPLAN_MEMORY_LIMIT"
+#: Used when the system does not say how much memory it has (sysconf missing): 8 GiB, a laptop's.
+FALLBACK_MEMORY: Final[float] = 8 * 2**30
+#: The longest a probe may measure, in seconds (`--seconds`): an hour; a steady figure takes seconds.
+MAX_PROBE_SECONDS: Final[float] = 3600.0
+
+
+def physical_memory() -> float:
+    """Bytes of physical memory of this machine (FALLBACK_MEMORY when the system does not say)."""
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return FALLBACK_MEMORY
+
+
+def memory_limit() -> tuple[float, str]:
+    """(bytes one run may allocate, where that limit comes from)."""
+    from trainplan import units
+
+    given = os.environ.get(MEMORY_LIMIT_ENV)
+    if given is not None and given.strip():
+        limit = units.parse_size(given, MEMORY_LIMIT_ENV)
+        if not limit > 0:
+            raise UserError(MEMORY_LIMIT_ENV, f"expected a size above 0 such as 8 GB, got {given!r}")
+        return limit, f"{MEMORY_LIMIT_ENV}={printable(given, one_line=True)}"
+    total = physical_memory()
+    return MEMORY_SHARE * total, (f"{MEMORY_SHARE:.0%} of this machine's {units.format_quantity(total, 'bytes')}; "
+                                  f"set {MEMORY_LIMIT_ENV} to change it")
+
+
+def check_allocation(key: str, needed_bytes: float, what: str) -> None:
+    """UserError naming `key` when `what` would take more than memory_limit()."""
+    from trainplan import units
+
+    limit, source = memory_limit()
+    if not needed_bytes <= limit:
+        raise UserError(key, f"expected a smaller value: {what} would take "
+                        f"{units.format_quantity(needed_bytes, 'bytes')}, above the limit of "
+                        f"{units.format_quantity(limit, 'bytes')} ({source})")
+
+
+def check_seconds(key: str, seconds: float, low: float = 0.0, low_included: bool = True) -> None:
+    """UserError unless `seconds` is finite, at least `low` and at most MAX_PROBE_SECONDS."""
+    if not (math.isfinite(seconds) and (seconds >= low if low_included else seconds > low)
+            and seconds <= MAX_PROBE_SECONDS):
+        raise UserError(key, f"expected {'at least' if low_included else 'more than'} {low:g} s and at most "
+                        f"{MAX_PROBE_SECONDS:g} s (an hour), got {seconds!r}")

@@ -65,6 +65,36 @@ def _table(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: Bytes per parameter of the probed model: bf16 weights and the gradients the backward pass makes.
+PROBE_BYTES_PER_PARAM = 2 + 2
+#: Bytes per eager attention score: the b x heads x S x S scores and their softmax, in bf16.
+EAGER_SCORE_BYTES = 2 * 2
+
+
+def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attention: str) -> None:
+    """The model built and the activations one step saves, against the memory limit, before torch builds
+    anything (issue 29): weights from the exact count, activations as the schema's default of saved
+    width-sized tensors per layer and token (training.saved_tensors_per_layer) in bf16, and with eager
+    attention the S x S scores."""
+    from trainplan.workload import limits
+    from trainplan.workload.params import count_from_hf_config
+    from trainplan.workload.schema import TrainingSection
+
+    try:
+        count = count_from_hf_config(config)
+    except UserError:
+        return  # the probe refuses it itself, naming the key
+    tensors = float(TrainingSection.model_fields["saved_tensors_per_layer"].default)
+    weights = PROBE_BYTES_PER_PARAM * count.total
+    limits.check_allocation("--set" if count.total > 0 else "config", weights,
+                            f"a model of {count.total:,} parameters ({count.layers:,} layers of width {count.width:,})")
+    saved = batch * seq_len * count.width * count.layers * tensors * 2
+    if attention == "eager":
+        saved += batch * count.heads * seq_len * seq_len * count.layers * EAGER_SCORE_BYTES
+    limits.check_allocation("--seq-len", weights + saved, f"{batch} x {seq_len:,} tokens through "
+                            f"{count.layers:,} layers of width {count.width:,}")
+
+
 def register(probe_app: typer.Typer) -> None:
     @probe_app.command("model")
     def model_cmd(
@@ -93,6 +123,7 @@ def register(probe_app: typer.Typer) -> None:
         if not lens or min(lens) < 2:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers of 2 or more, got {flop_seq_lens!r}")
         cfg = model_probe.load_config(config, sets or [])
+        _check_model_size(cfg, batch, seq_len, attention)
         measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens)
         d = {"measured": measured.as_dict(), "formula": formula_beside(cfg, measured, attention)}
         if output is not None:
