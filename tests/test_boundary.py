@@ -181,3 +181,11 @@ def test_a_calibration_entry_without_provenance_says_so(tmp_path):
     source = calibration.load(path)["cluster.link"].source
     assert "trainplan probe" not in source and "unnamed" not in source
     assert source == f"given in calibration file {path} (no probe, machine or date recorded)"
+
+
+@pytest.mark.parametrize("target,also", [
+    ("pipeline.bottleneck>=1", "pipeline.bottleneck is text"),
+    ("pipeline.busy>=nan", "finite"),
+])
+def test_solve_refuses_a_text_figure_and_a_non_finite_target(cli, tmp_path, target, also):
+    refused(cli, tmp_path, ["solve", "cluster.cores", "--for", target], "--for", also=also)
