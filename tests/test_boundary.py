@@ -189,3 +189,25 @@ def test_a_calibration_entry_without_provenance_says_so(tmp_path):
 ])
 def test_solve_refuses_a_text_figure_and_a_non_finite_target(cli, tmp_path, target, also):
     refused(cli, tmp_path, ["solve", "cluster.cores", "--for", target], "--for", also=also)
+
+
+def test_a_config_transformers_rejects_is_the_config_s_fault(cli, tmp_path):
+    """A family trainplan does not count itself is built by transformers on the meta device; a padding id
+    past the vocabulary fails transformers' own assertion in nn.Embedding, reported as the config's."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    config = {"model_type": "phimoe", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+              "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 100, "pad_token_id": 400}
+    refused(cli, tmp_path, ["plan", "w.toml", "--output", "out.json"], "model_type",
+            {"w.toml": '[model]\nhf_config = "c.json"\n', "c.json": json.dumps(config)}, also="phimoe")
+
+
+def test_an_allocation_that_fails_anyway_is_one_line(cli, monkeypatch):
+    from trainplan.planning import evaluate
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(evaluate, "build_report", exhausted)
+    res = cli("plan")
+    assert res.returncode == 2 and res.stderr.startswith("trainplan: memory:") and "Traceback" not in res.stderr

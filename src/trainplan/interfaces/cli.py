@@ -310,6 +310,10 @@ def main(argv: list[str] | None = None) -> None:
     except RecursionError:
         print("trainplan: input: nested too deeply to read", file=sys.stderr)
         sys.exit(2)
+    except MemoryError:  # past the checked sizes (TRAINPLAN_MEMORY_LIMIT raised above what the machine has)
+        print("trainplan: memory: the run asked for more memory than this machine gave it; lower the sizes "
+              "asked for (or TRAINPLAN_MEMORY_LIMIT, if it was raised)", file=sys.stderr)
+        sys.exit(2)
     except Exception as err:  # an internal error: one line, traceback only on request
         if os.environ.get("TRAINPLAN_DEBUG"):
             raise
