@@ -85,3 +85,18 @@ def test_bootstrap_resamples_are_capped():
 def test_read_size_past_the_free_space(cli, tmp_path):
     _refused(cli("probe", "read", str(tmp_path), "--size", "1 EB"), "--size", "bytes free")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_model_probe_numbers_and_flop_lengths(cli):
+    llama = ["--set", "model_type=llama", "--set", "num_hidden_layers=2", "--set", "hidden_size=64", "--set",
+             "intermediate_size=128", "--set", "num_attention_heads=4", "--set", "vocab_size=100"]
+    # 4 heads x (2^31)^2 = 2^64 elements: past the 2^62 torch counts in int64
+    _refused(cli("probe", "model", *llama, "--flop-seq-lens", str(2**31)), "--flop-seq-lens", "2^62")
+    _refused(cli("probe", "model", "--set", "model_type=llama", "--set", f"hidden_size={10**30}"), "--set",
+             "hidden_size")
+
+
+def test_buffers_and_law_lists(cli):
+    _refused(cli("simulate", "--buffers", "1,,2", "--frames", "2000"), "--buffers", "empty item")
+    _refused(cli("scaling", "loss", "--params", "7B", "--tokens", "1T", "--law", "1,2,3,5e-324,0.3"), "--law",
+             "subnormal")

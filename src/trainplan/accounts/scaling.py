@@ -179,12 +179,13 @@ def parse_law(text: str, key: str = "--law") -> ScalingLaw:
     parts = [p.strip() for p in text.split(",")]
     if len(parts) != 5:
         raise UserError(key, f"expected five numbers E,A,B,ALPHA,BETA such as 1.69,406.4,410.7,0.34,0.28, got {text!r}")
+    from trainplan import units
+
     try:
-        values = [float(p) for p in parts]
+        [float(p) for p in parts]
     except ValueError:
         raise UserError(key, f"expected five numbers E,A,B,ALPHA,BETA, got {text!r}") from None
-    if not all(math.isfinite(v) for v in values):
-        raise UserError(key, f"expected finite numbers, got {text!r}")
+    values = [units.number(p, key) for p in parts]  # finite, in float range, no subnormal (issue 29)
     return ScalingLaw(*values, source=f"{key} {text}")
 
 

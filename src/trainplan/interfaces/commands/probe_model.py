@@ -71,7 +71,13 @@ PROBE_BYTES_PER_PARAM = 2 + 2
 EAGER_SCORE_BYTES = 2 * 2
 
 
-def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attention: str) -> None:
+#: The most elements a tensor may hold: torch counts them in int64, and the S x S scores of a FLOP count
+#: at a huge S overflow it ("Storage size calculation overflowed") even on the meta device.
+MAX_TENSOR_ELEMENTS = 2**62
+
+
+def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attention: str,
+                      flop_seq_lens: tuple[int, ...] = ()) -> None:
     """The model built and the activations one step saves, against the memory limit, before torch builds
     anything (issue 29): weights from the exact count, activations as the schema's default of saved
     width-sized tensors per layer and token (training.saved_tensors_per_layer) in bf16, and with eager
@@ -84,6 +90,11 @@ def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attentio
         count = count_from_hf_config(config)
     except UserError:
         return  # the probe refuses it itself, naming the key
+    for s in (seq_len, *flop_seq_lens):
+        if max(count.heads, 1) * s * s >= MAX_TENSOR_ELEMENTS:
+            raise UserError("--seq-len" if s == seq_len else "--flop-seq-lens",
+                            f"expected a shorter sequence: {count.heads} heads x {s:,}^2 attention scores pass the "
+                            f"2^62 elements a tensor may hold")
     tensors = float(TrainingSection.model_fields["saved_tensors_per_layer"].default)
     weights = PROBE_BYTES_PER_PARAM * count.total
     limits.check_allocation("--set" if count.total > 0 else "config", weights,
@@ -120,10 +131,14 @@ def register(probe_app: typer.Typer) -> None:
             lens = tuple(int(x) for x in flop_seq_lens.split(",") if x.strip())
         except ValueError:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers, got {flop_seq_lens!r}") from None
+        from trainplan import units
+
+        for s in lens:
+            units.number(s, "--flop-seq-lens", whole=True)
         if not lens or min(lens) < 2:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers of 2 or more, got {flop_seq_lens!r}")
         cfg = model_probe.load_config(config, sets or [])
-        _check_model_size(cfg, batch, seq_len, attention)
+        _check_model_size(cfg, batch, seq_len, attention, lens)
         measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens)
         d = {"measured": measured.as_dict(), "formula": formula_beside(cfg, measured, attention)}
         if output is not None:

@@ -140,8 +140,11 @@ def read_sample(path: Path) -> tuple[float, ...]:
 def _buffers(text: str | None) -> tuple[int, ...]:
     if not text:
         return ()
+    items = text.replace(" ", "").split(",")
+    if not all(items):  # "1,,2" is a slip, not the sizes 1 and 2 (issue 29)
+        raise UserError("--buffers", f"whole numbers of frames separated by commas, got an empty item in {text!r}")
     try:
-        out = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+        out = tuple(int(x) for x in items)
     except ValueError:
         raise UserError("--buffers", f"whole numbers of frames separated by commas, got {text!r}") from None
     if not out or any(not 1 <= b <= MAX_BUFFER_FRAMES for b in out):
