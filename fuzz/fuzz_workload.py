@@ -68,10 +68,10 @@ CONFIG_VALUES: list[object] = [0, 1, 2, 4, 8, 1000, 10**13, 10**400, -1, 1.5, No
                                {"a": 1}, "gemma", "bogus"]
 LLAMA = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2,
          "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
-_CONFIG = os.path.join(tempfile.gettempdir(), f"fuzz_workload_config.{os.getpid()}.json")
 
 _DIR = tempfile.mkdtemp(prefix="fuzz_workload.")
 _FILE = os.path.join(_DIR, "w.toml")
+_CONFIG = os.path.join(_DIR, "c.json")
 
 
 def _structured(rng) -> tuple[bytes, list[str]]:  # noqa: ANN001 - a random.Random
