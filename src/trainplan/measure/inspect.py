@@ -432,6 +432,8 @@ def read_token_ids(path: Path, dtype: str | None = None) -> np.ndarray:
     size = path.stat().st_size
     if size % dt.itemsize:
         raise UserError(str(path), f"expected a whole number of {dt.itemsize}-byte token ids, got {size} bytes")
+    if size == 0:  # an empty file cannot be mapped (issue 29)
+        raise UserError(str(path), "expected token ids, got an empty file")
     return np.memmap(path, dtype=dt, mode="r")
 
 
@@ -454,7 +456,16 @@ def token_id_documents(ids: np.ndarray, eos: int | None, chunk: int = DEFAULT_CH
 
 
 def text_documents(path: Path) -> Iterator[str]:
-    """Documents of a text file: each JSONL line's "text" (or its first string value); in .txt, blank-line-separated."""
+    """Documents of a text file: each JSONL line's "text" (or its first string value); in .txt, blank-line-separated.
+    A file that is not UTF-8 is refused naming it (issue 29)."""
+    try:
+        yield from _text_documents(path)
+    except UnicodeDecodeError as err:
+        raise UserError(str(path), f"expected UTF-8 text, got byte {err.object[err.start]:#04x} at offset "
+                        f"{err.start:,} of a chunk that is not UTF-8") from None
+
+
+def _text_documents(path: Path) -> Iterator[str]:
     if path.suffix.lower() == ".jsonl":
         with open(path, encoding="utf-8") as f:
             for lineno, line in enumerate(f, 1):
@@ -495,8 +506,11 @@ def make_counter(tokenizer: str | None) -> tuple[Callable[[str], int], str]:
             from tokenizers import Tokenizer
         except ImportError:
             raise UserError("--tokenizer", "the tokenizers package is not installed (pip install tokenizers)") from None
+        from trainplan.workload import limits  # a regular file of bounded size: never a FIFO (issue 29)
+
+        text = limits.read_text(tokenizer, "tokenizer")
         try:
-            tok = Tokenizer.from_file(str(tokenizer))
+            tok = Tokenizer.from_str(text)
         except Exception as err:  # noqa: BLE001 - the library raises its own exception types
             raise UserError("--tokenizer", f"expected a tokenizer.json file ({err})") from None
         return (lambda text: len(tok.encode(text, add_special_tokens=False).ids)), f"tokens of {tokenizer}"
@@ -795,9 +809,11 @@ def to_workload(report: dict[str, Any], path: str | Path, source: str) -> Path:
             measured[f"data.{key}"] = source
     text = ("# written by `trainplan data inspect`; [measured] names the keys measured on the data\n"
             + tomli_w.dumps(doc))
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
+    from trainplan.present.outputs import write_output
+
+    # the safe writer (issue 29): regular files only, atomically through a fresh temporary file,
+    # mode and links kept, nothing left behind on a full disk
+    write_output(text, p)
     return p
 
 

@@ -92,6 +92,12 @@ def inspect_cmd(
         raise UserError("--format", f"expected table or json, got {format!r}")
     if sample_files is not None and sample_files < 1:
         raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
+    from trainplan.measure import locations
+
+    if output is not None:  # before the work: not a device, a FIFO, read-only, nor one of the inspected files
+        from trainplan.present.outputs import refuse_inspected
+
+        refuse_inspected(output, [Path(p) for p in paths if not locations.is_url(p)])
     from trainplan.measure import locations, shards
 
     if scheduler is not None and not full:
