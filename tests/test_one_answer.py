@@ -84,6 +84,14 @@ def test_the_70b_example_fits_under_its_layout_everywhere():
     assert r["compute"]["tokens_per_step"] == 8192 * 16 * 16
     assert r["compute"]["steps"] == math.ceil(15e12 / (8192 * 16 * 16))
     assert r["compute"]["time_follows"] == "predicted"
+    # the predicted step carries the band measured out of sample on published runs, in words and in JSON
+    from trainplan.planning.validation import measured_error_band
+
+    band = measured_error_band()
+    assert r["compute"]["step_error_band"] == pytest.approx(band["band"], abs=0.005)
+    assert f"± {band['band'] * 100:.0f} %, validated on {band['runs']} published runs" in r["answer"]["time"]
+    # a step at a given MFU carries none
+    assert "step_error_band" not in _report(str(EXAMPLES / "finetune-1b.toml"), [])["compute"]
 
 
 def test_mfu_counts_model_flops_whatever_the_recomputation():

@@ -197,7 +197,7 @@ def test_step_error_band_is_the_out_of_sample_mean_rounded_up():
     loso = validation.leave_one_set_out()
     assert band["band"] >= loso.mean_abs_error and band["band"] - loso.mean_abs_error < 0.01
     assert band["runs"] == 37
-    assert band["text"] == f"± {band['band']:.0%}, validated on 37 published runs (out of sample)"
+    assert band["text"] == f"± {band['band'] * 100:.0f} %, validated on 37 published runs (out of sample)"
     # the catalogue's band (what a plan shows, read without refitting) is the one measured now
     assert validation.step_error_band() == band
 

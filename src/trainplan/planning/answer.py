@@ -86,6 +86,8 @@ def _time(report: dict[str, Any]) -> str:
         text += f". A step of {fmt(step, 'seconds')}"
         if source == "predicted":
             text += " predicted from the layout" + (f" (MFU {fmt(mfu, 'fraction')})" if mfu is not None else "")
+            if c.get("step_error_text"):
+                text += f", {c['step_error_text']}"
         elif source in ("mfu", "hfu"):
             given = assumed.get(f"cluster.{source}", {}).get("value")
             text += f" at cluster.{source} {fmt(given, 'fraction')}" if given is not None else ""

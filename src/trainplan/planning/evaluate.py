@@ -245,6 +245,12 @@ def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
                 "compute.flops_per_token_executed": e.executed_flops_per_token,
                 "compute.mfu": e.mfu, "compute.hfu": e.hfu, "compute.time_follows": e.compute_source})
     out.update(network_figures(inputs, e))
+    if e.compute_source == "predicted":  # the error of the step model on published runs it was not fitted on
+        from trainplan.planning.validation import step_error_band
+
+        band = step_error_band()
+        out.update({"compute.step_error_band": band["band"], "compute.step_error_bias": band["bias"],
+                    "compute.step_error_runs": band["runs"], "compute.step_error_text": band["text"]})
     for name in ("data_bytes", "checkpoint_bytes", "checkpoints_bytes", "exports_bytes", "retained_bytes",
                  "input_byte_rate", "save_seconds", "save_share"):
         out[f"storage.{name}"] = getattr(sto, name)

@@ -112,6 +112,12 @@ D("compute.wall_seconds", "seconds", "wall time", "compute time stretched by the
 D("compute.train_wall_seconds", "seconds", "wall time without saves", "compute time stretched by the input "
   "pipeline's busy share", detail=True)
 D("compute.step_source", "text", "step from", "what the compute part of the step follows", sweep=False)
+D("compute.step_error_band", "fraction", "step error band", "mean error of the predicted step on published runs "
+  "it was not fitted on (catalogue/validation_runs.toml, leave one set out)", sweep=False)
+D("compute.step_error_bias", "fraction", "step error bias", "signed mean of that error", sweep=False, detail=True)
+D("compute.step_error_runs", "count", "runs validated on", "published runs behind the band", sweep=False,
+  whole=True, detail=True)
+D("compute.step_error_text", "text", "step validated", "the band in words", sweep=False, detail=True)
 # ---- memory (docs/accounts.md)
 D("memory.state_bytes", "bytes", "model state", "weights, gradients and optimizer state per device, as sharded")
 D("memory.weights_bytes", "bytes", "weights", "weights per device")

@@ -80,7 +80,9 @@ def parallel_section(w: Workload, model: Any, inputs: Any = None) -> dict[str, A
                     "pipeline_tier": str(a.pipeline_tier), "data_tier": str(a.data_tier),
                     "intra_bus_bandwidth": hw.intra_bus_bandwidth, "inter_bus_bandwidth": hw.inter_bus_bandwidth,
                     "devices_per_node": hw.devices_per_node},
-        "matmul_efficiency": hw.matmul_efficiency,
+        # the matmuls' achieved share of peak where the step is predicted (accounts/step_ops.py)
+        "matmul_efficiency": (f(a.achieved_matmul_efficiency) if a.compute_source == "predicted"
+                              else hw.matmul_efficiency),
     }
 
 

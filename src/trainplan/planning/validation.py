@@ -485,7 +485,7 @@ def measured_error_band() -> dict[str, Any]:
     band = math.ceil(loso.mean_abs_error * 100.0) / 100.0
     return {"band": band, "bias": round(loso.bias, 4), "max": round(loso.max_abs_error, 4), "runs": loso.runs,
             "sets": list(set_names()),
-            "text": f"± {band:.0%}, validated on {loso.runs} published runs (out of sample)"}
+            "text": f"± {band * 100:.0f} %, validated on {loso.runs} published runs (out of sample)"}
 
 
 def step_error_band() -> dict[str, Any]:
@@ -496,4 +496,4 @@ def step_error_band() -> dict[str, Any]:
     band = float(entry["band"])
     runs = int(entry["runs"])
     return {"band": band, "bias": float(entry["bias"]), "max": float(entry["max"]), "runs": runs,
-            "sets": list(entry["sets"]), "text": f"± {band:.0%}, validated on {runs} published runs (out of sample)"}
+            "sets": list(entry["sets"]), "text": f"± {band * 100:.0f} %, validated on {runs} published runs (out of sample)"}
