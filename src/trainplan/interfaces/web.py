@@ -180,7 +180,96 @@ def plan_response(settings: Any, config: Any = None, workload: Any = None,
     needed = p["cores_needed"] if p["cores_needed"] is not None else math.inf
     report["series"] = cores_series(w, w.cluster.cores, needed) if w.data.kind == "video" else None
     report["display"] = display_of(report)
+    report["first_screen"] = first_screen_of(report)
+    report["controls"] = controls_of(w, report)
+    report["memory_chart"] = memory_chart_of(report)
+    report["layout_text"] = layout_text_of(report)
     return report
+
+
+#: The parts of a device's memory the page's bar shows, by the memory section's key.
+MEMORY_PARTS = (("weights_bytes", "weights"), ("grads_bytes", "gradients"), ("optimizer_bytes", "optimizer state"),
+                ("activation_bytes", "activations"))
+
+
+def _split_layout(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The parallel section when the model is split beyond data parallelism (the first screen's rule)."""
+    from trainplan.present.summary import _layout
+
+    return _layout(report)
+
+
+def memory_chart_of(report: dict[str, Any]) -> dict[str, Any]:
+    """Per-device memory of the plan as the page's bar draws it: the parts, the rest (runtime
+    buffers and headroom), the card. The memory the Fits? line reads (the layout's stage when the
+    model is split), every text through format_figure."""
+    from trainplan.present.quantities import format_figure
+
+    par = _split_layout(report)
+    m = par["memory"] if par is not None else report["memory"]
+    per, card = float(m["per_device_bytes"]), float(m["device_memory"])
+    parts = [{"key": key, "label": label, "bytes": float(m[key]), "text": format_figure(float(m[key]), "bytes")}
+             for key, label in MEMORY_PARTS if m.get(key) is not None]
+    rest = per - sum(part["bytes"] for part in parts)
+    if rest > 0:
+        parts.append({"key": "rest", "label": "runtime buffers and headroom", "bytes": rest,
+                      "text": format_figure(rest, "bytes")})
+    return {"parts": parts, "per_device": {"bytes": per, "text": format_figure(per, "bytes")},
+            "card": {"bytes": card, "text": format_figure(card, "bytes")}, "fits": bool(m["fits"])}
+
+
+#: The layout's degrees in words, in the order the first screen names them.
+LAYOUT_WORDS = (("tensor", "tensor-parallel"), ("pipeline", "pipeline stages"), ("context", "context-parallel"),
+                ("expert", "expert-parallel"), ("data", "data-parallel"))
+
+
+def layout_text_of(report: dict[str, Any]) -> str:
+    """The layout in words: the parallel degrees, the micro-batch, ZeRO and recomputation."""
+    lay = report.get("parallel", {}).get("layout")
+    if not isinstance(lay, dict):
+        return "one device, no layout"
+    name = " x ".join(f"{word} {lay[key]}" for key, word in LAYOUT_WORDS if lay.get(key, 1) > 1) or "one device"
+    return (f"{name}; micro-batch {lay.get('micro_batch')} x {lay.get('micro_batches')} per step; "
+            f"ZeRO stage {lay.get('zero')}; recomputation {lay.get('recompute')}")
+
+
+def first_screen_of(report: dict[str, Any]) -> list[dict[str, str]]:
+    """The first screen of `trainplan plan` (present/summary.py) as label/text pairs, unwrapped:
+    Fits? / Time / Cost / Waits on / Measure / Layout / Network / Decide, the same words."""
+    from trainplan.present.summary import first_screen
+
+    out = []
+    for line in first_screen(report, width=10**6)[2:]:
+        label, text = line[:10].strip(), line[10:].strip()
+        if label and text and not line.startswith("Accounts below"):
+            out.append({"label": label, "text": text})
+    return out
+
+
+#: The page's controls by workload key: what it shows for the chosen workload, so that a slider
+#: starts at the file's value and only the controls a person moves are sent back.
+CONTROL_KEYS = ("data.cameras", "data.width", "data.height", "data.fps", "data.access", "cluster.cores",
+                "cluster.nvdec", "cluster.count", "prices.accelerator_hour", "prices.core_hour")
+
+
+def controls_of(w: Workload, report: dict[str, Any]) -> dict[str, Any]:
+    """The chosen workload's value of each control of the page; `model.params` is the planned count
+    (from config.json, a shape or the file), locked where the file names a config.json or a shape
+    (moving it would contradict the file); `cluster.accelerator` is None for an inline device."""
+    out: dict[str, Any] = {}
+    for key in CONTROL_KEYS:
+        section, name = key.split(".")
+        out[key] = getattr(getattr(w, section), name)
+    acc = w.cluster.accelerator
+    out["cluster.accelerator"] = acc.strip().lower() if isinstance(acc, str) else None
+    out["cluster.accelerator_name"] = report["workload"]["accelerator_name"]
+    out["data.kind"] = w.data.kind
+    out["model.params"] = report["workload"]["params"]
+    m = w.model
+    out["model.params_locked"] = ("from the model's config.json" if m.hf_config is not None
+                                  else "from the model's shape in the file" if m.layers is not None and m.params is None
+                                  else None)
+    return out
 
 
 def display_of(report: dict[str, Any]) -> dict[str, dict[str, str]]:
