@@ -213,8 +213,7 @@ function render(report) {
     dd.dataset.label = line.label;
     screen.append(dt, dd);
   }
-  const said = (report.decisions && report.decisions.sentences) || [];
-  $("verdict").textContent = [report.verdict, ...said].filter((s) => typeof s === "string").join(" ");
+  $("verdict").textContent = typeof report.verdict === "string" ? report.verdict : "";
 
   const chart = report.memory_chart;
   const mem = $("memory-per-device");
@@ -283,7 +282,7 @@ function renderBill(report) {
 function renderMemory(chart) {
   const el = $("memory-chart");
   el.replaceChildren();
-  const W = 640, left = 8, right = 8, barTop = 14, barH = 26;
+  const W = 640, left = 8, right = 8, barTop = 18, barH = 26;
   const top = Math.max(chart.card.bytes, chart.per_device.bytes) || 1;
   const X = (b) => left + (b / top) * (W - left - right);
   let at = 0;
@@ -296,12 +295,15 @@ function renderMemory(chart) {
   el.append(svg("line", { id: "memory-card", class: "card", x1: cx, x2: cx, y1: barTop - 8, y2: barTop + barH + 6 }));
   el.append(svg("text", { x: cx > W * 0.7 ? cx - 4 : cx + 4, y: barTop - 2, "text-anchor": cx > W * 0.7 ? "end" : "start" },
     `card ${chart.card.text}`));
-  // the legend below the bar, never over it: two columns of parts
-  chart.parts.forEach((part, i) => {
-    const x = left + (i % 2) * 320, y = barTop + barH + 22 + Math.floor(i / 2) * 16;
-    el.append(svg("rect", { x, y: y - 9, width: 10, height: 10, fill: MEMORY_COLOURS[part.key] || "#9aa3b5" }));
-    el.append(svg("text", { x: x + 14, y }, `${part.label} ${part.text}`));
-  });
+  // the legend below the bar as text, never over it (it wraps on a phone)
+  const legend = $("memory-legend");
+  legend.replaceChildren();
+  for (const part of chart.parts) {
+    const li = document.createElement("li");
+    li.style.setProperty("--swatch", MEMORY_COLOURS[part.key] || "#9aa3b5");
+    li.textContent = `${part.label} ${part.text}`;
+    legend.append(li);
+  }
 }
 
 // The figures of the details table, by JSON key and kind of workload: labels and texts come from
