@@ -30,6 +30,7 @@ DIMENSIONS: dict[str, tuple[str | None, float]] = {
     "pixels_per_token": ("count", 1.0), "frames_per_hour": ("count", 1.0), "tokens_per_hour": ("count", 1.0),
     "bytes_per_hour": ("bytes", 1.0), "watts": ("power", 1.0), "kwh": ("count", 1.0), "joules": ("count", 1.0),
     "kg": ("count", 1.0), "grams_per_kwh": ("carbon", 1.0), "per_month": ("count", 1.0),
+    "parameters": ("count", 1.0), "speedup": ("count", 1.0),
     "flag": (None, 1.0), "text": (None, 1.0),
 }
 
@@ -194,7 +195,7 @@ D("pipeline.video_decoders", "count", "video decoder engines", "the accelerator'
 D("pipeline.cores_needed", "count", "cores needed", "cores for decode to keep up with demand")
 D("pipeline.cores_needed_cpu_only", "count", "cores needed (CPU only)", "cores with no decoder engines", detail=True)
 D("pipeline.pixels_per_token", "count", "pixels decoded per token", "decoded pixels behind one token", detail=True)
-D("pipeline.threshold_params", "count", "stall threshold", "model size below which this supply stalls the accelerator")
+D("pipeline.threshold_params", "parameters", "stall threshold", "model size below which this supply stalls the accelerator")
 D("pipeline.read_bytes_per_token", "bytes_per_token", "read per token", "bytes read per training token")
 D("pipeline.stored_bytes_per_token", "bytes_per_token", "stored per token", "encoded bytes per token")
 D("pipeline.decoded_bytes_per_token", "bytes_per_token", "decoded per token", "decoded bytes per token")
@@ -378,7 +379,7 @@ D("decisions.loading.serial_utilisation", "fraction", "busy without overlap", "c
   sweep=False)
 D("decisions.loading.overlapped_utilisation", "fraction", "busy with overlap", "compute / max(load, compute)",
   sweep=False)
-D("decisions.loading.speedup", "ratio", "overlap speed-up", "step without / with overlap", sweep=False)
+D("decisions.loading.speedup", "speedup", "overlap speed-up", "step without / with overlap", sweep=False)
 D("decisions.loading.ceiling", "text", "ceiling", "loader or compute: which one bounds the overlapped step",
   sweep=False)
 # ---- queue simulation (plan --simulate)

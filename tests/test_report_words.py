@@ -1,0 +1,43 @@
+"""Units and words of issue 28: every figure a person reads carries its unit; inputs too.
+
+Expected texts derived by hand from the reference workload (docs/pipeline-and-bill.md):
+stall threshold P* = mu Phi / (6 n S) = 0.4 x 989.5e12 / (6 x 256 x 8 cores x 120 frames/s) = 268.4 M
+parameters; the overlap speed-up 89.8 ms / 66.7 ms = 1.35x; cluster.link 1.5e9 B/s = 1.5 GB/s;
+data.bitrate 8e6 bit/s = 8 Mbit/s; cluster.runtime_buffers 2e9 B = 2 GB.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trainplan.present.quantities import format_assumption, format_figure, input_dimensions
+
+
+def test_inputs_are_written_with_their_units() -> None:
+    dims = input_dimensions()
+    assert format_assumption("cluster.link", 1.5e9, dims) == "1.5 GB/s"
+    assert format_assumption("data.bitrate", 8e6, dims) == "8 Mbit/s"
+    assert format_assumption("cluster.runtime_buffers", 2e9, dims) == "2 GB"
+    assert format_assumption("prices.accelerator_hour", 3.0, dims) == "$3.00/h"
+    assert format_assumption("model.params", 93e6, dims) == "93 M parameters"
+    assert format_assumption("cluster.accelerator", "h100-sxm", dims) == "h100-sxm"  # text stays text
+
+
+@pytest.mark.parametrize(("value", "dimension", "text"), [
+    (611.0, "per_month", "611 epochs a month"),
+    (268.4e6, "parameters", "268 M parameters"),
+    (1.346, "speedup", "1.35x"),
+    (0.023, "dollars_per_gb_month", "$0.023/GB-month"),
+])
+def test_figures_name_what_they_count(value: float, dimension: str, text: str) -> None:
+    assert format_figure(value, dimension) == text
+
+
+def test_plan_all_shows_units_not_bare_prefixes(cli) -> None:  # noqa: ANN001 - the conftest fixture
+    res = cli("plan", "--all")
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "268 M parameters" in out and "1.35x" in out
+    md = cli("plan", "--format", "markdown").stdout
+    for key, text in (("cluster.link", "1.5 GB/s"), ("data.bitrate", "8 Mbit/s"), ("cluster.runtime_buffers", "2 GB")):
+        assert f"| {key} | {text} |" in md
