@@ -187,35 +187,11 @@ def plan_response(settings: Any, config: Any = None, workload: Any = None,
     return report
 
 
-#: The parts of a device's memory the page's bar shows, by the memory section's key.
-MEMORY_PARTS = (("weights_bytes", "weights"), ("grads_bytes", "gradients"), ("optimizer_bytes", "optimizer state"),
-                ("activation_bytes", "activations"))
-
-
-def _split_layout(report: dict[str, Any]) -> dict[str, Any] | None:
-    """The parallel section when the model is split beyond data parallelism (the first screen's rule)."""
-    from trainplan.present.summary import _layout
-
-    return _layout(report)
-
-
 def memory_chart_of(report: dict[str, Any]) -> dict[str, Any]:
-    """Per-device memory of the plan as the page's bar draws it: the parts, the rest (runtime
-    buffers and headroom), the card. The memory the Fits? line reads (the layout's stage when the
-    model is split), every text through format_figure."""
-    from trainplan.present.quantities import format_figure
+    """Per-device memory by part against the card, as the HTML report draws it (present/html.py)."""
+    from trainplan.present.html import memory_parts
 
-    par = _split_layout(report)
-    m = par["memory"] if par is not None else report["memory"]
-    per, card = float(m["per_device_bytes"]), float(m["device_memory"])
-    parts = [{"key": key, "label": label, "bytes": float(m[key]), "text": format_figure(float(m[key]), "bytes")}
-             for key, label in MEMORY_PARTS if m.get(key) is not None]
-    rest = per - sum(part["bytes"] for part in parts)
-    if rest > 0:
-        parts.append({"key": "rest", "label": "runtime buffers and headroom", "bytes": rest,
-                      "text": format_figure(rest, "bytes")})
-    return {"parts": parts, "per_device": {"bytes": per, "text": format_figure(per, "bytes")},
-            "card": {"bytes": card, "text": format_figure(card, "bytes")}, "fits": bool(m["fits"])}
+    return memory_parts(report)
 
 
 #: The layout's degrees in words, in the order the first screen names them.

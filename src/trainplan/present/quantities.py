@@ -201,7 +201,7 @@ def _input_dimensions(schema: Any) -> dict[str, str]:
                "Headroom": "fraction", "Dollars": "dollars", "PerHourPrice": "dollars_per_hour",
                "PerGBPrice": "dollars_per_gb", "PerGBMonthPrice": "dollars_per_gb_month",
                "PerDay": "requests_per_day", "BytesPerToken": "bytes_per_token", "SequenceLength": "tokens",
-               "Cores": "cores", "Epochs": "epochs", "Attempts": "attempts", "PerSecond": "frequency",
+               "Cores": "cores", "Epochs": "epochs", "Attempts": "attempts", "PerSecond": "frames_per_second",
                "CarbonIntensity": "grams_per_kwh"}
     marks = {}
     for name, dimension in by_type.items():
@@ -227,7 +227,8 @@ def _input_dimensions(schema: Any) -> dict[str, str]:
                     break
 
     visit(schema.Workload, "")
-    out.update({"model.params": "parameters", "training.tokens": "tokens"})  # counts of a named thing
+    out.update({"model.params": "parameters", "training.tokens": "tokens",  # counts of a named thing
+                "data.tokenizer_rate": "tokens_per_second"})  # the one rate per second that is not frames
     return out
 
 

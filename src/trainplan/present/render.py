@@ -53,7 +53,7 @@ def section_rows(report: dict[str, Any], section: str, detail: bool = True) -> I
         if isinstance(value, list) or value is None:
             continue
         spec = FIGURES.get(key)
-        if spec is not None and not detail and (spec.detail or (spec.video and not video)):
+        if spec is not None and ((not detail and spec.detail) or (spec.video and not video)):  # frames: video only
             continue
         yield (label_of(key), format_value(key, value), spec.meaning if spec else "")
 
