@@ -127,56 +127,64 @@ def serve_table(e: serving_mod.ServingEstimate, acc_name: str) -> str:
 # ---------------------------------------------------------------- commands
 
 
-WorkloadArg = Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")]
-
-
-def _format(value: str) -> str:
-    if value not in FORMATS:
-        raise UserError("--format", f"one of {', '.join(FORMATS)}, got {value!r}")
-    return value
+from trainplan.interfaces.options import (CalibrationOpt, FormatOpt, OutputOpt, SetOpt, WorkloadArg,  # noqa: E402
+                                          check_format, figures_markdown)
 
 
 def serve_command(
     file: WorkloadArg = None,
     set_: SetOpt = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="table (default) or json")] = "table",
+    calibration: CalibrationOpt = None,
+    output_format: FormatOpt = "table",
+    output: OutputOpt = None,
     show_ladder: Annotated[bool, typer.Option("--ladder", help="every model size x dtype as one table")] = False,
 ) -> None:
     """Serving: weights, KV cache, largest batch, tokens/s, cost per request, crossover with training."""
+    from trainplan.present.outputs import write_output
     from trainplan.workload.schema import load_workload
 
-    fmt = _format(output_format)
-    w = load_workload(file, set_ or [])
+    fmt = check_format(output_format)
+    w = load_workload(file, set_ or [], calibration)
     model = _facts(w)
     if show_ladder:
         rows = ladder(w, model)
         if fmt == "json":
-            typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+            write_output(json.dumps([r.as_dict() for r in rows], indent=2), output)
+        elif fmt == "markdown":
+            body = [r.as_dict() for r in rows]
+            cols = list(body[0]) if body else []
+            text = "| " + " | ".join(c.replace("_", " ") for c in cols) + " |\n|" + "---|" * len(cols) + "\n"
+            text += "".join("| " + " | ".join(str(r[c]) for c in cols) + " |\n" for r in body)
+            write_output(text, output)
         else:
-            typer.echo(ladder_table(rows))
+            write_output(ladder_table(rows), output)
         return
     e = serving_estimate(w, model)
+    d = e.as_dict()
+    out = {k: d[k] for k in SERVE_KEYS if k in d} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
     if fmt == "json":
-        d = e.as_dict()
-        out = {k: d[k] for k in SERVE_KEYS if k in d} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
         out["accelerator"] = w.accelerator.key
-        typer.echo(json.dumps(out, indent=2))
+        write_output(json.dumps(out, indent=2), output)
+    elif fmt == "markdown":
+        write_output(figures_markdown(f"Serving on {w.accelerator.name}", out, declared="serving."), output)
     else:
-        typer.echo(serve_table(e, w.accelerator.name))
+        write_output(serve_table(e, w.accelerator.name), output)
 
 
 def roofline_command(
     file: WorkloadArg = None,
     set_: SetOpt = None,
     side: Annotated[int, typer.Option("--side", help="side n of a square matmul", min=1, max=2**24)] = 4096,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="table (default) or json")] = "table",
+    output_format: FormatOpt = "table",
+    output: OutputOpt = None,
 ) -> None:
     """Roofline of the workload's accelerator: ridge, matmul and element-wise intensity, and the batch
     at which the model's FFN layer (d x ffn) turns compute-bound."""
     from trainplan.workload.schema import load_workload
 
-    fmt = _format(output_format)
+    from trainplan.present.outputs import write_output
+
+    fmt = check_format(output_format)
     w = load_workload(file, set_ or [])
     acc = w.accelerator
     precision = w.training.precision
@@ -202,14 +210,16 @@ def roofline_command(
                 "compute_bound_batch_whole": layer.compute_bound_batch_whole,
                 "weights_only_batch": layer.weights_only_batch}
     out = clean(out)
+    dims = {"peak_flops": "flop_rate", "memory_bandwidth": "byte_rate", "ridge_intensity": "ratio",
+            "matmul_intensity": "ratio", "elementwise_add_intensity": "ratio", "matmul_side": "count"}
     if fmt == "json":
-        typer.echo(json.dumps(out, indent=2))
+        write_output(json.dumps(out, indent=2), output)
+    elif fmt == "markdown":
+        write_output(figures_markdown(f"Roofline of {acc.name}", out, dims), output)
     else:
         from trainplan.present.quantities import key_value_lines
 
-        typer.echo(key_value_lines(out, {"peak_flops": "flop_rate", "memory_bandwidth": "byte_rate",
-                                         "ridge_intensity": "ratio", "matmul_intensity": "ratio",
-                                         "elementwise_add_intensity": "ratio", "matmul_side": "count"}))
+        write_output(key_value_lines(out, dims), output)
 
 
 def register(app: typer.Typer) -> None:
