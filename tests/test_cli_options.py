@@ -83,3 +83,9 @@ def test_layout_writes_the_card_in_gb_as_plan_does(cli) -> None:  # noqa: ANN001
     res = cli("layout", "--devices", "1", "--top", "1")
     # the H100's 81,559 MiB = 85.52e9 B: "85.5 GB" in plan's Fits? line and here, never 79.6 GiB
     assert res.returncode == 0 and "85.5 GB" in res.stdout and "GiB" not in res.stdout
+
+
+def test_serve_compares_with_a_training_bill_only_when_one_is_described(cli) -> None:  # noqa: ANN001
+    assert "passes the training bill" not in cli("serve").stdout  # the default describes no training run
+    out = cli("serve", str(ROOT / "examples" / "llama2-7b-pretrain.toml")).stdout
+    assert "passes the training bill" in out

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.present.quantities import format_assumption, format_figure, input_dimensions
-from trainplan.present.render import ACCOUNTS, flatten, format_value, label_of, section_rows, verdict_text
+from trainplan.present.render import ACCOUNTS, applies, flatten, format_value, given, label_of, section_rows
 
 # Points of the busy-against-cores curve.
 CURVE_POINTS = 400
@@ -276,18 +276,8 @@ def _list_table(key: str, rows: list[dict[str, Any]]) -> str:
     return _table(body, tuple(words for _, words, _ in columns), numeric=None)
 
 
-def _serving_asked(report: dict[str, Any]) -> bool:
-    """A training plan shows serving only when the workload describes serving (a [serving] key given)."""
-    return any(k.startswith("serving.") and _given(a) for k, a in report.get("assumptions", {}).items())
-
-
-def _given(a: dict[str, Any]) -> bool:
-    """An input the person gave (in the workload file or with --set), or measured."""
-    return a.get("provenance") == "measured" or str(a.get("source", "")).startswith(("workload file", "--set"))
-
-
 def _provenance_word(a: dict[str, Any]) -> str:
-    return "measured" if a.get("provenance") == "measured" else "given" if _given(a) else str(a.get("provenance", ""))
+    return "measured" if a.get("provenance") == "measured" else "given" if given(a) else str(a.get("provenance", ""))
 
 
 def answer_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
@@ -336,12 +326,8 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
                 if k not in ("timeline", "buffer_trace", "stages") and not isinstance(v, list)]
         parts.append(f"<h2 id=simulation>{SECTION_TITLES['simulation']}</h2>" + _table(rows, ("figure", "value")))
     for account in ACCOUNTS:
-        if account not in report or not isinstance(report[account], dict) or account in ("decisions", "simulation"):
-            continue
-        if account == "serving" and not _serving_asked(report):
-            continue
-        if account == "bill" and not video:  # dollars per hour of video: no meaning for a token corpus
-            continue
+        if account == "simulation" or not applies(report, account):  # the CLI's rule: serving when asked,
+            continue  # the bill of an hour of video for video, the decisions as the Decide line
         flat = flatten(report[account], f"{account}.")
         rows = list(section_rows(report, account))
         title_words = SECTION_TITLES.get(account, account.replace("_", " ").capitalize())

@@ -89,7 +89,7 @@ def ladder_table(rows: list[serving_mod.ServingEstimate]) -> str:
     return "\n".join(lines)
 
 
-def serve_table(e: serving_mod.ServingEstimate, acc_name: str) -> str:
+def serve_table(e: serving_mod.ServingEstimate, acc_name: str, training_described: bool = True) -> str:
     def days(x: float) -> str:
         return f"{x:,.1f} days" if math.isfinite(x) else "never"
 
@@ -117,8 +117,9 @@ def serve_table(e: serving_mod.ServingEstimate, acc_name: str) -> str:
         f"{e.replicas} replica{'' if e.replicas == 1 else 's'} for {e.requests_per_day:,.0f} a day",
         f"  cost                    ${e.cost_per_million_requests:,.2f} per million requests, "
         f"${e.serving_cost_per_day:,.2f} a day",
-        f"  passes the training bill (${e.training_cost:,.0f}) after {days(e.crossover_days)}",
     ]
+    if training_described:  # a bill the user never described is not compared with (issue 28)
+        lines.append(f"  passes the training bill (${e.training_cost:,.0f}) after {days(e.crossover_days)}")
     if e.kv_cache_missing:
         lines.insert(5, "                          an upper bound: no KV-cache reads are counted without a shape")
     return "\n".join(lines)
@@ -129,6 +130,14 @@ def serve_table(e: serving_mod.ServingEstimate, acc_name: str) -> str:
 
 from trainplan.interfaces.options import (CalibrationOpt, FormatOpt, OutputOpt, SetOpt, WorkloadArg,  # noqa: E402
                                           check_format, figures_markdown)
+
+
+def training_described(w: Any) -> bool:
+    """Whether the workload describes a training run (a training.* key or serving.training_cost given in
+    the file or with --set): only then does `serve` compare serving with a training bill."""
+    return any((key.startswith("training.") or key == "serving.training_cost")
+               and (p.kind == "measured" or p.source.startswith(("workload file", "--set")))
+               for key, p in w.provenance.items())
 
 
 def serve_command(
@@ -168,7 +177,7 @@ def serve_command(
     elif fmt == "markdown":
         write_output(figures_markdown(f"Serving on {w.accelerator.name}", out, declared="serving."), output)
     else:
-        write_output(serve_table(e, w.accelerator.name), output)
+        write_output(serve_table(e, w.accelerator.name, training_described(w)), output)
 
 
 def roofline_command(
