@@ -15,6 +15,7 @@ parameters, the count Meta publishes for Llama-2-7b (and transformers gives on t
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -168,5 +169,24 @@ def test_the_video_reference_still_draws_its_curve(browser, served_url: str) -> 
     assert page.is_visible("#video-controls") and page.locator("#plot polyline").count() >= 1
     assert page.text_content("#bottleneck") == "decode" and page.text_content("#busy") == "34.6 %"
     assert page.input_value("#cores") == "8"
+    assert errors == []
+    page.close()
+
+
+def test_serving_shows_only_when_the_workload_describes_it(browser, served_url: str, tmp_path: Path) -> None:
+    page, errors = _open(browser, served_url)
+    assert page.is_hidden("#serving")  # a training plan: no serving figures
+    upload = tmp_path / "serve.toml"
+    upload.write_text('[serving]\nrequests_per_day = "10M"\n')
+    before = int(page.get_attribute("body", "data-changes"))
+    page.set_input_files("#upload", str(upload))
+    page.wait_for_function(f"() => Number(document.body.dataset.changes) > {before}", timeout=20_000)
+    _settle(page)
+    assert page.is_visible("#serving")
+    from trainplan.interfaces.web import plan_response
+
+    rps = plan_response({}, '[serving]\nrequests_per_day = "10M"\n')["serving"]["requests_per_second"]
+    # replicas = ceil(requests a day / 86,400 s / requests per second of one replica)
+    assert page.text_content("#serving-replicas") == str(math.ceil(10e6 / 86_400 / rps))
     assert errors == []
     page.close()

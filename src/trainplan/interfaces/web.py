@@ -166,9 +166,11 @@ def workload_of_request(settings: Any, config: Any = None, workload: Any = None,
     if bad:
         raise UserError(bad[0], "the page reads no file named in a request: give the model's shape, or start "
                         "`trainplan ui WORKLOAD.toml` with the workload that names its config.json")
-    for assignment in overrides:
-        schema.apply_override(doc, assignment)
-    return schema.build_workload(doc)
+    set_keys = {schema.apply_override(doc, assignment) for assignment in overrides}
+    w = schema.build_workload(doc)
+    # the upload's keys are the person's, as a file's are (the CLI's provenance: given, not assumed)
+    w._provenance = schema._provenance(w, keys - set_keys, set_keys, {}, "(uploaded on the page)")
+    return w
 
 
 def plan_response(settings: Any, config: Any = None, workload: Any = None,
@@ -241,6 +243,9 @@ def controls_of(w: Workload, report: dict[str, Any]) -> dict[str, Any]:
     out["cluster.accelerator_name"] = report["workload"]["accelerator_name"]
     out["data.kind"] = w.data.kind
     out["model.params"] = report["workload"]["params"]
+    from trainplan.present.render import applies
+
+    out["serving"] = applies(report, "serving")  # the workload describes serving: the page shows it
     m = w.model
     out["model.params_locked"] = ("from the model's config.json" if m.hf_config is not None
                                   else "from the model's shape in the file" if m.layers is not None and m.params is None

@@ -116,8 +116,8 @@ D("memory.headroom_bytes", "bytes", "headroom", "fragmentation allowance on top 
 D("memory.per_device_bytes", "bytes", "per device", "everything one device holds")
 D("memory.device_memory", "bytes", "device memory", "memory of one accelerator", sweep=True)
 D("memory.fits", "flag", "fits", "per-device bytes within the device memory")
-D("memory.devices_to_run", "count", "devices to hold the state", "fewest devices whose memory holds the state",
-  whole=True)
+D("memory.devices_to_run", "count", "devices to hold the weights",
+  "fewest devices whose memory holds the weights alone (to run it); devices to train holds the whole state", whole=True)
 D("memory.devices_to_train", "count", "devices to train", "fewest devices that fit state and activations",
   whole=True)
 # the architecture's terms (docs/memory-and-flops.md): planning/model_terms.py

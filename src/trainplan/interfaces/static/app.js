@@ -240,6 +240,13 @@ function render(report) {
   needed.dataset.value = String(p.cores_needed);
 
   $("layout").textContent = report.layout_text;
+  const serving = Boolean(report.controls.serving && report.serving);  // shown when the workload describes serving
+  $("serving").hidden = !serving;
+  if (serving) {
+    $("serving-tokens").textContent = text(report, "serving.tokens_per_second");
+    $("serving-cost").textContent = text(report, "serving.cost_per_million_requests");
+    $("serving-replicas").textContent = text(report, "serving.replicas");
+  }
 
   const total = $("bill-total");
   total.textContent = text(report, "bill.total");
