@@ -154,6 +154,7 @@ def test_report_fits_a_wide_screen_and_a_phone(tmp_path) -> None:  # noqa: ANN00
                 path.write_text(html, encoding="utf-8")
                 for width in (1400, 390):
                     page = browser.new_page(viewport={"width": width, "height": 900})
+                    page.set_default_timeout(120_000)  # generous: the machine is shared (never timing-sensitive)
                     page.goto(path.as_uri())
                     assert page.evaluate("document.documentElement.scrollWidth") <= width
                     wider = page.evaluate(
@@ -161,7 +162,7 @@ def test_report_fits_a_wide_screen_and_a_phone(tmp_path) -> None:  # noqa: ANN00
                         ".filter(e => e.getBoundingClientRect().right > w + 0.5).map(e => e.tagName).slice(0, 5)", width)
                     assert wider == [], (name, width, wider)
                     shot = tmp_path / f"report-{name}-{width}.png"
-                    page.screenshot(path=str(shot), full_page=True)
+                    page.screenshot(path=str(shot), full_page=True, timeout=120_000)
                     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
                     page.close()
         finally:

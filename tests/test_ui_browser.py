@@ -74,7 +74,7 @@ def browser():
 def _settle(page) -> None:  # noqa: ANN001 - a playwright Page
     page.wait_for_function(
         "() => Number(document.body.dataset.shown) >= 1 && "
-        "document.body.dataset.shown === document.body.dataset.changes", timeout=20_000)
+        "document.body.dataset.shown === document.body.dataset.changes", timeout=60_000)
 
 
 def _line(page, label: str) -> str:  # noqa: ANN001
@@ -83,6 +83,7 @@ def _line(page, label: str) -> str:  # noqa: ANN001
 
 def _open(browser, url: str, width: int = 1280):  # noqa: ANN001
     page = browser.new_page(viewport={"width": width, "height": 900})
+    page.set_default_timeout(60_000)  # generous: the machine is shared (never timing-sensitive)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url)
@@ -144,7 +145,7 @@ def test_an_upload_is_planned_and_an_error_leaves_no_stale_figures(browser, serv
     page, errors = _open(browser, served_url)
     before = int(page.get_attribute("body", "data-changes"))
     page.set_input_files("#upload", str(upload))  # the page reads the file, then asks: wait for that ask
-    page.wait_for_function(f"() => Number(document.body.dataset.changes) > {before}", timeout=20_000)
+    page.wait_for_function(f"() => Number(document.body.dataset.changes) > {before}", timeout=60_000)
     _settle(page)
     assert page.text_content("#wall-time") == "5.21 h"  # 18,750 s
     assert _line(page, "Cost") == "$187.50: $62.50 a run x 3 attempts at $3.00/h per accelerator."
@@ -180,7 +181,7 @@ def test_serving_shows_only_when_the_workload_describes_it(browser, served_url: 
     upload.write_text('[serving]\nrequests_per_day = "10M"\n')
     before = int(page.get_attribute("body", "data-changes"))
     page.set_input_files("#upload", str(upload))
-    page.wait_for_function(f"() => Number(document.body.dataset.changes) > {before}", timeout=20_000)
+    page.wait_for_function(f"() => Number(document.body.dataset.changes) > {before}", timeout=60_000)
     _settle(page)
     assert page.is_visible("#serving")
     from trainplan.interfaces.web import plan_response

@@ -106,7 +106,8 @@ D("compute.sustained_flops", "flop_rate", "sustained rate", "peak x MFU x device
 D("compute.scaling_applied", "flag", "scaling efficiency applied", "whether the multi-device efficiency entered")
 D("compute.wall_seconds", "seconds", "wall time", "compute time stretched by the input pipeline's busy share")
 # ---- memory (docs/accounts.md)
-D("memory.state_bytes", "bytes", "model state", "weights, gradients and optimizer state, before sharding")
+D("memory.state_bytes", "bytes", "model state per device",
+  "weights, gradients and optimizer state one device holds, after ZeRO sharding where it applies")
 D("memory.weights_bytes", "bytes", "weights", "weights per device")
 D("memory.grads_bytes", "bytes", "gradients", "gradients per device")
 D("memory.optimizer_bytes", "bytes", "optimizer state", "optimizer state per device")
