@@ -41,3 +41,19 @@ def test_plan_all_shows_units_not_bare_prefixes(cli) -> None:  # noqa: ANN001 - 
     md = cli("plan", "--format", "markdown").stdout
     for key, text in (("cluster.link", "1.5 GB/s"), ("data.bitrate", "8 Mbit/s"), ("cluster.runtime_buffers", "2 GB")):
         assert f"| {key} | {text} |" in md
+
+
+@pytest.mark.parametrize(("text", "count"), [("2 trillion", 2e12), ("7 billion parameters", 7e9),
+                                             ("1.5 million tokens", 1.5e6), ("3 thousand", 3e3)])
+def test_counts_in_words(text: str, count: float) -> None:
+    from trainplan import units
+
+    assert units.parse(text, "count") == count  # short scale: a billion is 10^9, a trillion 10^12
+
+
+def test_two_trillion_tokens_plan(cli) -> None:  # noqa: ANN001
+    res = cli("plan", "--set", "training.tokens=2 trillion", "-f", "json")
+    assert res.returncode == 0, res.stderr
+    import json
+
+    assert json.loads(res.stdout)["workload"]["tokens"] == 2e12
