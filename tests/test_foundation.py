@@ -7,7 +7,6 @@ import pytest
 
 from trainplan.accounts import compute
 from trainplan.accounts import memory
-from trainplan.accounts import network
 from trainplan.accounts import storage
 from trainplan.catalogue.accelerators import accelerators, resolve_accelerator
 from trainplan.catalogue.dtypes import state_bytes_per_param
@@ -34,19 +33,33 @@ def test_worked_example_to_printed_precision(plan_json):
     assert round(s["save_share"] * 100, 1) == 0.4
 
 
+def _plan(*sets):  # noqa: ANN002, ANN202
+    return build_report(load_workload(None, list(sets)))
+
+
+# 7 B parameters by count (no shape: 6 P FLOPs a token), 2e12 tokens, 64 H100s (bf16 989.5 TFLOP/s) at
+# MFU 0.45 and scaling efficiency 0.85, b 4, S 4096, 2 micro-batches; links fast enough that the
+# gradient sync hides in backward
+SEVEN_B = ["model.params=7e9", "training.tokens=2e12", "cluster.count=64", "training.micro_batch=4",
+           "training.seq_len=4096", "training.grad_accum=2", "cluster.mfu=0.45", "cluster.scaling_efficiency=0.85",
+           "data.kind=tokens", "cluster.node_link=10 TB/s"]
+
+
 def test_compute_by_hand():
-    # P = 7e9, D = 2e12, 64 devices of 989.5 TFLOP/s, MFU 0.45, s = 0.85
-    a = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, "none", False)
-    assert a.flops == 6 * 7e9 * 2e12
+    c = _plan(*SEVEN_B)["compute"]
+    assert c["flops"] == pytest.approx(6 * 7e9 * 2e12)
     rate = 64 * 989.5e12 * 0.45 * 0.85
-    assert a.seconds == pytest.approx(6 * 7e9 * 2e12 / rate)
-    assert a.tokens_per_step == 64 * 4 * 4096 * 2
-    assert a.steps == math.ceil(2e12 / (64 * 4 * 4096 * 2))
-    full = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, recompute="full", mfu_end_to_end=False)
-    assert full.flops == 8 * 7e9 * 2e12
+    assert c["seconds"] == pytest.approx(6 * 7e9 * 2e12 / rate)
+    assert c["tokens_per_step"] == 64 * 4 * 4096 * 2
+    assert c["steps"] == math.ceil(2e12 / (64 * 4 * 4096 * 2))
+    assert c["scaling_applied"] is True
+    # the MFU convention: model FLOPs, so full recomputation neither adds FLOPs nor slows the step at a given MFU
+    full = _plan(*SEVEN_B, "training.recompute=full")["compute"]
+    assert full["flops"] == pytest.approx(6 * 7e9 * 2e12) and full["seconds"] == pytest.approx(c["seconds"])
+    assert full["flops_per_token_executed"] == pytest.approx(8 * 7e9)
     # an end-to-end measured MFU already contains the scaling loss
-    e2e = compute.compute_account(7e9, 2e12, 64, 4, 4096, 2, 989.5e12, 0.45, 0.85, recompute="none", mfu_end_to_end=True)
-    assert e2e.sustained_flops == pytest.approx(64 * 989.5e12 * 0.45)
+    e2e = _plan(*SEVEN_B, "cluster.mfu_end_to_end=true")["compute"]
+    assert e2e["sustained_flops"] == pytest.approx(64 * 989.5e12 * 0.45)
     assert compute.inference_flops_per_token(7e9) == 14e9
 
 
@@ -59,15 +72,18 @@ def test_state_bytes_per_param():
 
 
 @pytest.mark.parametrize("zero,expected", [
+    # DeepSpeed's estimators (estimate_zero2/zero3_model_states_mem_needs, GPU only), bytes per parameter
+    # on 8 devices: none 2 + 2 + 12; ZeRO-1/2 4 + 16/8 (one optimizer for both stages, an fp32 gradient
+    # partition beside master and moments); ZeRO-3 18/8 (no largest layer is known without a shape)
     (0, 2 + 2 + 12),
-    (1, 2 + 2 + 12 / 8),
-    (2, 2 + (2 + 12) / 8),
-    (3, 16 / 8),
+    (1, 4 + 16 / 8),
+    (2, 4 + 16 / 8),
+    (3, 18 / 8),
 ])
 def test_zero_stages_by_hand(zero, expected):
-    s = state_bytes_per_param("bf16", "adamw")
-    a = memory.memory_account(1e9, s, zero, 8, 0.0, 0.0, 0.0, 80e9)
-    assert a.state_bytes == pytest.approx(expected * 1e9)
+    m = _plan("model.params=1e9", "cluster.count=8", f"training.zero={zero}", "data.kind=tokens",
+              "training.tokens=1e9")["memory"]
+    assert m["state_bytes"] == pytest.approx(expected * 1e9)
 
 
 def test_activations_and_recompute():
@@ -76,28 +92,45 @@ def test_activations_and_recompute():
     assert memory.retained_tensors(17, "full", 0.5) == 1
     assert memory.retained_tensors(17, "selective", 23 / 34) == pytest.approx(11.5)
     assert memory.retained_tensors(17, "none", 0.5) == 17
+    # and the plan's memory table carries that figure for a shape of the standard family
+    m = _plan("model.params=1e9", "model.layers=32", "model.width=4096", "training.micro_batch=4",
+              "training.seq_len=4096", "training.saved_tensors_per_layer=17", "data.kind=tokens",
+              "training.tokens=1e9")["memory"]
+    assert m["activation_bytes"] == pytest.approx(4 * 4096 * 4096 * 2 * 32 * 17)
 
 
 def test_devices_to_train_and_fits():
-    s = state_bytes_per_param("bf16", "adamw")
-    # 70 B params: 1,120 GB of state; 80 GB cards, 10 GB activations, 2 GB buffers, 10 % headroom
-    a = memory.memory_account(70e9, s, 0, 1, 10e9, 2e9, 0.1, 80e9)
-    assert not a.fits
+    # 70 B params: 1,120 GB of state; 80 GB cards, no shape (no activations), 2 GB buffers, 10 % headroom
+    m = _plan("model.params=70e9", "cluster.accelerator={memory = \"80 GB\", peak_flops = \"989 TFLOPS\"}",
+              "data.kind=tokens", "training.tokens=1e9")["memory"]
+    assert not m["fits"]
     usable = 80e9 / 1.1 - 2e9
-    assert a.devices_to_train == math.ceil(70e9 * 16 / (usable - 10e9))
-    assert a.devices_to_run == math.ceil(70e9 * 2 / usable)
-    overflow = memory.memory_account(1e9, s, 0, 1, 100e9, 2e9, 0.1, 80e9)
-    assert math.isnan(overflow.devices_to_train)  # activations alone overflow the card
+    assert m["devices_to_train"] == math.ceil(70e9 * 16 / usable)
+    assert m["devices_to_run"] == math.ceil(70e9 * 2 / usable)
+    assert m["per_device_bytes"] == pytest.approx((70e9 * 16 + 2e9) * 1.1)
 
 
-def test_ring_allreduce():
-    assert network.ring_allreduce_bytes(2e9, 4) == 3e9
-    assert network.ring_allreduce_bytes(2e9, 1) == 0
-    a = network.network_account(1e9, 2, 4, 25e9, 0.512, compute.backward_share("none"))
-    assert a.floor_seconds_per_step == pytest.approx(0.12)
-    assert a.verdict == "overlap"  # 0.12 s fits inside 2/3 of 0.512 s
-    slow = network.network_account(1e9, 2, 4, 1e9, 0.512, compute.backward_share("none"))
-    assert slow.verdict == "bound"
+def test_ring_allreduce_and_an_exposed_sync_in_the_wall_time(plan_json):
+    # the worked example: 2 GB of gradients over 4 devices, 2 x 3/4 x 2 GB = 3 GB, 0.12 s at 25 GB/s,
+    # hidden in the backward pass (2/3 of 0.512 s)
+    r = plan_json(str(EXAMPLES / "finetune-1b.toml"))
+    n = r["network"]
+    assert n["ring_bytes_per_step"] == pytest.approx(3e9) and n["floor_seconds_per_step"] == pytest.approx(0.12)
+    assert n["verdict"] == "overlap" and n["exposed_seconds_per_step"] == 0
+    # at 1 GB/s it no longer hides: the step grows by what the backward pass does not cover, and the
+    # wall time with it. The sync: 3 GB over the tier's achieved bus bandwidth (1 GB/s x the default
+    # platform's intra-node efficiency, catalogue/interconnect.toml) plus 2 (N - 1) hop latencies
+    from trainplan.catalogue.interconnect import platform
+
+    tier = platform("custom").intra
+    slow = plan_json(str(EXAMPLES / "finetune-1b.toml"), "--set", "cluster.interconnect=1 GB/s")
+    sync = 3e9 / (1e9 * tier.efficiency) + 2 * 3 * tier.latency
+    step = 6 * 1e9 * 16384 / (4 * 200e12 * 0.3 * 0.8)
+    assert slow["network"]["sync_seconds_per_step"] == pytest.approx(sync, rel=1e-6)
+    assert slow["network"]["verdict"] == "bound"
+    assert slow["compute"]["seconds_per_step"] == pytest.approx(step + sync - step * 2 / 3, rel=1e-6)
+    assert slow["compute"]["wall_seconds"] / r["compute"]["wall_seconds"] == pytest.approx(
+        (step + sync - step * 2 / 3) / step, rel=1e-6)
 
 
 def test_storage_by_hand():

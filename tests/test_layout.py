@@ -45,15 +45,14 @@ def test_grid_result_equals_the_single_layout():
     # the vectorised evaluation and a one-layout call agree (vectorisation check)
     w = load_workload(None, SETS)
     best = search(w, resolve_model(w), top=1)["layouts"][0]
-    from trainplan.planning.layout import hardware, model_shape
+    # the same layout planned as a workload of its own, through the plan's execution model
+    from trainplan.planning.inputs import PlanInputs
 
-    one = parallel.parallel_account(
-        model_shape(w, resolve_model(w)), hardware(w), tensor=best["tensor"], pipeline=best["pipeline"],
-        interleave=best["interleave"], context=best["context"], expert=best["expert"], data=best["data"],
-        sequence_parallel=best["sequence"], micro_batch=best["micro_batch"], micro_batches=best["micro_batches"],
-        recompute=best["recompute"], zero=best["zero"],
-        schedule="interleaved" if best["interleave"] > 1 else "1f1b", flash_attention=w.parallel.flash_attention,
-        activation_bytes_per_value=2.0)
+    sets = SETS + [f"parallel.{k}={best[k]}" for k in ("tensor", "pipeline", "interleave", "context", "expert")] + [
+        f"parallel.sequence={'true' if best['sequence'] else 'false'}", f"training.micro_batch={best['micro_batch']}",
+        f"training.grad_accum={best['micro_batches']}", f"training.recompute={best['recompute']}",
+        f"training.zero={best['zero']}", f"parallel.schedule={best['schedule']}"]
+    one = PlanInputs.of(load_workload(None, sets)).execution
     assert float(one.step_seconds) == pytest.approx(best["step_seconds"])
 
 

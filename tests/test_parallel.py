@@ -6,8 +6,9 @@ Rajbhandari et al. 2020 (ZeRO memory: (2+2+12) psi bytes, sharded by stage), NCC
 """
 
 import pytest
+from published_formulas import korthikanti_activation_bytes_per_layer, narayanan_flops_per_step
 
-from trainplan.accounts import network, parallel
+from trainplan.accounts import parallel
 from trainplan.errors import UserError
 from trainplan.planning.validation import gpt_shape
 
@@ -25,29 +26,50 @@ SBH = S * 1 * H
     (1, False, "none", 34 + 5 * 96 * 2048 / 12288),  # sbh(34 + 5as/h) with no parallelism
 ])
 def test_korthikanti_per_layer(t, sp, recompute, per_sbh):
-    got = parallel.korthikanti_activation_bytes_per_layer(S, 1, H, A, t, sp, recompute)
-    assert float(got) == pytest.approx(SBH * per_sbh)
+    # the published per-layer figure (tests/published_formulas.py, itself checked against the paper's
+    # numbers above) equals what the account keeps per layer with the paper's per-layer bytes: the
+    # difference between the same layout with one layer more and one layer fewer, halved
+    assert float(korthikanti_activation_bytes_per_layer(S, 1, H, A, t, sp, recompute)) == pytest.approx(SBH * per_sbh)
+    assert per_layer_kept(t, sp, recompute) == pytest.approx(SBH * per_sbh)
+
+
+def per_layer_kept(t, sp, recompute, scores=True):  # noqa: ANN001, ANN201
+    out = []
+    for layers in (95, 97):
+        m = gpt_shape(H, A, layers, 51200, S)
+        a = account(m, A100, tensor=t, data=1, sequence_parallel=sp, recompute=recompute,
+                    activations=parallel.LayerActivations.korthikanti(H, A, S, 51200, scores))
+        out.append(float(a.activation_bytes))
+    return (out[1] - out[0]) / 2
+
+
+def account(m, hw, **kw):  # noqa: ANN001, ANN003, ANN201
+    """The account with the paper's per-layer bytes, full attention and mixed precision (the Megatron runs)."""
+    kw.setdefault("activations", parallel.LayerActivations.korthikanti(m.width, m.heads, m.seq_len, m.vocab))
+    kw.setdefault("attention", "eager")
+    return parallel.parallel_account(m, hw, activation_bytes_per_value=2.0, state_of=parallel.default_state(),
+                                     weight_bytes=2.0, grad_bytes=2.0, **kw)
 
 
 def test_flash_attention_keeps_no_scores():
     # without the 5 a s / h term: s b h (10 + 24/t) without SP, 34 s b h / t with SP, whatever the recompute
     for recompute in ("none", "selective"):
-        assert float(parallel.korthikanti_activation_bytes_per_layer(S, 1, H, A, 8, False, recompute, False)) \
+        assert float(korthikanti_activation_bytes_per_layer(S, 1, H, A, 8, False, recompute, False)) \
             == pytest.approx(SBH * 13)
-        assert float(parallel.korthikanti_activation_bytes_per_layer(S, 1, H, A, 8, True, recompute, False)) \
-            == pytest.approx(SBH * 34 / 8)
+        assert per_layer_kept(8, False, recompute, False) == pytest.approx(SBH * 13)
+        assert per_layer_kept(8, True, recompute, False) == pytest.approx(SBH * 34 / 8)
 
 
 def test_narayanan_flops_by_hand():
     # 1T model, batch 512: 72 B s l h^2 (1 + s/6h + V/12hl)
     B, s, l, h, V = 512, 2048, 128, 25600, 51200
     base = 72 * B * s * l * h * h
-    assert float(parallel.narayanan_flops_per_step(B, s, l, h, V, "none")) == pytest.approx(
+    assert float(narayanan_flops_per_step(B, s, l, h, V, "none")) == pytest.approx(
         base * (1 + 2048 / 153600 + 51200 / (12 * 25600 * 128)))
-    assert float(parallel.narayanan_flops_per_step(B, s, l, h, V, "full")) == pytest.approx(
+    assert float(narayanan_flops_per_step(B, s, l, h, V, "full")) == pytest.approx(
         96 * B * s * l * h * h * (1 + 2048 / 153600 + 51200 / (16 * 25600 * 128)))
     # selective: one more forward of the attention core, 4 B s^2 h per layer
-    assert float(parallel.narayanan_flops_per_step(B, s, l, h, V, "selective")) == pytest.approx(
+    assert float(narayanan_flops_per_step(B, s, l, h, V, "selective")) == pytest.approx(
         base * (1 + 2048 / 153600 + 51200 / (12 * 25600 * 128)) + 4 * B * s * s * h * l)
 
 
@@ -70,39 +92,42 @@ def test_model_flops_match_narayanan():
     # the account writes 24 b s h^2 as 2 b s P_layer; with the 12 h^2 + 13 h GPT block the only
     # difference is the 13 h biases (13 / (12 h) = 1e-4 of the total)
     m175 = gpt_shape(12288, 96, 96, 51200, 2048)
-    a = parallel.parallel_account(m175, A100, tensor=8, pipeline=8, data=1, micro_batch=1, micro_batches=64)
-    assert float(a.model_flops) == pytest.approx(float(parallel.narayanan_flops_per_step(64, 2048, 96, 12288, 51200)),
+    a = account(m175, A100, tensor=8, pipeline=8, data=1, micro_batch=1, micro_batches=64)
+    assert float(a.model_flops) == pytest.approx(float(narayanan_flops_per_step(64, 2048, 96, 12288, 51200)),
                                                  rel=2e-4)
 
 
 def test_executed_flops_with_full_recompute_one_stage():
     # one device holds every layer and the logits: its FLOPs are the whole step's, 96 B s l h^2 (...)
     m = gpt_shape(2048, 16, 4, 50000, 1024)
-    a = parallel.parallel_account(m, A100, micro_batch=2, micro_batches=3, recompute="full")
-    want = parallel.narayanan_flops_per_step(6, 1024, 4, 2048, 50000, "full")
+    a = account(m, A100, micro_batch=2, micro_batches=3, recompute="full")
+    want = narayanan_flops_per_step(6, 1024, 4, 2048, 50000, "full")
     assert float(a.flops_per_device) == pytest.approx(float(want), rel=1e-3)
 
 
 def test_activations_of_the_first_stage_1t_selective_sp():
     # 1F1B: p micro-batches in flight x l/p layers = l layers of sbh 34/t, plus the embedding
-    # dropout mask of the p micro-batches, s b h p / t bytes (Korthikanti §4.3)
+    # dropout mask of the p micro-batches, s b h p / t bytes (Korthikanti §4.3), plus the layer whose
+    # attention core is re-run during its backward: its 5 a s^2 b / t bytes of scores, once
     m = gpt_shape(25600, 160, 128, 51200, 2048)
-    a = parallel.parallel_account(m, A100, tensor=8, pipeline=64, data=1, sequence_parallel=True, micro_batch=1,
-                                  micro_batches=512, recompute="selective")
-    want = 128 * 2048 * 25600 * 34 / 8 + 2048 * 25600 * 64 / 8
+    a = account(m, A100, tensor=8, pipeline=64, data=1, sequence_parallel=True, micro_batch=1,
+                micro_batches=512, recompute="selective")
+    want = 128 * 2048 * 25600 * 34 / 8 + 2048 * 25600 * 64 / 8 + 5 * 160 * 2048 * 2048 / 8
     assert float(a.activation_bytes) == pytest.approx(want)
 
 
 def test_zero_memory_matches_deepspeeds_formulas():
-    # Rajbhandari et al. 2020, fig. 1: baseline (2+2+12) psi; ZeRO-1 2psi + 2psi + 12psi/N;
-    # ZeRO-2 2psi + 14psi/N; ZeRO-3 16psi/N (here N = 64, psi the whole model on one stage)
+    # DeepSpeed's estimators (estimate_zero2_model_states_mem_needs, estimate_zero3_...), on GPU:
+    # none 16 psi; ZeRO-1/2 4 psi + 16 psi / N (one optimizer for both stages, the fp32 gradient
+    # partition beside master and moments); ZeRO-3 18 psi / N + 4 x the largest layer's parameters
+    # (here N = 64, psi the whole model on one stage, the largest layer set to one GPT block)
     m = gpt_shape(1024, 16, 8, 32000, 512)
+    m = parallel.ModelShape(**{**vars(m), "largest_layer_params": m.dense_layer_params})
     psi = m.dense_layer_params * 8 + m.embedding_params  # one stage holds every layer and the embedding
-    for zero, want in ((0, 16 * psi), (1, 4 * psi + 12 * psi / 64), (2, 2 * psi + 14 * psi / 64),
-                       (3, 16 * psi / 64)):
-        a = parallel.parallel_account(m, A100, data=64, zero=zero)
-        gathered = 2 * m.dense_layer_params * 2 if zero == 3 else 0.0  # two layers gathered (prefetch)
-        got = float(a.weights_bytes) - gathered + float(a.grads_bytes) + float(a.optimizer_bytes)
+    for zero, want in ((0, 16 * psi), (1, 4 * psi + 16 * psi / 64), (2, 4 * psi + 16 * psi / 64),
+                       (3, 18 * psi / 64 + 4 * m.dense_layer_params)):
+        a = account(m, A100, data=64, zero=zero)
+        got = float(a.weights_bytes) + float(a.grads_bytes) + float(a.optimizer_bytes) + float(a.gathered_bytes)
         assert got == pytest.approx(want), zero
 
 
@@ -113,7 +138,7 @@ def test_tensor_parallel_all_reduces_by_hand():
     msg = 2048 * 12288 * 2
     one = msg * 1.75 / 231e9 + 14 * 5e-6
     for recompute, count in (("selective", 4), ("full", 6)):
-        a = parallel.parallel_account(m, A100, tensor=8, pipeline=8, data=1, micro_batch=1, micro_batches=64,
+        a = account(m, A100, tensor=8, pipeline=8, data=1, micro_batch=1, micro_batches=64,
                                       recompute=recompute)
         assert float(a.tensor_seconds) == pytest.approx(64 * 12 * count * one)
         assert str(a.tensor_tier) == "intra" and str(a.pipeline_tier) == "inter"
@@ -121,7 +146,7 @@ def test_tensor_parallel_all_reduces_by_hand():
 
 def test_bubble_seconds_are_the_share_of_the_ideal_step():
     m = gpt_shape(4096, 32, 32, 32000, 2048)
-    a = parallel.parallel_account(m, A100, tensor=8, pipeline=4, interleave=2, schedule="interleaved", data=1,
+    a = account(m, A100, tensor=8, pipeline=4, interleave=2, schedule="interleaved", data=1,
                                   micro_batches=8)
     assert float(a.bubble_share) == pytest.approx(3 / 16)
     ideal = float(a.step_seconds) - float(a.bubble_seconds) - float(a.data_parallel_seconds) \
@@ -131,20 +156,12 @@ def test_bubble_seconds_are_the_share_of_the_ideal_step():
 
 def test_zero3_gathers_cost_more_than_plain_data_parallel():
     m = gpt_shape(4096, 32, 32, 32000, 2048)
-    plain = parallel.parallel_account(m, A100, data=64, micro_batches=4, zero=0)
-    z3 = parallel.parallel_account(m, A100, data=64, micro_batches=4, zero=3)
+    plain = account(m, A100, data=64, micro_batches=4, zero=0)
+    z3 = account(m, A100, data=64, micro_batches=4, zero=3)
     # per step: 4 micro-batches x (2 all-gathers of W + reduce-scatter of G) x 63/64, vs 2 x 63/64 x G
     psi = m.dense_layer_params * 32 + m.embedding_params
     assert float(z3.bytes_per_step) == pytest.approx(4 * 63 / 64 * 3 * 2 * psi)
     assert float(plain.bytes_per_step) == pytest.approx(2 * 63 / 64 * 2 * psi)
-
-
-def test_network_account_counts_zero3_gathers():
-    # the old ring was 2(N-1)/N M whatever the stage; ZeRO-3: per micro-step (N-1)/N (2W + G)
-    old = network.network_account(1e9, 2.0, 8, 100e9, 10.0, 2 / 3)
-    z3 = network.network_account(1e9, 2.0, 8, 100e9, 10.0, 2 / 3, zero=3, weight_bytes_per_param=2.0, micro_steps=4)
-    assert float(old.ring_bytes_per_step) == pytest.approx(2 * 7 / 8 * 2e9)
-    assert float(z3.ring_bytes_per_step) == pytest.approx(4 * 7 / 8 * (2 * 2e9 + 2e9))
 
 
 @pytest.mark.parametrize("kwargs,key", [
@@ -203,14 +220,15 @@ def test_network_bytes_per_step_of_plain_data_parallelism(plan_json):
 def test_output_layer_and_last_stage_by_hand():
     # one stage: the output layer's 4 s b h / t (1 + V / h) joins the first stage's activations
     m = gpt_shape(1024, 16, 8, 32000, 512)
-    one = parallel.parallel_account(m, A100, micro_batch=2, micro_batches=4)
+    one = account(m, A100, micro_batch=2, micro_batches=4)
     layers = 8 * 512 * 2 * 1024 * (34 + 5 * 16 * 512 / 1024)  # l x sbh(34 + 5as/h), one micro-batch in flight
     mask = 512 * 2 * 1024 * 1  # embedding dropout mask, 1 byte a value
     output = 4 * 512 * 2 * (1024 + 32000)
     assert float(one.activation_bytes) == pytest.approx(layers + mask + output)
     # four stages, 1F1B, 16 micro-batches: the last stage holds 1 micro-batch of its 2 layers plus the output layer
-    four = parallel.parallel_account(m, A100, pipeline=4, micro_batch=2, micro_batches=16)
+    four = account(m, A100, pipeline=4, micro_batch=2, micro_batches=16)
     state = float(four.weights_bytes) + float(four.grads_bytes) + float(four.optimizer_bytes) + 2e9
+    assert state == pytest.approx(16 * (2 * m.dense_layer_params + m.embedding_params) + 2e9)
     last = 2 * 512 * 2 * 1024 * (34 + 40) + output
     assert float(four.last_stage_bytes) == pytest.approx((state + last) * 1.1)
     first = 8 * 512 * 2 * 1024 * (34 + 40) + 4 * mask  # 4 micro-batches in flight x 2 layers, 4 masks
@@ -238,7 +256,7 @@ def test_layer_flops_against_torch_flop_counter():
         out.sum().backward()
     shape = parallel.ModelShape(layers=1, width=h, heads=heads, kv_heads=heads, vocab=0, seq_len=s,
                                 params=12 * h * h, active_params=12 * h * h, embedding_params=0, tied=True)
-    a = parallel.parallel_account(shape, A100, micro_batch=b, micro_batches=1)
+    a = account(shape, A100, micro_batch=b, micro_batches=1)
     assert float(a.flops_per_device) == pytest.approx(counter.get_total_flops())
     # and by hand: 3 x (24 b s h^2 + 4 b s^2 h)
     assert counter.get_total_flops() == 3 * (24 * b * s * h * h + 4 * b * s * s * h)
@@ -274,7 +292,7 @@ def test_korthikanti_against_saved_tensors_of_a_torch_layer():
         probs = drop(torch.softmax((q @ k.transpose(-1, -2)) * (h // a) ** -0.5, dim=-1), 0.1, True)
         x2 = x + drop(proj((probs @ v).permute(2, 0, 1, 3).reshape(s, b, h)), 0.1, True)
         _ = x2 + drop(down(torch.nn.functional.gelu(up(ln2(x2)))), 0.1, True)
-    formula = float(parallel.korthikanti_activation_bytes_per_layer(s, b, h, a))
+    formula = float(korthikanti_activation_bytes_per_layer(s, b, h, a))
     assert formula == s * b * h * (34 + 5 * a * s / h)
     norm_stats = 4 * s * b * 2
     wide_masks = 2 * s * b * h + a * s * s * b  # the three masks at 2 bytes instead of 1

@@ -219,23 +219,19 @@ def test_zero_stage_k_never_uses_more_than_k_minus_1(doc, k):
 
 
 @SETTINGS
-@given(log_uniform(1e3, 1e13), st.sampled_from(["bf16", "fp16", "fp32"]), st.sampled_from(["adamw", "sgd"]),
-       st.integers(1, 4096), st.floats(0.0, 1e11), st.floats(0.0, 1e10), st.floats(0.0, 1.0),
-       log_uniform(1e9, 1e12))
-def test_zero_and_memory_laws_of_the_pure_account(params, precision, optimizer, dp, activations, buffers,
-                                                  headroom, device):
-    """memory_account: stages monotone; state linear in params; fits iff per-device <= device memory."""
-    state = state_bytes_per_param(precision, optimizer)
-    accounts = [memory_mod.memory_account(params, state, z, dp, activations, buffers, headroom, device)
-                for z in range(4)]
-    for lo, hi in zip(accounts, accounts[1:]):
-        assert hi.per_device_bytes <= lo.per_device_bytes * (1 + REL)
-    a = accounts[0]
-    assert close(a.state_bytes, params * state.total, 1e-12)
-    double = memory_mod.memory_account(2 * params, state, 0, dp, activations, buffers, headroom, device)
-    assert close(double.state_bytes, 2 * a.state_bytes)
-    for acc in accounts:
-        assert acc.fits == (acc.per_device_bytes <= device)
+@given(log_uniform(1e3, 1e13), st.sampled_from(["mixed_fp32_master", "autocast_fp32", "sgd_momentum"]),
+       st.integers(2, 4096))
+def test_zero_and_memory_laws_of_the_pure_account(params, recipe_name, dp):
+    """The one training-state account under the layout (parallel.sharded_state): stages never grow from
+    two data-parallel ranks up; state is linear in params; no sharding is params x the recipe's bytes."""
+    from trainplan.accounts import parallel, training_state
+
+    r = training_state.recipe(recipe_name)
+    states = [sum(parallel.sharded_state(params, dp, z, 0.0, r)) for z in range(4)]
+    for lo, hi in zip(states, states[1:]):
+        assert hi <= lo * (1 + REL)
+    assert close(states[0], params * r.total, 1e-12)
+    assert close(sum(parallel.sharded_state(2 * params, dp, 0, 0.0, r)), 2 * states[0])
 
 
 SETTINGS_PURE = settings(max_examples=100, deadline=None)

@@ -96,8 +96,12 @@ def test_first_screen_answers_in_forty_lines_of_eighty_columns():
     assert "Fits? yes: 9.48 GB per device of 85.5 GB (11.1 %)" in text
     # time: 337,500 s wall = 3.91 d; compute alone 116,935 s = 1.35 d; 337,500 s x 1 device = 93.75 h
     assert "3.91 d on 1 x NVIDIA H100-SXM5-80GB (1.35 d if the accelerator never waited); 93.8 accelerator-hours" in text
-    # cost: 93.75 h x $3.00 = $281.25 a run, x 3 attempts = $843.75
-    assert "$843.75: $281.25 a run x 3 attempts at $3.00/h" in text
+    # cost: 93.75 h, plus the blocking saves of a 93 M x 14 B checkpoint at 1 GB/s each hour
+    # (x (1 + 1.302 / 3600)) = 93.784 h x $3.00 = $281.35 a run, x 3 attempts = $844.06
+    hours = 93.75 * (1 + 93e6 * 14 / 1e9 / 3600)
+    assert f"${3 * 3 * hours:,.2f}: ${3 * hours:,.2f} a run x 3 attempts at $3.00/h" in text
+    # the step and where it came from: 6 x 93e6 x 16,384 tokens / (989.5e12 x 0.4) = 23.1 ms
+    assert "A step of 23.1 ms at cluster.mfu 40 %" in text
     # waits on decode: 8 cores x 120 = 960 of 2,770.78 frames/s = 34.6 %; ceil(23.09) - 8 = 16 cores to add
     assert "Waits on decode (the accelerator is busy 34.6 %). Cheapest fix: add 16 CPU cores" in text
     assert "cluster.core_fps_1080p" in text and "cluster.mfu" in text

@@ -37,12 +37,17 @@ def test_largest_micro_batch_that_fits():
 
 
 def test_fewest_accelerators_by_a_deadline():
-    # seconds = 6 P D / (n Φ μ s), s = 0.9 for n > 1; D = 1000 h x 3600 x 30 fps x 3 cameras x 256 tokens
+    # seconds = 6 P D / (n Φ μ s); D = 1000 h x 3600 x 30 fps x 3 cameras x 256 tokens. The gradient sync
+    # of 93 M parameters hides in the backward pass, so the step is the compute alone; s is applied where
+    # it is given: 0.9 asks for 10 devices, without it 9 do
     tokens = 1000 * 3600 * 30 * 3 * 256
     deadline = 4 * 3600
     expected = math.ceil(6 * 93e6 * tokens / (deadline * PEAK_H100 * 0.4 * 0.9))
     assert expected == 10
-    assert solve.solve(None, [], "cluster.count", ["compute.seconds<=4 h"])["value"] == expected
+    assert solve.solve(None, ["cluster.scaling_efficiency=0.9"], "cluster.count",
+                       ["compute.seconds<=4 h"])["value"] == expected
+    assert solve.solve(None, [], "cluster.count", ["compute.seconds<=4 h"])["value"] == math.ceil(
+        6 * 93e6 * tokens / (deadline * PEAK_H100 * 0.4)) == 9
 
 
 def test_smallest_link_for_decoded_frames_is_a_float_bisection():
@@ -68,8 +73,8 @@ def test_looped_key_is_bisected():
     # model.params on the default names a new model (looped); threshold: D(P) x 256 tokens <= 8 x 120 frames/s
     # busy >= 1  <->  0.4 Φ / (6 P 256) <= 960  ->  P >= 0.4 Φ / (6 x 256 x 960)
     expected = 0.4 * PEAK_H100 / (6 * 256 * 960)
-    r = solve.solve(None, ["model.layers=12", "model.width=768"], "model.params", ["pipeline.busy>=1"],
-                    search_range="1e6:1e9")
+    r = solve.solve(None, ["model.layers=12", "model.width=768", "cluster.mfu=0.4"], "model.params",
+                    ["pipeline.busy>=1"], search_range="1e6:1e9")
     assert r["value"] == pytest.approx(expected, rel=1e-6)
 
 
@@ -87,7 +92,8 @@ def test_cheapest_accelerator_ranks_by_training_cost():
     sets = ["data.kind=tokens", "training.tokens=1e10"]
     prices = {"a100-sxm-80gb": 1.0, "h100-sxm": 3.5}
     r = solve.cheapest_accelerator(None, sets, [], prices=prices, among=["a100-sxm-80gb", "h100-sxm"])
-    cost = {k: 6 * 93e6 * 1e10 / (accelerators()[k].peak("bf16") * 0.4) / 3600 * p for k, p in prices.items()}
+    saves = 1 + 93e6 * 14 / 1e9 / 3600  # a 14 B/param checkpoint at 1 GB/s every hour blocks training
+    cost = {k: 6 * 93e6 * 1e10 / (accelerators()[k].peak("bf16") * 0.4) * saves / 3600 * p for k, p in prices.items()}
     assert r["value"] == min(cost, key=cost.get) == "a100-sxm-80gb"
     for c in r["candidates"]:
         assert c["training_cost"] == pytest.approx(cost[c["accelerator"]])

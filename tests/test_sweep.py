@@ -78,11 +78,15 @@ def test_token_grid_agrees_with_build_report_for_every_column():
     ])
 
 
-def test_shape_and_tokens_keys_are_vectorized_and_agree():
+def test_shape_and_tokens_keys_are_looped_and_agree():
+    # a model with a shape feeds the execution model (activations per stage, attention FLOPs, a step
+    # predicted from them): its model keys are planned one workload per value, never as arrays
     sets = ["training.recompute=selective", "model.params=93e6", "model.layers=12", "model.width=768"]
     base = load_workload(None, sets)
-    assert all(sweep._vectorizable(base, sweep.parse_vary(v), lambda e: load_workload(None, sets + [e]))
-               for v in ("model.width=512,1024", "model.layers=6,12", "model.params=1e8,2e8"))
+    assert not any(sweep._vectorizable(base, sweep.parse_vary(v), lambda e: load_workload(None, sets + [e]))
+                   for v in ("model.width=512,1024", "model.layers=6,12", "model.params=1e8,2e8",
+                             "training.seq_len=1024,2048"))
+    assert sweep._vectorizable(base, sweep.parse_vary("cluster.count=1,2"), lambda e: load_workload(None, sets + [e]))
     # on the default workload, naming model.params alone names a new model (no shape): looped
     default = load_workload(None, [])
     assert not sweep._vectorizable(default, sweep.parse_vary("model.params=1e8,2e8"),

@@ -149,7 +149,7 @@ def test_plan_head_dim_sizes_attention(tmp_path):
 def test_plan_hfu_and_mfu_give_the_same_time_when_consistent(tmp_path):
     """Time = model FLOPs / (peak MFU) = executed FLOPs / (peak HFU): give the HFU that corresponds to
     MFU 0.4 and the time must not change; compute.mfu comes back as 0.4."""
-    base = _plan(LLAMA_SHAPE, tmp_path, 'training.recompute="full"')
+    base = _plan(LLAMA_SHAPE, tmp_path, 'training.recompute="full"', "cluster.mfu=0.4")
     c = base["compute"]
     hfu = 0.4 * c["flops_per_token_executed"] / c["flops_per_token_model"]
     other = _plan(LLAMA_SHAPE, tmp_path, 'training.recompute="full"', f"cluster.hfu={hfu}")

@@ -85,35 +85,7 @@ RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 SCHEDULE_CODES = {"1f1b": 0, "interleaved": 0, "gpipe": 1}
 
 
-# ---------------------------------------------------------------- the published per-layer formulas
-
-
-def korthikanti_activation_bytes_per_layer(s: Any, b: Any, h: Any, a: Any, t: Any = 1, sequence_parallel: Any = False,
-                                           recompute: Any = "none", attention_scores: bool = True) -> Any:
-    """Korthikanti et al. 2022's activation bytes of one layer on one device (16-bit activations).
-
-    `attention_scores=False`: a fused (flash) attention kernel never stores the a s x s scores,
-    softmax and dropout mask, so the 5 a s / h term is gone whatever the recomputation."""
-    sp = np.asarray(sequence_parallel, dtype=bool)
-    code = _recompute_code(recompute)
-    sbh = np.asarray(s, dtype=np.float64) * b * h
-    replicated = np.where(sp, KORTHIKANTI_REPLICATED / t, KORTHIKANTI_REPLICATED)
-    scores = KORTHIKANTI_ATTENTION_SCORES * a * s / (np.asarray(h, dtype=np.float64) * t) * float(attention_scores)
-    kept = np.where(code == 0, replicated + KORTHIKANTI_TENSOR_PARALLEL / t + scores,
-                    replicated + KORTHIKANTI_TENSOR_PARALLEL / t)
-    full = np.where(sp, KORTHIKANTI_FULL_RECOMPUTE / t, KORTHIKANTI_FULL_RECOMPUTE)
-    return sbh * np.where(code == 2, full, kept)
-
-
-def narayanan_flops_per_step(batch: Any, s: Any, layers: Any, h: Any, vocab: Any, recompute: Any = "none") -> Any:
-    """Narayanan et al. 2021's FLOPs of one training step of `batch` sequences (standard block)."""
-    code = _recompute_code(recompute)
-    l = np.asarray(layers, dtype=np.float64)
-    base = batch * np.asarray(s, dtype=np.float64) * l * np.asarray(h, dtype=np.float64) ** 2
-    no_recompute = 72.0 * base * (1 + s / (6.0 * h) + vocab / (12.0 * h * l))
-    full = 96.0 * base * (1 + s / (6.0 * h) + vocab / (16.0 * h * l))
-    selective = 72.0 * base * (1 + 2.0 * s / (9.0 * h) + vocab / (12.0 * h * l))
-    return np.select([code == 2, code == 1], [full, selective], no_recompute)
+# ---------------------------------------------------------------- the pipeline schedule
 
 
 def pipeline_bubble(p: Any, m: Any, v: Any = 1) -> Any:
@@ -169,6 +141,9 @@ class ModelShape:
     tied: bool  # input and output embeddings shared (else a second vocab x width on the last stage)
     experts: int = 1
     experts_per_token: int = 1
+    attention_width: int | None = None  # heads x head width (None: the model width)
+    largest_layer_params: float = 0.0  # the largest module ZeRO-3/FSDP gathers whole (training_state.py)
+    matmul_params: float | None = None  # parameters in matrix products per token (None: from the counts)
 
     @property
     def head_params(self) -> float:
@@ -185,13 +160,13 @@ class ModelShape:
     def dense_layer_params(self) -> float:
         """Parameters of one layer outside the experts."""
         outside = self.params - self.embedding_params - self.head_params - self.expert_params
-        return max(outside, 0.0) / self.layers
+        return np.maximum(outside, 0.0) / self.layers
 
     @property
     def active_layer_params(self) -> float:
         """Parameters one token touches in one layer (what its matmul FLOPs scale with)."""
         active = self.active_params - self.embedding_params - self.head_params
-        return max(active, 0.0) / self.layers
+        return np.maximum(active, 0.0) / self.layers
 
 
 @dataclass(frozen=True)
@@ -219,7 +194,8 @@ class ParallelAccount:
     weights_bytes: Any
     grads_bytes: Any
     optimizer_bytes: Any
-    activation_bytes: Any  # the first stage's (with the output layer when there is one stage)
+    gathered_bytes: Any  # ZeRO-3 / FSDP: the unsharded module(s) in flight
+    activation_bytes: Any  # the fuller stage's (with the output layer when there is one stage)
     first_stage_bytes: Any
     last_stage_bytes: Any
     per_device_bytes: Any  # the fuller of the first and last stages
@@ -239,7 +215,17 @@ class ParallelAccount:
     # per device per step
     flops_per_device: Any  # executed (recomputation included)
     model_flops: Any  # the whole step, no recomputation (what MFU counts)
+    executed_flops: Any  # the whole step as run (recomputation, causal kernels)
     mfu: Any
+    hfu: Any
+    model_flops_per_token: Any
+    executed_flops_per_token: Any
+    tokens_per_step: Any  # micro-batch x sequence x micro-batches x data-parallel degree
+    data_parallel_sync_seconds: Any  # the gradient sync (and ZeRO-3 gathers) before any overlap
+    gradient_bytes: Any  # this device's gradients, the data-parallel message
+    data_bus_bytes: Any  # bytes each device moves in the data-parallel collectives of a step
+    last_backward_seconds: Any  # the backward pass the sync may hide behind
+    compute_source: str  # "predicted", "mfu" or "hfu"
     bytes_per_step: Any  # all collectives, bytes each device moves
     tensor_tier: Any  # "intra" | "inter"
     pipeline_tier: Any
@@ -251,12 +237,89 @@ def _tier(group_span: Any, devices_per_node: int) -> Any:
     return np.asarray(group_span) > devices_per_node
 
 
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes one layer keeps per token for its backward pass, split by what the layout divides.
+
+    One activation account gives these numbers (accounts/activations.py for a known architecture,
+    a measured or per-layer figure otherwise; `korthikanti` for the published GPT-block figures);
+    the layout only divides them: the replicated part by t under sequence parallelism, the split
+    part by t always, the head and loss part (vocabulary-parallel) by t on the last stage."""
+
+    replicated: float  # norms, linear-layer inputs, residual dropout masks (per token, one layer)
+    split: float  # attention core, scores, MLP (per token, one layer, no recomputation)
+    selective_split: float  # the split part kept under selective recomputation (the core re-run)
+    full_kept: float  # full recomputation: the layer's input hidden state (replicated)
+    outside_first: float = 0.0  # per token per micro-batch in flight, on the first stage (embedding side)
+    outside_last: float = 0.0  # per token, on the last stage (final norm, head input, loss, logits)
+
+    @classmethod
+    def korthikanti(cls, width: float, heads: float, seq_len: float, vocab: float, attention_scores: bool = True,
+                    bytes_per_value: float = KORTHIKANTI_BYTES_PER_VALUE) -> "LayerActivations":
+        """Korthikanti et al. 2022's GPT block (16-bit activations, scaled to `bytes_per_value`):
+        10 s b h replicated, 24 s b h + 5 a s^2 b split, 2 s b h kept under full recomputation; the
+        embedding's dropout mask per micro-batch in flight, and 4 s b (h + V) for the output layer."""
+        scale = bytes_per_value / KORTHIKANTI_BYTES_PER_VALUE
+        scores = KORTHIKANTI_ATTENTION_SCORES * heads * seq_len * float(attention_scores)
+        return cls(KORTHIKANTI_REPLICATED * width * scale, (KORTHIKANTI_TENSOR_PARALLEL * width + scores) * scale,
+                   KORTHIKANTI_TENSOR_PARALLEL * width * scale, KORTHIKANTI_FULL_RECOMPUTE * width * scale,
+                   EMBEDDING_DROPOUT_BYTES * width, OUTPUT_LAYER_BYTES * (width + vocab))
+
+
+#: zero codes of the layout arrays and the training-state sharding each stands for
+SHARDING_OF_CODE = ("none", "zero1", "zero2", "zero3", "fsdp")
+
+
+def default_state(recipe: Any = None) -> Any:
+    """The state of a dense model under a recipe (accounts/training_state.py; mixed precision with an
+    fp32 master copy when none is named), as `state_of(params_device, shard, code, largest)`."""
+    from trainplan.accounts import training_state as ts
+
+    r = recipe or ts.recipe("mixed_fp32_master")
+
+    def state_of(params_device: Any, shard: Any, code: Any, largest: Any) -> tuple[Any, Any, Any, Any]:
+        return sharded_state(params_device, shard, code, largest, r)
+    return state_of
+
+
+def sharded_state(params_device: Any, shard: Any, code: Any, largest: Any, r: Any) -> tuple[Any, Any, Any, Any]:
+    """(weights, grads, optimizer, gathered) per device by training_state.sharded, code by code (arrays)."""
+    from trainplan.accounts import training_state as ts
+
+    code = np.asarray(code)
+    out = [np.zeros(np.broadcast(params_device, shard, code).shape) for _ in range(4)]
+    for c in np.unique(code):
+        st = ts.sharded(params_device, r, SHARDING_OF_CODE[int(c)], shard, largest)
+        where = code == c
+        for i, v in enumerate((st.weights_bytes, st.grads_bytes, st.optimizer_bytes, st.gathered_bytes)):
+            out[i] = np.where(where, v, out[i])
+    return tuple(out)  # type: ignore[return-value]
+
+
 def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeline: Any = 1, interleave: Any = 1,
                      context: Any = 1, expert: Any = 1, data: Any = 1, sequence_parallel: Any = False,
                      micro_batch: Any = 1, micro_batches: Any = 1, recompute: Any = "none", zero: Any = 0,
-                     schedule: Any = "1f1b", flash_attention: bool = False, activation_bytes_per_value: float = 2.0,
-                     weight_bytes: float = 2.0, grad_bytes: float = 2.0, master_bytes: float = 4.0,
-                     optimizer_bytes: float = 8.0) -> ParallelAccount:
+                     schedule: Any = "1f1b", attention: str, activations: LayerActivations,
+                     activation_bytes_per_value: float, state_of: Any, weight_bytes: float,
+                     grad_bytes: float, utilisation: Any = None, utilisation_kind: str = "mfu",
+                     scaling_efficiency: Any = 1.0, end_to_end: bool = False,
+                     flops_per_token: tuple[float, float] | None = None) -> ParallelAccount:
+    """Memory per device and time per step of layouts (numbers, or arrays of a grid).
+
+    `activations`: the per-layer bytes of the one activation account; `state_of(params_device,
+    shard, zero_code, largest_layer_params)` -> (weights, grads, optimizer, gathered) bytes, the one
+    training-state account; `attention` ("flash", "sdpa", "eager") the kernel, for the FLOPs it
+    executes; `weight_bytes`/`grad_bytes` per parameter, what the collectives move.
+
+    The compute part of a step is predicted from the FLOPs at the matmul efficiency and the
+    element-wise traffic at memory bandwidth, unless `utilisation` is given: an MFU (model FLOPs,
+    recomputation not counted) or, with `utilisation_kind="hfu"`, an HFU (executed FLOPs), times
+    `scaling_efficiency`. Exposed communication and the pipeline bubble are added to it either way,
+    except with `end_to_end` (an MFU measured over whole steps on these devices already holds them).
+    `flops_per_token` (model, executed) replaces the FLOPs of the shape where the caller counted
+    them for the architecture (planning/model_terms.py: LoRA, a config.json)."""
+    from trainplan.accounts import compute as compute_mod
+
     f = np.float64
     t, p, v = np.asarray(tensor, f), np.asarray(pipeline, f), np.asarray(interleave, f)
     c, e, d = np.asarray(context, f), np.asarray(expert, f), np.asarray(data, f)
@@ -267,7 +330,6 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     h, a, l, V = float(model.width), float(model.heads), float(model.layers), float(model.vocab)
     s = model.seq_len / c  # tokens per device of each sequence under context parallelism
     s_full = float(model.seq_len)
-    scale = activation_bytes_per_value / KORTHIKANTI_BYTES_PER_VALUE
     layers_per_stage = l / p
     sp_div = np.where(sp, t, 1.0)
     n_devices = t * p * c * d
@@ -278,51 +340,61 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     expert_stage = layers_per_stage * model.expert_params / l / e
     params_device = (dense_stage + expert_stage) / t
     shard = d * c
-    weights = params_device * weight_bytes / np.where(zero >= 3, shard, 1.0)
-    grads = params_device * grad_bytes / np.where(zero >= 2, shard, 1.0)
-    optimizer = params_device * (master_bytes + optimizer_bytes) / np.where(zero >= 1, shard, 1.0)
-    # ZeRO-3 gathers one layer at a time and prefetches the next: two layers unsharded
-    gathered = np.where(zero >= 3, 2.0 * (model.dense_layer_params + model.expert_params / l / e) / t
-                        * weight_bytes, 0.0)
+    largest = np.maximum(model.largest_layer_params / t, 0.0)
+    weights, grads, optimizer, gathered = state_of(params_device, shard, zero, largest)
 
-    scores_kept = not flash_attention
-    per_layer = korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, code, scores_kept) * scale
+    # ---- activations: the one account's per-layer bytes, divided as the layout divides them
+    la = activations
+    tokens_mb = s * b  # tokens of one micro-batch on one device
+    rep = la.replicated / sp_div
+    kept_token = np.select([code == 2, code == 1], [la.full_kept / sp_div, rep + la.selective_split / t],
+                           rep + la.split / t)
+    # the layer being re-run during its backward holds what recomputation dropped
+    working_token = np.select([code == 2, code == 1], [rep + la.split / t, (la.split - la.selective_split) / t],
+                              0.0)
+    per_layer = tokens_mb * kept_token
+    working = tokens_mb * working_token
     stored = layers_per_stage * per_layer * p * in_flight_factor(p, m, v, schedule)
     in_flight = np.where(_schedule_code(schedule) == 1, m, np.minimum(p, m))
-    embedding_mask = s * b * h * in_flight * EMBEDDING_DROPOUT_BYTES / sp_div
-    # full recomputation rebuilds one layer's whole activations during its backward pass
-    working = np.where(code == 2, korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none", scores_kept)
-                       * scale, 0.0)
-    # the output layer (Korthikanti §4.3): layer norm and projection input 4 s b h / t, fp32 logits of
-    # the loss 4 s b V / t, for the micro-batch being run; on the last stage
-    output_layer = OUTPUT_LAYER_BYTES * s * b * (h + V) / t
-    activations = stored + embedding_mask + working + np.where(p == 1, output_layer, 0.0)
+    first_outside = tokens_mb * in_flight * la.outside_first / sp_div
+    last_outside = tokens_mb * la.outside_last / t
+    activations_first = stored + first_outside + working + np.where(p == 1, last_outside, 0.0)
     # the last stage (p > 1) holds the same state (Megatron keeps a copy of tied embeddings there, or
     # the untied head) but only one micro-batch in flight under 1F1B (GPipe: all m)
     last_in_flight = np.where(_schedule_code(schedule) == 1, m, 1.0)
-    last_activations = layers_per_stage * per_layer * last_in_flight + output_layer + working
-    fuller = np.where(p > 1, np.maximum(activations, last_activations), activations)
+    last_activations = layers_per_stage * per_layer * last_in_flight + last_outside + working
+    activations_out = np.where(p > 1, np.maximum(activations_first, last_activations), activations_first)
     state_bytes = weights + grads + optimizer + gathered + hw.runtime_buffers
-    first_stage = (state_bytes + activations) * (1.0 + hw.headroom)
+    first_stage = (state_bytes + activations_first) * (1.0 + hw.headroom)
     last_stage = np.where(p > 1, (state_bytes + last_activations) * (1.0 + hw.headroom), first_stage)
-    per_device = (state_bytes + fuller) * (1.0 + hw.headroom)
+    per_device = (state_bytes + activations_out) * (1.0 + hw.headroom)
 
-    # ---- compute per micro-batch per layer on one device
-    matmul_fwd = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * model.active_layer_params / t
-    attention_fwd = ATTENTION_FLOPS * b * s * s_full * h / t
-    forward = matmul_fwd + attention_fwd
-    # selective recomputation re-runs the attention core; with flash attention there is none to keep
-    recomputed_flops = np.select([code == 2, code == 1], [forward, attention_fwd * float(scores_kept)], 0.0)
-    layer_flops = forward * (1 + BACKWARD_PER_FORWARD) + recomputed_flops
-    logit_flops = MATMUL_FLOPS_PER_PARAM_TOKEN * b * s * h * V / t * (1 + BACKWARD_PER_FORWARD)
+    # ---- FLOPs per token (accounts/compute.py, the one FLOPs account), by recomputation
+    head = model.embedding_params  # the logits' matmul, tied or not
+    matmul_params = model.matmul_params if model.matmul_params is not None else model.active_layer_params * l + head
+    attention_width = float(h if model.attention_width is None else model.attention_width)
+    by_code = [compute_mod.flops_per_token(matmul_params, int(l), attention_width, s_full, r, attention,
+                                           head_params=head) for r in ("none", "selective", "full")]
+    executed_token = np.select([code == 2, code == 1], [by_code[2].executed, by_code[1].executed],
+                               by_code[0].executed)
+    model_token = by_code[0].model
+    if flops_per_token is not None:
+        model_token, executed_token = flops_per_token
+    head_token = (compute_mod.FORWARD_FLOPS_PER_PARAM_TOKEN + compute_mod.BACKWARD_FLOPS_PER_PARAM_TOKEN) * head
+    attention_fwd_token = by_code[0].attention_model / (1 + BACKWARD_PER_FORWARD) \
+        * compute_mod.CAUSAL_EXECUTED_SHARE[attention]
+
+    # ---- compute per micro-batch on one device: the layers' executed FLOPs split over t, the logits'
+    layer_flops = b * s * (executed_token - head_token) / l / t
+    logit_flops = b * s * head_token / t
+    attention_fwd = b * s * attention_fwd_token / l / t
     rate = hw.peak_flops * hw.matmul_efficiency
     layer_compute = layer_flops / rate
 
-    # element-wise traffic: four passes over the bytes stored without recomputation, plus one
+    # element-wise traffic: four passes over the bytes a layer stores without recomputation, plus one
     # more over what a recomputation rebuilds
-    stored_plain = korthikanti_activation_bytes_per_layer(s, b, h, a, t, sp, "none", scores_kept) * scale
-    attention_core = KORTHIKANTI_ATTENTION_SCORES * a * s * s * b / t * scale * float(scores_kept)
-    recomputed = np.select([code == 2, code == 1], [stored_plain, attention_core], 0.0)
+    stored_plain = tokens_mb * (rep + la.split / t)
+    recomputed = np.select([code == 2, code == 1], [stored_plain, working], 0.0)
     layer_memory = (ELEMENTWISE_PASSES * stored_plain + recomputed) / hw.memory_bandwidth
 
     # tensor parallelism: all-reduces (or RS + AG with SP, the same bus bytes) of b s h
@@ -355,10 +427,23 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
                                                                                ep_lat)
     layer_ep_bytes = moe * EP_ALL_TO_ALLS_PER_LAYER * collectives.bus_bytes("all_to_all", ep_message, e)
 
-    layer_seconds = layer_compute + layer_memory + layer_tp + layer_cp + layer_ep
+    layer_comm = layer_tp + layer_cp + layer_ep  # on the critical path (Megatron does not overlap them)
     logit_seconds = logit_flops / rate
-    # the last stage also computes the logits: it is the slowest, and sets the pace of the pipeline
-    stage_seconds = layers_per_stage * layer_seconds + logit_seconds
+    batch = b * m * d
+    model_flops = batch * s_full * model_token  # the whole step, no recomputation (what MFU counts)
+    executed_flops = batch * s_full * executed_token
+    predicted = utilisation is None
+    if predicted:
+        # the last stage also computes the logits: it is the slowest, and sets the pace of the pipeline
+        stage_compute = layers_per_stage * (layer_compute + layer_memory) + logit_seconds
+        compute_seconds = m * (layers_per_stage * layer_compute + logit_seconds)
+        memory_seconds = m * layers_per_stage * layer_memory
+    else:
+        flops = executed_flops if utilisation_kind == "hfu" else model_flops
+        compute_seconds = flops / (n_devices * hw.peak_flops * utilisation * scaling_efficiency)
+        memory_seconds = np.zeros_like(compute_seconds)
+        stage_compute = compute_seconds / m
+    stage_seconds = stage_compute + layers_per_stage * layer_comm
 
     # pipeline sends: one activation forward, one gradient back per micro-batch per chunk boundary;
     # with t > 1 each of the t ranks sends 1/t of it (Narayanan's scatter/gather)
@@ -383,12 +468,13 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     gather = collectives.collective_seconds("all_gather", weight_message, shard, dp_bw, dp_lat)
     # ZeRO-0: one all-reduce; ZeRO-1/2: reduce-scatter the gradients, all-gather the updated
     # weights; both hide behind the last micro-batch's backward where they fit
-    last_backward = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
+    last_backward = stage_compute * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
     sync = np.where(zero == 0, all_reduce, scatter + gather)
     # ZeRO-3: every micro-batch all-gathers the weights for forward and again for backward and
     # reduce-scatters the gradients; prefetching hides what fits under that micro-batch's compute
-    zero3 = m * np.maximum(0.0, 2.0 * gather + scatter - stage_seconds)
+    zero3 = m * np.maximum(0.0, 2.0 * gather + scatter - stage_compute)
     dp_exposed = np.where(zero >= 3, zero3, np.maximum(0.0, sync - last_backward))
+    dp_sync = np.where(zero >= 3, m * (2.0 * gather + scatter), sync)
     dp_bytes = np.where(zero >= 3,
                         m * (2.0 * collectives.bus_bytes("all_gather", weight_message, shard)
                              + collectives.bus_bytes("reduce_scatter", grad_message, shard)),
@@ -396,21 +482,21 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
                                  collectives.bus_bytes("reduce_scatter", grad_message, shard)
                                  + collectives.bus_bytes("all_gather", weight_message, shard)))
 
-    # optimizer step: read gradient and weight, read and write master and moments (memory-bound)
-    optimizer_traffic = params_device / np.where(zero >= 1, shard, 1.0) * (
-        grad_bytes + weight_bytes + 2.0 * (master_bytes + optimizer_bytes))
-    optimizer_seconds = optimizer_traffic / hw.memory_bandwidth
+    # optimizer step: read gradient and weight, read and write master and moments (memory-bound);
+    # a given utilisation holds it already
+    optimizer_traffic = params_device / np.where(zero >= 1, shard, 1.0) * (grad_bytes + weight_bytes) \
+        + 2.0 * optimizer
+    optimizer_seconds = optimizer_traffic / hw.memory_bandwidth if predicted else np.zeros_like(optimizer)
 
-    step = ideal + bubble + dp_exposed + optimizer_seconds
+    if end_to_end and not predicted:
+        step = compute_seconds + np.zeros_like(bubble)  # a whole-step measurement: nothing more is added
+    else:
+        step = ideal + bubble + dp_exposed + optimizer_seconds
 
     flops_device = m * (layers_per_stage * layer_flops + logit_flops)
-    batch = b * m * d
-    # the layers' matmuls, the logits (not the embedding lookup, which is no matmul), attention
-    matmul_params = model.active_layer_params * l + model.embedding_params
-    model_flops = batch * (1 + BACKWARD_PER_FORWARD) * (MATMUL_FLOPS_PER_PARAM_TOKEN * s_full * matmul_params
-                                                        + ATTENTION_FLOPS * s_full * s_full * h * l)
     with np.errstate(divide="ignore", invalid="ignore"):
         mfu = model_flops / (n_devices * hw.peak_flops * step)
+        hfu = executed_flops / (n_devices * hw.peak_flops * step)
 
     stage_layers = layers_per_stage
     collective_bytes = m * stage_layers * (layer_tp_bytes + layer_cp_bytes + layer_ep_bytes) \
@@ -418,16 +504,20 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     tier_name = np.array(["intra", "inter"])
     return ParallelAccount(
         data=d, micro_batches=m,
-        weights_bytes=weights + gathered, grads_bytes=grads, optimizer_bytes=optimizer, activation_bytes=activations,
+        weights_bytes=weights, grads_bytes=grads, optimizer_bytes=optimizer, gathered_bytes=gathered,
+        activation_bytes=activations_out,
         first_stage_bytes=first_stage, last_stage_bytes=last_stage, per_device_bytes=per_device,
         fits=per_device <= hw.device_memory,
-        compute_seconds=m * (stage_layers * layer_compute + logit_seconds),
-        memory_bound_seconds=m * stage_layers * layer_memory,
+        compute_seconds=compute_seconds, memory_bound_seconds=memory_seconds,
         tensor_seconds=m * stage_layers * layer_tp, context_seconds=m * stage_layers * layer_cp,
         expert_seconds=m * stage_layers * layer_ep, pipeline_send_seconds=m * send,
         bubble_seconds=bubble, bubble_share=bubble_share, data_parallel_seconds=dp_exposed,
         optimizer_seconds=optimizer_seconds, step_seconds=step,
-        flops_per_device=flops_device, model_flops=model_flops, mfu=mfu, bytes_per_step=collective_bytes,
+        flops_per_device=flops_device, model_flops=model_flops, executed_flops=executed_flops, mfu=mfu, hfu=hfu,
+        model_flops_per_token=model_token, executed_flops_per_token=executed_token, tokens_per_step=batch * s_full,
+        data_parallel_sync_seconds=dp_sync, last_backward_seconds=last_backward, gradient_bytes=grad_message,
+        data_bus_bytes=dp_bytes,
+        compute_source="predicted" if predicted else utilisation_kind, bytes_per_step=collective_bytes,
         tensor_tier=tier_name[tp_inter.astype(int)], pipeline_tier=tier_name[pp_inter.astype(int)],
         data_tier=tier_name[dp_inter.astype(int)],
     )

@@ -107,6 +107,8 @@ class ServedModel:
     name: str = ""
     active_params: float | None = None  # used per token (mixture of experts); None: = params
     kv_missing: str = ""  # what is missing to size the KV cache; "" when the shape is known
+    heads: int | None = None  # query heads: a replica's tensor degree must divide them
+    width: int | None = None  # hidden width: the bytes of a decode step's tensor-parallel all-reduces
 
     @property
     def kv_known(self) -> bool:
@@ -198,10 +200,15 @@ def estimate_serving(
     devices: int | None = None,
     kv_dtype: str = KV_CACHE_DTYPE,
     memory_utilization: float = MEMORY_UTILIZATION,
+    tier: tuple[float, float, int, float, float] | None = None,
 ) -> ServingEstimate:
     """Serve `model` in `dtype` on replicas of `devices` accelerators (default: the fewest that hold
-    the weights and `batch` full-context sequences) at `batch` concurrent sequences (default and
-    cap: the largest batch that fits)."""
+    the weights and `batch` full-context sequences, raised to a tensor degree that divides the
+    heads, `tensor_degree`) at `batch` concurrent sequences (default and cap: the largest batch
+    that fits). `tier` = (intra-node bus bandwidth B/s, its latency s, devices per node, inter-node
+    bus bandwidth, its latency) of the layout's network: each decode step all-reduces b x width
+    activations twice a layer (Megatron's pattern) inside the node, or across nodes for a replica
+    larger than one."""
     require_positive("serving.context", context)
     require_positive("serving.tokens_per_request", tokens_per_request)
     require_positive("cluster.accelerator.peak_flops", peak_flops)
@@ -226,9 +233,14 @@ def estimate_serving(
                         "batch that fits, is unknown")
     kv_seq = kv_seq_known if kv_seq_known is not None else 0.0  # unknown: the weights' read alone
     if devices is None:  # the fewest that hold the weights and the requested batch (one sequence if none)
-        devices = devices_to_fit(w, kv_seq * (batch or 1), device_memory, memory_utilization)
+        devices = tensor_degree(devices_to_fit(w, kv_seq * (batch or 1), device_memory, memory_utilization),
+                                model.heads, model.kv_heads)
     elif devices < 1:
-        raise UserError("devices", f"expected at least one device per replica, got {devices}")
+        raise UserError("serving.tensor", f"expected at least one device per replica, got {devices}")
+    elif model.heads is not None and not valid_tensor_degree(devices, model.heads, model.kv_heads):
+        raise UserError("serving.tensor", f"expected a tensor degree that divides model.heads ({model.heads})"
+                        + (f" and divides or is a multiple of the KV heads ({model.kv_heads})"
+                           if model.kv_heads else "") + f", got {devices}")
     usable = devices * device_memory * memory_utilization
     max_batch: int | None
     if kv_seq_known is not None:
@@ -249,7 +261,7 @@ def estimate_serving(
         assert b is not None  # no shape requires a batch (above)
         t_compute = flops_token * b / rate
         t_memory = (w + b * kv_seq) / bandwidth
-        step = max(t_compute, t_memory)
+        step = max(t_compute, t_memory) + tensor_parallel_seconds(model, b, devices, tier)
         bound: Literal["compute", "memory", "none"] = "compute" if t_compute >= t_memory else "memory"
         tps = b / step
     else:
@@ -281,6 +293,45 @@ def estimate_serving(
         max_batch_bound=MAX_BATCH_BY_KV if model.kv_known else MAX_BATCH_BY_WEIGHTS,
         kv_cache_missing=None if model.kv_known else (model.kv_missing or "the model's shape"),
     )
+
+
+# A decode step all-reduces the b x d activations twice a layer (after attention, after the MLP),
+# in 16-bit activations (Shoeybi et al. 2019's tensor-parallel pattern).
+TP_ALL_REDUCES_PER_LAYER = 2
+TP_ACTIVATION_BYTES = 2.0
+
+
+def valid_tensor_degree(n: int, heads: int, kv_heads: int | None) -> bool:
+    """n divides the query heads, and divides the KV heads or is a multiple of them (then each KV
+    head is held by n / kv_heads devices, as vLLM and TensorRT-LLM replicate it)."""
+    if heads % n:
+        return False
+    return kv_heads is None or kv_heads % n == 0 or n % kv_heads == 0
+
+
+def tensor_degree(needed: int, heads: int | None, kv_heads: int | None) -> int:
+    """The smallest valid tensor degree of at least `needed` devices (`needed` itself without heads)."""
+    if heads is None:
+        return needed
+    for n in range(needed, heads + 1):
+        if valid_tensor_degree(n, heads, kv_heads):
+            return n
+    raise UserError("serving.tensor", f"a replica of at least {needed} devices, but no tensor degree up to "
+                    f"model.heads ({heads}) divides the heads")
+
+
+def tensor_parallel_seconds(model: ServedModel, batch: int, devices: int,
+                            tier: tuple[float, float, int, float, float] | None) -> float:
+    """The decode step's tensor-parallel all-reduces on the replica's tier (0 on one device or unknown)."""
+    if devices <= 1 or tier is None or model.layers is None or model.width is None:
+        return 0.0
+    from trainplan.accounts import collectives
+
+    intra_bw, intra_lat, per_node, inter_bw, inter_lat = tier
+    bandwidth, latency = (intra_bw, intra_lat) if devices <= per_node else (inter_bw, inter_lat)
+    message = batch * model.width * TP_ACTIVATION_BYTES
+    return TP_ALL_REDUCES_PER_LAYER * model.layers * float(
+        collectives.collective_seconds("all_reduce", message, devices, bandwidth, latency))
 
 
 def crossover_days(training_cost: float, serving_cost_per_day: float) -> float:

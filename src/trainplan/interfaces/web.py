@@ -212,16 +212,11 @@ def layout_text_of(report: dict[str, Any]) -> str:
 
 
 def first_screen_of(report: dict[str, Any]) -> list[dict[str, str]]:
-    """The first screen of `trainplan plan` (present/summary.py) as label/text pairs, unwrapped:
-    Fits? / Time / Cost / Waits on / Measure / Layout / Network / Decide, the same words."""
-    from trainplan.present.summary import first_screen
+    """The report's `answer` (planning/answer.py) as label/text pairs: Fits? / Time / Cost / Waits on /
+    Measure / Layout / Network / Decide, the lines of the terminal's first screen and the HTML report."""
+    from trainplan.present.html import answer_lines
 
-    out = []
-    for line in first_screen(report, width=10**6)[2:]:
-        label, text = line[:10].strip(), line[10:].strip()
-        if label and text and not line.startswith("Accounts below"):
-            out.append({"label": label, "text": text})
-    return out
+    return [{"label": label, "text": text} for label, text in answer_lines(report)]
 
 
 #: The page's controls by workload key: what it shows for the chosen workload, so that a slider

@@ -28,6 +28,8 @@ from trainplan.accounts import pipeline as pipeline_mod
 from trainplan.accounts import serving as serving_mod
 from trainplan.accounts import storage as storage_mod
 from trainplan.accounts import training_cost as cost_mod
+from trainplan.planning import answer as answer_mod
+from trainplan.planning import execution as execution_mod
 from trainplan.planning import model_terms
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
@@ -205,20 +207,13 @@ def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
         tokens = (inputs["data.hours"] * SECONDS_PER_HOUR * inputs["data.fps"] * inputs["data.cameras"]
                   * p["tokens_per_frame"] * inputs["training.epochs"])
 
-    # compute (docs/accounts.md)
-    terms = inputs.terms  # the architecture's FLOPs per token when known (planning/model_terms.py)
-    comp = compute_mod.compute_account(
-        active, tokens, inputs["cluster.count"], inputs["training.micro_batch"], inputs["training.seq_len"],
-        inputs["training.grad_accum"], inputs.peak_flops,
-        inputs["cluster.mfu"] if c.hfu is None else terms.utilisation, inputs["cluster.scaling_efficiency"],
-        t.recompute, c.mfu_end_to_end, flops_per_token=terms.rate_flops_per_token)
-    wall = pipeline_mod.wall_seconds(comp.seconds, p["busy"])
-
-    # network (docs/accounts.md)
-    net = network_mod.network_account(params, state.grads, inputs["cluster.count"], inputs.link_rate,
-                                      comp.seconds_per_step, compute_mod.backward_share(t.recompute),
-                                      zero=t.zero, weight_bytes_per_param=state.weights,
-                                      micro_steps=inputs["training.grad_accum"])
+    # compute, memory and network: the one execution model (planning/execution.py)
+    e = inputs.execution
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps_exact = tokens / e.tokens_per_step
+        seconds = steps_exact * e.step_seconds
+        sustained = e.model_flops / e.step_seconds
+    wall = pipeline_mod.wall_seconds(seconds, p["busy"])
 
     # storage (docs/accounts.md)
     if d.kind == "video":
@@ -232,55 +227,85 @@ def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
             inputs["storage.exports"], inputs["storage.copies"], inputs["storage.write_rate"],
             inputs["storage.save_every"], wall, inputs["training.epochs"])
 
+    # blocking checkpoint saves stop training for save_seconds every save_every of it
+    wall_total = wall * (1.0 + sto.save_share)
     out: dict[str, Any] = {
         "workload.accelerator": acc.key, "workload.accelerator_name": acc.name, "workload.params": model.params,
         "workload.active_params": model.active_params, "workload.params_source": model.source,
         "workload.tokens": tokens,
-        "compute.flops": comp.flops, "compute.steps": comp.steps, "compute.seconds": comp.seconds,
-        "compute.seconds_per_step": comp.seconds_per_step, "compute.tokens_per_step": comp.tokens_per_step,
-        "compute.sustained_flops": comp.sustained_flops, "compute.scaling_applied": comp.scaling_applied,
-        "compute.wall_seconds": wall,
+        "compute.flops": tokens * e.model_flops_per_token, "compute.steps": np.ceil(steps_exact),
+        "compute.seconds": seconds, "compute.seconds_per_step": e.step_seconds,
+        "compute.tokens_per_step": e.tokens_per_step, "compute.sustained_flops": sustained,
+        "compute.scaling_applied": np.asarray(execution_mod.scaling_factor(w, inputs["cluster.count"])) != 1.0,
+        "compute.wall_seconds": wall_total, "compute.train_wall_seconds": wall,
+        "compute.step_source": _STEP_SOURCE[e.compute_source],
     }
-    out.update({f"compute.{k}": v for k, v in terms.flops_report.items()})
-    out.update({
-        "network.gradient_bytes": net.gradient_bytes, "network.ring_bytes_per_step": net.ring_bytes_per_step,
-        "network.link_rate": net.link_rate, "network.floor_seconds_per_step": net.floor_seconds_per_step,
-        "network.backward_seconds_per_step": net.backward_seconds, "network.share_of_step": net.share_of_step,
-        "network.verdict": net.verdict,
-    })
+    out.update({f"compute.{k}": v for k, v in inputs.terms.flops_report.items()})
+    out.update({"compute.flops_per_token_model": e.model_flops_per_token,
+                "compute.flops_per_token_executed": e.executed_flops_per_token,
+                "compute.mfu": e.mfu, "compute.hfu": e.hfu, "compute.time_follows": e.compute_source})
+    out.update(network_figures(inputs, e))
     for name in ("data_bytes", "checkpoint_bytes", "checkpoints_bytes", "exports_bytes", "retained_bytes",
                  "input_byte_rate", "save_seconds", "save_share"):
         out[f"storage.{name}"] = getattr(sto, name)
     return out
 
 
-def _memory_figures(inputs: PlanInputs) -> dict[str, Any]:
-    """Memory per device (docs/accounts.md)."""
-    t, acc = inputs.workload.training, inputs.workload.accelerator
-    state = state_bytes_per_param(t.precision, t.optimizer)
-    params = inputs["model.params"]
-    terms = inputs.terms
-    if not terms.activations_source.startswith("b S d L k"):
-        activations = terms.activations  # the architecture's or measured (planning/model_terms.py)
-    elif inputs["model.width"] is not None and inputs["model.layers"] is not None:
-        k = memory_mod.retained_tensors(inputs["training.saved_tensors_per_layer"], t.recompute,
-                                        inputs["training.selective_keep"])
-        activations = memory_mod.activation_bytes(
-            inputs["training.micro_batch"], inputs["training.seq_len"], inputs["model.width"],
-            inputs["model.layers"], bytes_per_element(t.precision), k)
-    else:
-        activations = 0.0  # no shape given: activations cannot be sized (said in the assumptions)
-    st, _, _ = model_terms.state_for(inputs.workload, inputs.model, params, inputs["cluster.count"])
-    mem = memory_mod.memory_account_from_state(
-        st.weights_bytes, st.grads_bytes, st.optimizer_bytes, st.gathered_bytes, params, state.weights,
-        state.total, activations, inputs["cluster.runtime_buffers"], inputs["cluster.headroom"], acc.memory)
+_STEP_SOURCE = {"predicted": "predicted by the layout model (no cluster.mfu or cluster.hfu given)",
+                "mfu": "cluster.mfu (model FLOPs), plus exposed communication and the pipeline bubble",
+                "hfu": "cluster.hfu (executed FLOPs), plus exposed communication and the pipeline bubble"}
 
-    out: dict[str, Any] = {}
-    for name in ("state_bytes", "weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes",
-                 "runtime_buffers", "headroom_bytes", "per_device_bytes", "device_memory", "fits",
-                 "devices_to_run", "devices_to_train"):
-        out[f"memory.{name}"] = getattr(mem, name)
+
+def network_figures(inputs: PlanInputs, e: Any) -> dict[str, Any]:
+    """The data-parallel sync of the execution (docs/accounts.md): its bytes, its time before and after
+    overlap with the last backward pass, and the floor at the tier's nominal rate."""
+    w = inputs.workload
+    dp = inputs.execution_data
+    crosses = np.asarray(e.data_tier) == "inter"
+    nominal = np.where(crosses, execution_mod.nominal_inter(w), inputs.link_rate)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = e.data_parallel_sync_seconds / e.step_seconds
+        floor = e.data_bus_bytes / nominal
+    verdict = np.select([np.asarray(dp) <= 1, share <= network_mod.NEGLIGIBLE_SHARE_OF_STEP,
+                         e.data_parallel_seconds <= 0.0], ["none", "negligible", "overlap"], "bound")
+    return {
+        "network.gradient_bytes": e.gradient_bytes, "network.ring_bytes_per_step": e.data_bus_bytes,
+        "network.link_rate": nominal, "network.floor_seconds_per_step": floor,
+        "network.sync_seconds_per_step": e.data_parallel_sync_seconds,
+        "network.exposed_seconds_per_step": e.data_parallel_seconds,
+        "network.backward_seconds_per_step": e.last_backward_seconds, "network.share_of_step": share,
+        "network.verdict": verdict if verdict.ndim else str(verdict), "network.bytes_per_step": e.bytes_per_step,
+    }
+
+
+def _memory_figures(inputs: PlanInputs) -> dict[str, Any]:
+    """Memory per device (docs/accounts.md): the fullest stage of the execution."""
+    w, acc = inputs.workload, inputs.workload.accelerator
+    e = inputs.execution
+    params = inputs["model.params"]
+    recipe, _ = execution_mod.recipe_of(w)
+    usable = memory_mod.usable_memory(acc.memory, inputs["cluster.runtime_buffers"], inputs["cluster.headroom"])
+    room = usable - e.activation_bytes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # to run (inference): the weights alone, split over as many cards as needed
+        devices_to_run = np.where(usable > 0, np.maximum(1, np.ceil(params * recipe.weights / usable)), 0)
+        # to train: every byte of state sharded over n devices is the fewest any layout needs
+        devices_to_train = np.where(room > 0, np.maximum(1, np.ceil(params * recipe.total / room)), np.nan)
+    optimizer = e.optimizer_bytes + e.gathered_bytes  # the gathered modules count with the optimizer state
+    state = e.weights_bytes + e.grads_bytes + optimizer
+    before_headroom = state + e.activation_bytes + inputs["cluster.runtime_buffers"]
+    out: dict[str, Any] = {
+        "memory.state_bytes": state, "memory.weights_bytes": e.weights_bytes, "memory.grads_bytes": e.grads_bytes,
+        "memory.optimizer_bytes": optimizer, "memory.activation_bytes": e.activation_bytes,
+        "memory.runtime_buffers": inputs["cluster.runtime_buffers"],
+        "memory.headroom_bytes": e.per_device_bytes - before_headroom, "memory.per_device_bytes": e.per_device_bytes,
+        "memory.device_memory": acc.memory, "memory.fits": e.fits, "memory.devices_to_run": devices_to_run,
+        "memory.devices_to_train": devices_to_train,
+    }
+    terms = inputs.terms
     out.update({f"memory.{k}": v for k, v in {**terms.activation_report, **terms.state_report}.items()})
+    out["memory.activations_source"] = inputs.execution_source
+    out["memory.gathered_bytes"] = e.gathered_bytes
     return out
 
 
@@ -401,7 +426,7 @@ def build_report(w: Workload) -> dict[str, Any]:
     inputs = PlanInputs.of(w)
     figures = {k: _point_value(k, v) for k, v in evaluate(inputs).items()}
     report = nest(figures)
-    ctx = PlanContext(w, inputs, figures, report)
+    ctx = PlanContext(inputs.workload, inputs, figures, report)
     for section in SECTIONS:
         part = section.build(ctx)
         if part is None:
@@ -554,10 +579,21 @@ def parallel_section(ctx: PlanContext) -> dict[str, Any]:
     it also adds `network.bytes_per_step`: every collective of the step, per device."""
     from trainplan.planning.layout import parallel_section as layout_section
 
-    section = layout_section(ctx.workload, ctx.model)
+    section = layout_section(ctx.workload, ctx.model, ctx.inputs)
     if "network" in section and isinstance(ctx.report.get("network"), dict):
         ctx.report["network"]["bytes_per_step"] = section["network"]["bytes_per_step"]
     return section
+
+
+def fit_section(ctx: PlanContext) -> dict[str, Any] | None:
+    """`fit`, when the job does not fit: the cheapest change the layout search finds (planning/layout.py)."""
+    if ctx.figures["memory.fits"]:
+        return None
+    from trainplan.planning.layout import fit_change
+
+    found = fit_change(ctx.workload, ctx.model)
+    return found if found is not None else {"change": None, "reason": "no layout of up to "
+                                            f"{64 * ctx.workload.cluster.count} devices fits it"}
 
 
 def serving_section(ctx: PlanContext) -> dict[str, Any]:
@@ -582,9 +618,11 @@ SECTIONS: list[Section] = [
     Section("energy", energy_section),
     Section("serving", serving_section),
     Section("parallel", parallel_section),
+    Section("fit", fit_section),
     Section("decisions", lambda ctx: decisions_mod.decide(ctx.workload, clean(ctx.report))),
     Section("verdict", lambda ctx: verdict(ctx.report)),
     Section("assumptions", lambda ctx: assumptions(ctx.workload)),
+    Section("answer", lambda ctx: answer_mod.answer(clean(ctx.report))),
 ]
 
 
@@ -676,7 +714,14 @@ def serving_estimate(w: Any, model: Any | None = None, training_cost: float | No
         device_memory=acc.memory, memory_bandwidth=acc.memory_bandwidth,
         dollars_per_device_hour=w.prices.accelerator_hour, mfu=s.mfu, requests_per_day=s.requests_per_day,
         training_cost=training_cost, batch=int(s.batch),
+        devices=None if s.tensor is None else int(s.tensor), tier=serving_tier(w),
     )
+
+
+def serving_tier(w: Any) -> tuple[float, float, int, float, float]:
+    """The layout's network tiers (planning/execution.py hardware) as serving reads them."""
+    hw = execution_mod.hardware(w)
+    return (hw.intra_bus_bandwidth, hw.intra_latency, hw.devices_per_node, hw.inter_bus_bandwidth, hw.inter_latency)
 
 
 def energy_of(w: Any, wall_seconds: float) -> energy_mod.EnergyEstimate:

@@ -97,24 +97,31 @@ D("workload.active_params", "count", "active parameters", "parameters used per t
 D("workload.params_source", "text", "parameter count from", "how the count was obtained", sweep=False)
 D("workload.tokens", "count", "training tokens", "tokens trained on, all epochs", sweep=False)
 # ---- compute (docs/accounts.md)
-D("compute.flops", "flops", "training FLOPs", "6 x active parameters x tokens (8 with full recompute)")
+D("compute.flops", "flops", "training FLOPs", "model FLOPs per token x tokens (the MFU convention: attention "
+  "counted, recomputation not)")
 D("compute.steps", "count", "optimizer steps", "tokens / tokens per step, rounded up", whole=True)
-D("compute.seconds", "seconds", "compute time", "FLOPs / sustained rate, if the accelerator never waits")
-D("compute.seconds_per_step", "seconds", "time per step", "compute time of one optimizer step")
-D("compute.tokens_per_step", "count", "tokens per step", "micro-batch x sequence x accumulation x devices")
-D("compute.sustained_flops", "flop_rate", "sustained rate", "peak x MFU x devices x scaling efficiency")
-D("compute.scaling_applied", "flag", "scaling efficiency applied", "whether the multi-device efficiency entered")
-D("compute.wall_seconds", "seconds", "wall time", "compute time stretched by the input pipeline's busy share")
+D("compute.seconds", "seconds", "compute time", "steps x time per step, if the accelerator never waits")
+D("compute.seconds_per_step", "seconds", "time per step", "one optimizer step of the execution model: compute, "
+  "exposed communication, pipeline bubble")
+D("compute.tokens_per_step", "count", "tokens per step", "micro-batch x sequence x micro-batches x data-parallel "
+  "degree")
+D("compute.sustained_flops", "flop_rate", "sustained rate", "model FLOPs per step / time per step, all devices")
+D("compute.scaling_applied", "flag", "scaling efficiency applied", "whether a given cluster.scaling_efficiency "
+  "multiplied the given MFU")
+D("compute.wall_seconds", "seconds", "wall time", "compute time stretched by the input pipeline's busy share, "
+  "plus blocking checkpoint saves")
+D("compute.train_wall_seconds", "seconds", "wall time without saves", "compute time stretched by the input "
+  "pipeline's busy share", detail=True)
+D("compute.step_source", "text", "step from", "what the compute part of the step follows", sweep=False)
 # ---- memory (docs/accounts.md)
-D("memory.state_bytes", "bytes", "model state per device",
-  "weights, gradients and optimizer state one device holds, after ZeRO sharding where it applies")
+D("memory.state_bytes", "bytes", "model state", "weights, gradients and optimizer state per device, as sharded")
 D("memory.weights_bytes", "bytes", "weights", "weights per device")
 D("memory.grads_bytes", "bytes", "gradients", "gradients per device")
 D("memory.optimizer_bytes", "bytes", "optimizer state", "optimizer state per device")
 D("memory.activation_bytes", "bytes", "activations", "activations kept for the backward pass, per device")
 D("memory.runtime_buffers", "bytes", "runtime buffers", "framework workspace and communication buffers")
 D("memory.headroom_bytes", "bytes", "headroom", "fragmentation allowance on top of the rest")
-D("memory.per_device_bytes", "bytes", "per device", "everything one device holds")
+D("memory.per_device_bytes", "bytes", "per device", "everything the fullest device (pipeline stage) holds")
 D("memory.device_memory", "bytes", "device memory", "memory of one accelerator", sweep=True)
 D("memory.fits", "flag", "fits", "per-device bytes within the device memory")
 D("memory.devices_to_run", "count", "devices to hold the weights",
@@ -128,9 +135,9 @@ D("compute.flops_per_token_executed", "flops", "executed FLOPs per token", "caus
   "recomputation's re-run counted as executed", sweep=False, detail=True)
 D("compute.matmul_params", "count", "matmul parameters", "parameters that do a matmul per token", sweep=False,
   detail=True)
-D("compute.mfu", "fraction", "MFU", "model FLOPs / (time x peak)", sweep=False)
-D("compute.hfu", "fraction", "HFU", "executed FLOPs / (time x peak)", sweep=False, detail=True)
-D("compute.time_follows", "text", "time follows", "cluster.mfu (model FLOPs) or cluster.hfu (executed)",
+D("compute.mfu", "fraction", "MFU", "model FLOPs / (step x peak x devices), given or predicted")
+D("compute.hfu", "fraction", "HFU", "executed FLOPs / (step x peak x devices)", detail=True)
+D("compute.time_follows", "text", "time follows", "predicted, mfu (model FLOPs) or hfu (executed FLOPs)",
   sweep=False, detail=True)
 D("memory.activations_layers", "bytes", "activations in the layers", "saved tensors of every layer",
   sweep=False, detail=True)
@@ -158,15 +165,18 @@ D("memory.trainable_params", "count", "trainable parameters", "all, or the adapt
 D("memory.frozen_params", "count", "frozen parameters", "weights LoRA/QLoRA leaves untrained", sweep=False,
   detail=True)
 # ---- network (docs/accounts.md)
-D("network.gradient_bytes", "bytes", "gradient size", "bytes of gradients exchanged per step")
-D("network.ring_bytes_per_step", "bytes", "ring traffic per step", "2 (N-1)/N x gradient bytes, per device")
-D("network.link_rate", "byte_rate", "link rate", "interconnect bandwidth per device")
-D("network.floor_seconds_per_step", "seconds", "all-reduce time per step", "ring traffic / link rate")
+D("network.gradient_bytes", "bytes", "gradient size", "this device's gradients, exchanged each step")
+D("network.ring_bytes_per_step", "bytes", "ring traffic per step", "data-parallel collectives of a step, bytes "
+  "each device sends (2 (N-1)/N x gradients for an all-reduce)")
+D("network.link_rate", "byte_rate", "link rate", "nominal bandwidth per device of the data-parallel tier")
+D("network.floor_seconds_per_step", "seconds", "all-reduce floor per step", "ring traffic / nominal link rate")
+D("network.sync_seconds_per_step", "seconds", "gradient sync per step", "the data-parallel collectives at the "
+  "tier's achieved bus bandwidth and latency")
+D("network.exposed_seconds_per_step", "seconds", "exposed sync per step", "what backward does not hide; in the step")
 D("network.backward_seconds_per_step", "seconds", "backward time per step", "the time the all-reduce can hide in")
-D("network.share_of_step", "fraction", "all-reduce share of step", "all-reduce time / step time")
+D("network.share_of_step", "fraction", "sync share of step", "gradient sync / step time")
 D("network.verdict", "text", "network", "none, negligible, hidden or exposed")
-D("network.bytes_per_step", "bytes", "bytes sent per step", "every collective of a step under the layout, per device",
-  sweep=False)
+D("network.bytes_per_step", "bytes", "bytes sent per step", "every collective of a step under the layout, per device")
 # ---- storage (docs/accounts.md)
 D("storage.data_bytes", "bytes", "training data", "bytes of one copy of the data set")
 D("storage.checkpoint_bytes", "bytes", "one checkpoint", "weights and optimizer state of one save")
@@ -316,11 +326,41 @@ D("parallel.layout.sequence", "flag", "sequence parallel", "norms and dropout sp
   sweep=False)
 D("parallel.layout.recompute", "text", "recomputation", "none, selective or full", sweep=False)
 D("parallel.layout.flash_attention", "flag", "flash attention", "no S x S scores kept", sweep=False)
+D("parallel.layout.sharding", "text", "sharding", "none, ZeRO 1-3 or FSDP over the data-parallel group", sweep=False)
+D("parallel.layout.attention", "text", "attention kernel", "flash, sdpa or eager", sweep=False)
+D("parallel.layout.name", "text", "layout", "the degrees of the layout in words", sweep=False)
+D("parallel.memory.gathered_bytes", "bytes", "gathered parameters", "ZeRO-3/FSDP: the largest module gathered",
+  sweep=False)
+D("parallel.time.compute_source", "text", "compute part from", "predicted, mfu or hfu", sweep=False)
+D("parallel.hfu", "fraction", "hardware FLOPs utilisation", "executed FLOPs per step / (step time x peak x "
+  "devices)", sweep=False, detail=True)
+D("parallel.tokens_per_step", "count", "tokens per step", "micro-batch x sequence x micro-batches x data degree",
+  sweep=False)
+# ---- fit (planning/layout.py fit_change): when the job does not fit, the cheapest change that does
+D("fit.change", "text", "to make it fit", "the cheapest change the layout search finds", sweep=False)
+D("fit.reason", "text", "no fit", "why no change was found", sweep=False)
+D("fit.devices", "count", "devices", "devices of the layout that fits", sweep=False, whole=True)
+D("fit.per_device_bytes", "bytes", "per device", "memory per device of the layout that fits", sweep=False)
+D("fit.step_seconds", "seconds", "time per step", "step of the layout that fits", sweep=False)
+D("fit.device_memory", "bytes", "device memory", "the card's memory", sweep=False)
+for _key, _dim in (("tensor", "count"), ("pipeline", "count"), ("interleave", "count"), ("context", "count"),
+                   ("expert", "count"), ("data", "count"), ("micro_batch", "count"), ("micro_batches", "count"),
+                   ("zero", "count"), ("schedule", "text"), ("sequence", "flag"), ("recompute", "text"),
+                   ("step_seconds", "seconds"), ("tokens_per_second", "tokens_per_second"),
+                   ("per_device_bytes", "bytes"), ("fits", "flag"), ("mfu", "fraction"),
+                   ("bubble_share", "fraction"), ("tensor_tier", "text")):
+    D(f"fit.layout.{_key}", _dim, _key.replace("_", " "), f"{_key.replace('_', ' ')} of the layout that fits",
+      sweep=False, detail=True, whole=_dim == "count")
+# ---- answer (planning/answer.py): the first screen's lines, in words
+for _key, _label in (("fits", "Fits?"), ("time", "Time"), ("cost", "Cost"), ("waits_on", "Waits on"),
+                     ("measure", "Measure"), ("layout", "Layout"), ("network", "Network"), ("decide", "Decide")):
+    D(f"answer.{_key}", "text", _label, "the first screen's line, in words", sweep=False)
 for _key, _label, _meaning in (
         ("weights_bytes", "weights per device", "weights after TP x PP (x DP under ZeRO-3) sharding"),
         ("grads_bytes", "gradients per device", "gradients after sharding"),
         ("optimizer_bytes", "optimizer state per device", "optimizer state after sharding"),
-        ("activation_bytes", "activations per device", "Korthikanti per-layer activations x micro-batches in flight"),
+        ("activation_bytes", "activations per device", "the activation account's per-layer bytes, divided by the "
+         "layout, x micro-batches in flight"),
         ("first_stage_bytes", "first stage", "memory of the first pipeline stage (embedding, most in flight)"),
         ("last_stage_bytes", "last stage", "memory of the last pipeline stage (head and loss)"),
         ("per_device_bytes", "per device", "the larger stage, with buffers and headroom"),

@@ -54,11 +54,17 @@ class PlanInputs:
 
     @classmethod
     def of(cls, w: Workload, arrays: Mapping[str, np.ndarray] | None = None,
-           model: ModelFacts | None = None) -> PlanInputs:
-        """Inputs of workload `w`, with the keys in `arrays` replaced by arrays of one length."""
+           model: ModelFacts | None = None, choose: bool = True) -> PlanInputs:
+        """Inputs of workload `w`, with the keys in `arrays` replaced by arrays of one length; a micro-batch
+        the user did not give is chosen to fit (planning/execution.py choose_micro_batch) unless `choose`
+        is off."""
         from trainplan.planning.evaluate import resolve_model
 
         model = model or resolve_model(w)
+        if choose and not (arrays and ("training.micro_batch" in arrays or "training.grad_accum" in arrays)):
+            from trainplan.planning.execution import choose_micro_batch
+
+            w = choose_micro_batch(w, model)
         arrays = dict(arrays or {})
         values: dict[str, Any] = {k: leaf_value(w, k) for k in VECTOR_KEYS | SHAPE_KEYS}
         # the model as planned (a count from a shape or a config.json), not only as written
@@ -104,6 +110,26 @@ class PlanInputs:
 
         return model_terms.evaluate(self.workload, self.model)
 
+    @cached_property
+    def _execution(self) -> Any:
+        from trainplan.planning import execution as execution_mod
+
+        return execution_mod.run(self.workload, self.model, self.terms, self.values, varied=self.varied)
+
+    @property
+    def execution(self) -> Any:
+        """The one execution model's account (planning/execution.py): memory per device, step, tokens per step."""
+        return self._execution[0]
+
+    @property
+    def execution_data(self) -> Any:
+        """The data-parallel degree of the layout."""
+        return self._execution[0].data
+
+    @property
+    def execution_source(self) -> str:
+        return self._execution[2]
+
     def array(self, key: str) -> np.ndarray:
         return np.asarray(self.values[key], np.float64)
 
@@ -127,21 +153,21 @@ class PlanInputs:
 
     def pipeline_args(self, **changes: Any) -> dict[str, Any]:
         """Arguments of accounts.pipeline.pipeline_arrays (`changes` by argument name override)."""
-        from trainplan.accounts.compute import training_flops
-
         w = self.workload
         args: dict[str, Any] = {arg: self.values[key] for key, arg in PIPELINE_ARGS.items()}
         args.update(
             kind=w.data.kind, access=w.data.access, params=self.active_params, peak_flops=self.peak_flops,
             nvdec=w.cluster.nvdec, video_decoders=w.accelerator.video_decoders,
-            tokenize_online=w.data.tokenize_online, prefetch=w.cluster.prefetch,
-            flops_per_param_token=training_flops(1.0, 1.0, w.training.recompute))
+            tokenize_online=w.data.tokenize_online, prefetch=w.cluster.prefetch)
         if w.storage.cache_size:  # the read stage mixes cached and remote rates (docs/measurement.md)
             args["link"] = self.cache["read_rate"]
-        terms = self.terms
-        if terms.flops_per_token_model is not None:  # the architecture's FLOPs per token (attention included)
-            args["flops_per_param_token"] = terms.flops_per_token_model / self.model.active_params
-            if w.cluster.hfu is not None:  # time follows the executed FLOPs: the matching model-FLOPs MFU
-                args["mfu"] = terms.mfu
+        # the accelerator's demand: tokens per step over the step of the execution, per device, written as
+        # the MFU of the whole step over the model FLOPs per token (attention included)
+        e = self.execution
+        per_param = float(np.mean(e.model_flops_per_token)) / float(self.model.active_params)
+        args["flops_per_param_token"] = per_param
+        with np.errstate(divide="ignore", invalid="ignore"):
+            args["mfu"] = e.tokens_per_step * per_param * self.active_params / (
+                self.values["cluster.count"] * self.peak_flops * e.step_seconds)
         args.update(changes)
         return args

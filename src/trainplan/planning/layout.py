@@ -15,7 +15,7 @@ import numpy as np
 
 from trainplan.accounts import parallel
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
-from trainplan.catalogue.interconnect import platform
+from trainplan.planning import execution as execution_mod
 from trainplan.errors import UserError
 from trainplan.workload.schema import Workload
 
@@ -29,78 +29,36 @@ ZERO_CHOICES = (0, 1, 2, 3)
 
 def model_shape(w: Workload, model: Any) -> parallel.ModelShape | None:
     """The layout's view of the model, or None when the workload gives no shape."""
-    if model.layers is None or model.width is None:
+    if not execution_mod.has_shape(model):
         return None
-    heads = int(model.heads or max(1, model.width // 64))
-    vocab = int(model.vocab or 0)
-    return parallel.ModelShape(
-        layers=int(model.layers), width=int(model.width), heads=heads, kv_heads=int(model.kv_heads or heads),
-        vocab=vocab, seq_len=int(w.training.seq_len), params=float(model.params),
-        active_params=float(model.active_params), embedding_params=float(vocab * model.width),
-        tied=bool(w.model.tied), experts=int(w.model.experts), experts_per_token=int(w.model.experts_per_token))
+    return execution_mod.model_shape(w, model)
 
 
 def hardware(w: Workload) -> parallel.Hardware:
-    """Device and network tiers: the workload's figures, else the catalogue's node platform.
-    A measured link (calibration file) is already a bus bandwidth; a nominal one is scaled by
-    its tier's efficiency."""
-    acc, c = w.accelerator, w.cluster
-    plat = platform(acc.key)
-    measured = {k for k, v in w.provenance.items() if v.kind == "measured"}
-    intra = c.interconnect if c.interconnect is not None else acc.interconnect
-    if "cluster.interconnect" not in measured:
-        intra *= plat.intra.efficiency
-    inter = c.node_link if c.node_link is not None else plat.inter.bandwidth * plat.nics_per_device
-    if "cluster.node_link" not in measured:
-        inter *= plat.inter.efficiency
-    efficiency = w.parallel.efficiency if w.parallel.efficiency is not None else plat.matmul_efficiency
-    return parallel.Hardware(
-        peak_flops=acc.peak(w.training.precision), matmul_efficiency=efficiency,
-        memory_bandwidth=acc.memory_bandwidth, device_memory=acc.memory, runtime_buffers=c.runtime_buffers,
-        headroom=c.headroom, devices_per_node=int(c.devices_per_node or plat.devices_per_node),
-        intra_bus_bandwidth=intra, intra_latency=plat.intra.latency, inter_bus_bandwidth=inter,
-        inter_latency=plat.inter.latency)
+    return execution_mod.hardware(w)
 
 
-def _state_kwargs(w: Workload) -> dict[str, float]:
-    state = state_bytes_per_param(w.training.precision, w.training.optimizer)
-    return dict(activation_bytes_per_value=bytes_per_element(w.training.precision), weight_bytes=state.weights,
-                grad_bytes=state.grads, master_bytes=state.master, optimizer_bytes=state.optimizer)
+def parallel_section(w: Workload, model: Any, inputs: Any = None) -> dict[str, Any]:
+    """The `parallel` section of the plan report: the layout of the one execution model, its memory
+    per device and time per step (the same figures as the memory, compute and network tables)."""
+    if inputs is None:
+        from trainplan.planning.inputs import PlanInputs
 
-
-def account_of(w: Workload, model: Any) -> tuple[parallel.ParallelAccount, parallel.Hardware] | None:
-    shape = model_shape(w, model)
-    if shape is None:
-        return None
-    p, t = w.parallel, w.training
-    d = parallel.check_layout(w.cluster.count, p.tensor, p.pipeline, p.interleave, p.context, p.expert, p.data,
-                              p.schedule, p.sequence, shape.heads, shape.layers, shape.experts, t.seq_len,
-                              t.grad_accum)
-    hw = hardware(w)
-    acct = parallel.parallel_account(
-        shape, hw, tensor=p.tensor, pipeline=p.pipeline, interleave=p.interleave, context=p.context,
-        expert=p.expert, data=d, sequence_parallel=p.sequence, micro_batch=t.micro_batch,
-        micro_batches=t.grad_accum, recompute=t.recompute, zero=t.zero, schedule=p.schedule,
-        flash_attention=p.flash_attention, **_state_kwargs(w))
-    return acct, hw
-
-
-def parallel_section(w: Workload, model: Any) -> dict[str, Any]:
-    """The `parallel` section of the plan report: memory per device and time per step of the layout."""
-    result = account_of(w, model)
-    if result is None:
-        return {"skipped": "model.layers and model.width: a shape is needed to plan a parallel layout"}
-    a, hw = result
-    p = w.parallel
+        inputs = PlanInputs.of(w, model=model)
+    a = inputs.execution
+    hw = execution_mod.hardware(w)
+    ex = execution_mod.execution_of(w)
     f = float
     return {
-        "layout": {"tensor": p.tensor, "pipeline": p.pipeline, "interleave": p.interleave, "schedule": p.schedule,
-                   "sequence": p.sequence, "context": p.context, "expert": p.expert, "data": int(a.data),
+        "layout": {"tensor": ex.tensor, "pipeline": ex.pipeline, "interleave": ex.interleave, "schedule": ex.schedule,
+                   "sequence": ex.sequence, "context": ex.context, "expert": ex.expert, "data": int(a.data),
                    "micro_batch": w.training.micro_batch, "micro_batches": int(a.micro_batches),
-                   "zero": w.training.zero, "recompute": w.training.recompute,
-                   "flash_attention": p.flash_attention},
+                   "zero": w.training.zero, "sharding": ex.sharding, "recompute": ex.recompute,
+                   "attention": ex.attention, "flash_attention": ex.attention != "eager",
+                   "name": ex.name(int(a.data))},
         "memory": {"weights_bytes": f(a.weights_bytes), "grads_bytes": f(a.grads_bytes),
-                   "optimizer_bytes": f(a.optimizer_bytes), "activation_bytes": f(a.activation_bytes),
+                   "optimizer_bytes": f(a.optimizer_bytes), "gathered_bytes": f(a.gathered_bytes),
+                   "activation_bytes": f(a.activation_bytes),
                    "first_stage_bytes": f(a.first_stage_bytes), "last_stage_bytes": f(a.last_stage_bytes),
                    "per_device_bytes": f(a.per_device_bytes), "device_memory": hw.device_memory,
                    "fits": bool(a.fits)},
@@ -109,8 +67,9 @@ def parallel_section(w: Workload, model: Any) -> dict[str, Any]:
                  "context_seconds": f(a.context_seconds), "expert_seconds": f(a.expert_seconds),
                  "pipeline_send_seconds": f(a.pipeline_send_seconds), "bubble_seconds": f(a.bubble_seconds),
                  "bubble_share": f(a.bubble_share), "data_parallel_seconds": f(a.data_parallel_seconds),
-                 "optimizer_seconds": f(a.optimizer_seconds)},
-        "mfu": f(a.mfu), "model_flops_per_step": f(a.model_flops), "executed_flops_per_device": f(a.flops_per_device),
+                 "optimizer_seconds": f(a.optimizer_seconds), "compute_source": a.compute_source},
+        "mfu": f(a.mfu), "hfu": f(a.hfu), "model_flops_per_step": f(a.model_flops),
+        "executed_flops_per_device": f(a.flops_per_device), "tokens_per_step": f(a.tokens_per_step),
         "network": {"bytes_per_step": f(a.bytes_per_step), "tensor_tier": str(a.tensor_tier),
                     "pipeline_tier": str(a.pipeline_tier), "data_tier": str(a.data_tier),
                     "intra_bus_bandwidth": hw.intra_bus_bandwidth, "inter_bus_bandwidth": hw.inter_bus_bandwidth,
@@ -190,19 +149,30 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
                                   w.parallel.sequence, shape.heads, shape.layers, shape.experts)
     global_batch = int(w.training.micro_batch * w.training.grad_accum * d_now)
     grid = candidate_grid(shape, n, global_batch)
-    if w.parallel.flash_attention:  # no scores are kept: selective recomputation is the same as none
+    if execution_mod.attention_kind(w) != "eager":  # no scores kept: selective is the same as none
         grid = grid.take(grid.recompute != RECOMPUTE_CHOICES.index("selective"))
     if len(grid) == 0:
         raise UserError("cluster.count", f"no layout of {n} devices divides the model and a global batch of "
                         f"{global_batch} sequences")
     hw = hardware(w)
     recompute_codes = np.array([parallel.RECOMPUTE_CODES[r] for r in RECOMPUTE_CHOICES])[grid.recompute]
+    from trainplan.planning.inputs import PlanInputs
+
+    inputs = PlanInputs.of(w, model=model)
+    activations, _ = execution_mod.layer_activations(w, model, inputs.terms)
+    recipe, _ = execution_mod.recipe_of(w)
+    state = state_bytes_per_param(w.training.precision, w.training.optimizer)
+    kind = execution_mod.compute_source(w, model)
+    utilisation = None if kind == "predicted" else (w.cluster.hfu if kind == "hfu" else w.cluster.mfu)
     a = parallel.parallel_account(
         shape, hw, tensor=grid.tensor, pipeline=grid.pipeline, interleave=grid.interleave, context=grid.context,
         expert=grid.expert, data=grid.data, sequence_parallel=grid.sequence, micro_batch=grid.micro_batch,
         micro_batches=grid.micro_batches, recompute=recompute_codes, zero=grid.zero,
-        schedule=np.zeros(len(grid), dtype=np.int64), flash_attention=w.parallel.flash_attention,
-        **_state_kwargs(w))
+        schedule=np.zeros(len(grid), dtype=np.int64), attention=execution_mod.attention_kind(w),
+        activations=activations, activation_bytes_per_value=bytes_per_element(w.training.precision),
+        state_of=execution_mod.state_function(w, model, recipe), weight_bytes=state.weights,
+        grad_bytes=state.grads, utilisation=utilisation, utilisation_kind=kind,
+        scaling_efficiency=execution_mod.scaling_factor(w, n), end_to_end=bool(w.cluster.mfu_end_to_end))
     fits = np.asarray(a.fits, dtype=bool)
     order = np.lexsort((a.per_device_bytes, a.step_seconds))
     if not include_unfit:
@@ -222,3 +192,56 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
         })
     return {"devices": n, "global_batch": global_batch, "seq_len": shape.seq_len, "candidates": len(grid),
             "fitting": int(fits.sum()), "device_memory": hw.device_memory, "layouts": rows}
+
+
+# ---------------------------------------------------------------- when it does not fit
+
+#: device counts tried beyond the workload's, as multiples of it, when no layout of its devices fits
+MORE_DEVICES = (2, 4, 8, 16, 32, 64)
+
+
+def fit_change(w: Workload, model: Any) -> dict[str, Any] | None:
+    """The cheapest change that makes the job fit: the fastest layout of the same devices that fits
+    (micro-batch, recomputation, ZeRO stage and layout searched together), else the fewest devices
+    (in multiples of cluster.count) on which one fits. None without a shape or when nothing found."""
+    if model_shape(w, model) is None:
+        return None
+    for factor in (1,) + MORE_DEVICES:
+        try:
+            found = search(w, model, devices=w.cluster.count * factor, top=1)
+        except UserError:
+            continue
+        if found["layouts"]:
+            row = found["layouts"][0]
+            return {"devices": found["devices"], "layout": row, "change": describe_change(w, row, found["devices"]),
+                    "per_device_bytes": row["per_device_bytes"], "step_seconds": row["step_seconds"],
+                    "device_memory": found["device_memory"]}
+    return None
+
+
+def layout_name(row: dict[str, Any]) -> str:
+    parts = [f"{n} {row[k]}" for k, n in (("tensor", "TP"), ("pipeline", "PP"), ("context", "CP"),
+                                           ("expert", "EP"), ("data", "DP")) if row.get(k, 1) > 1]
+    if row.get("interleave", 1) > 1:
+        parts.append(f"{row['interleave']} virtual stages")
+    return " x ".join(parts) or "one device"
+
+
+def describe_change(w: Workload, row: dict[str, Any], devices: int) -> str:
+    """The changes from the workload to layout `row`, in words."""
+    t, p = w.training, w.parallel
+    said = []
+    if devices != w.cluster.count:
+        said.append(f"{devices} devices")
+    now = {"tensor": p.tensor, "pipeline": p.pipeline, "context": p.context, "expert": p.expert}
+    if any(row[k] != v for k, v in now.items()) or devices != w.cluster.count:
+        said.append(layout_name(row))
+    if row["sequence"] != p.sequence:
+        said.append("sequence parallelism" if row["sequence"] else "no sequence parallelism")
+    if row["micro_batch"] != t.micro_batch:
+        said.append(f"micro-batch {row['micro_batch']} x {row['micro_batches']}")
+    if row["recompute"] != t.recompute:
+        said.append(f"{row['recompute']} recomputation" if row["recompute"] != "none" else "no recomputation")
+    if row["zero"] != t.zero:
+        said.append(f"ZeRO-{row['zero']}" if row["zero"] else "no ZeRO")
+    return ", ".join(said) or layout_name(row)

@@ -35,7 +35,6 @@ class ModelTerms:
     activations: float  # bytes per device the memory account uses
     activations_source: str
     activation_report: dict[str, Any] = field(default_factory=dict)
-    state: ts.StateAccount | None = None
     state_report: dict[str, Any] = field(default_factory=dict)
     flops_per_token_model: float | None = None
     flops_per_token_executed: float | None = None
@@ -44,6 +43,8 @@ class ModelTerms:
     mfu: float | None = None
     hfu: float | None = None
     flops_report: dict[str, Any] = field(default_factory=dict)
+    activation_shape: Any = None  # act.ActivationShape when the architecture is known
+    activation_formula: Any = None  # act.ActivationAccount of one micro-batch, no model parallelism
 
 
 def architecture_known(w: Any, count: Any) -> bool:
@@ -78,34 +79,19 @@ def legacy_activations(w: Any, model: Any) -> float:
                                        bytes_per_element(t.precision), k)
 
 
-def state_for(w: Any, model: Any, params: Any, devices: Any) -> tuple[ts.StateAccount, ts.Recipe, str]:
-    """The training state per device (numbers or numpy arrays of params and devices: the sweep)."""
+def adapter_params(w: Any, model: Any) -> float:
+    """Parameters of the LoRA/QLoRA adapters (0 for a full fine-tune or pre-training)."""
     t = w.training
-    count = getattr(model, "count", None)
-    if t.state_recipe is not None:
-        recipe = ts.recipe(t.state_recipe)
-    else:  # what training.precision and training.optimizer have always meant (catalogue/dtypes.toml)
-        legacy = state_bytes_per_param(t.precision, t.optimizer)
-        recipe = ts.Recipe(f"{t.precision} + {t.optimizer}", legacy.weights, legacy.grads, legacy.master,
-                           legacy.optimizer, ts.FP32_GRAD_PARTITION_BYTES, legacy.source)
-    sharding = t.sharding or ts.sharding_of_zero(t.zero)
-    largest: Any = 0.0
-    if count is not None:
-        # ZeRO-3 gathers module by module: DeepSpeed's largest_layer_params is the module with the most
-        # parameters of its own (embedding, head, or one MLP matrix); FSDP gathers a whole wrapped block.
-        # Scaled to the parameters when model.params is given beside a shape.
-        module = max(count.embedding, count.lm_head, count.width * count.ffn_width * max(count.experts, 1))
-        largest = float(count.per_layer if sharding == "fsdp" else module) * params / max(count.total, 1)
     if t.method == "full":
-        return ts.sharded(params, recipe, sharding, devices, largest), recipe, sharding
+        return 0.0
+    count = getattr(model, "count", None)
     if count is None:
         from trainplan.errors import UserError
 
         raise UserError("training.method", "a model shape (model.layers and model.width, or model.hf_config) "
                         "to size LoRA adapters")
-    adapter = count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
-                                                      count.head_dim, t.lora_rank, list(t.lora_targets))
-    return ts.lora_state(params, adapter, recipe, t.method), recipe, sharding
+    return float(count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
+                                                         count.head_dim, t.lora_rank, list(t.lora_targets)))
 
 
 def evaluate(w: Any, model: Any) -> ModelTerms:
@@ -122,6 +108,7 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
     formula = None
     if shape is not None:
         formula = act.activation_account(shape, t.micro_batch, t.seq_len, t.attention, a, t.recompute, t.dropout)
+        terms.activation_shape, terms.activation_formula = shape, formula
         terms.activation_report = {
             "activations_layers": formula.layers_bytes, "activations_outside_layers": formula.outside_saved_bytes,
             "activations_logits": formula.logits_bytes,
@@ -147,12 +134,15 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
         terms.activation_report["activations_measured"] = measured
     terms.activation_report["activations_source"] = terms.activations_source
 
-    # training state
-    state, recipe, sharding = state_for(w, model, model.params, c.count)
-    terms.state = state
-    terms.state_report = {"state_recipe": recipe.name, "state_recipe_source": recipe.source, "sharding": sharding,
-                          "gathered_bytes": state.gathered_bytes, "trainable_params": state.trainable_params,
-                          "frozen_params": state.frozen_params}
+    # training state: its bytes are the execution model's (planning/execution.py); here what it is made of
+    from trainplan.planning.execution import recipe_of
+
+    recipe, _ = recipe_of(w)
+    adapters = adapter_params(w, model)
+    trainable = adapters if t.method != "full" else float(model.params)
+    terms.state_report = {"state_recipe": recipe.name, "state_recipe_source": recipe.source,
+                          "sharding": t.sharding or ts.sharding_of_zero(t.zero), "trainable_params": trainable,
+                          "frozen_params": float(model.params) if t.method != "full" else 0.0}
 
     # FLOPs
     if known:
@@ -165,7 +155,7 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
         if t.method != "full":
             # frozen weights: no weight gradients; attention's backward runs whole
             share = compute_mod.CAUSAL_EXECUTED_SHARE[t.attention]
-            model_fpt = ts.lora_flops_per_token(n, state.trainable_params) + fpt.attention_model
+            model_fpt = ts.lora_flops_per_token(n, adapters) + fpt.attention_model
             executed_fpt = model_fpt - fpt.attention_model * (1 - share) + fpt.recompute_extra
         terms.flops_per_token_model, terms.flops_per_token_executed = model_fpt, executed_fpt
         mfu, hfu = compute_mod.utilisation(model_fpt, executed_fpt, mfu=None if c.hfu else c.mfu, hfu=c.hfu)

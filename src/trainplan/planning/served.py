@@ -47,4 +47,6 @@ def served_model(model: Any, name: str = "workload model") -> serving_mod.Served
     head_dim = None if head_dim is None else float(head_dim)
     return serving_mod.ServedModel(params=model.params, layers=layers, kv_heads=kv_heads, head_dim=head_dim,
                                    name=name, active_params=model.active_params,
-                                   kv_missing=kv_missing(layers, kv_heads, head_dim))
+                                   kv_missing=kv_missing(layers, kv_heads, head_dim),
+                                   heads=None if model.heads is None else int(model.heads),
+                                   width=None if model.width is None else int(model.width))

@@ -132,13 +132,21 @@ class _Evaluator:
     def _load(self, extra: str) -> Workload:
         return load_workload(self.file, self.sets + [extra], self.calibration)
 
+    def _point(self, value: float) -> dict[str, np.ndarray]:
+        """The figures at one value; a value the workload's rules refuse (a pipeline degree that does not
+        divide the layers, say) meets no target."""
+        try:
+            return sweep.evaluate(self._load(f"{self.key}={sweep._override(value)}"), {})
+        except UserError:
+            return {t.figure: np.array([np.nan]) for t in self.targets}
+
     def met(self, values: np.ndarray, vectorized: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         values = np.asarray(values, dtype=float)
         self.evaluations += len(values)
         if vectorized:
             figs = sweep.evaluate(self.base, {self.key: values}, [t.figure for t in self.targets])
         else:
-            per = [sweep.evaluate(self._load(f"{self.key}={sweep._override(float(v))}"), {}) for v in values]
+            per = [self._point(float(v)) for v in values]
             figs = {t.figure: np.concatenate([p[t.figure] for p in per]) for t in self.targets}
         ok = np.ones(len(values), bool)
         for t in self.targets:
@@ -160,7 +168,9 @@ def solve(file: Any, sets: list[str], key: str, targets: list[str], largest: boo
     integer = sweep._is_whole(key) or key in COUNTED_KEYS
     lo, hi = _range(ev.base, key, integer, search_range)
     vectorized = ev.vectorized(lo)
-    if integer and vectorized:
+    if key in LAYOUT_KEYS and not search_range:
+        value = _scan_layout(ev, ev.base, key, largest)
+    elif integer and vectorized:
         value = _scan_integers(ev, lo, hi, largest)
     elif integer:
         value = _bisect(ev, lo, hi, largest, integer=True)
@@ -214,6 +224,21 @@ def _range(w: Workload, key: str, integer: bool, search_range: str | None) -> tu
     if lo_bound is not None and not open_lo and lo_bound > 0:
         lo = lo_bound
     return lo, hi
+
+
+#: layout degrees: a rule about what they divide makes most integers invalid and the targets not
+#: monotone in them, so they are scanned over the degrees the layout allows (docs/sweep-and-solve.md)
+LAYOUT_KEYS = frozenset({"parallel.tensor", "parallel.pipeline", "parallel.context", "parallel.expert",
+                         "parallel.interleave", "parallel.data"})
+
+
+def _scan_layout(ev: _Evaluator, w: Workload, key: str, largest: bool) -> float | None:
+    """Every degree from 1 to cluster.count (each planned; those the rules refuse meet nothing)."""
+    values = np.arange(1, int(w.cluster.count) + 1, dtype=float)
+    ok, _ = ev.met(values, False)
+    if not ok.any():
+        return None
+    return float(values[len(ok) - 1 - np.argmax(ok[::-1])] if largest else values[np.argmax(ok)])
 
 
 def _scan_integers(ev: _Evaluator, lo: float, hi: float, largest: bool) -> float | None:

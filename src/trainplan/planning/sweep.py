@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from trainplan.errors import UserError
 from trainplan.planning import evaluate as plan_mod
-from trainplan.planning import model_terms
+from trainplan.planning import execution, model_terms
 from trainplan.planning import inputs as inputs_mod
 from trainplan.planning.figures import FIGURES
 from trainplan.planning.inputs import PlanInputs
@@ -169,8 +169,14 @@ def _vectorizable(w: Workload, axis: Axis, probe: Callable[[str], Workload]) -> 
     key = axis.key
     if not axis.numeric or key not in VECTOR_KEYS | SHAPE_KEYS:
         return False
-    if key in model_terms.SCALAR_KEYS and model_terms.architecture_known(w, plan_mod.resolve_model(w).count):
+    if key == "training.seq_len":
+        return False  # the sequence shapes the FLOPs per token and the activations: per workload
+    model = plan_mod.resolve_model(w)
+    if key in model_terms.SCALAR_KEYS and model_terms.architecture_known(w, model.count):
         return False  # the architecture's activations and FLOPs are evaluated per workload (issue 12)
+    if key.startswith("model.") and execution.has_shape(model):
+        # the shape feeds the execution model (activations, attention FLOPs, a predicted step): per workload
+        return False
     if not key.startswith("model."):
         return True
     if not _count_is_params(w):
@@ -254,13 +260,22 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
     columns = {k: columns[k] for k in keys}
     figure_keys: list[str] | None = None
     offset = 0
+    no_plan: list[tuple[int, str]] = []  # (offset, reason) of combinations that have no plan (a layout they break)
     show = progress if progress is not None else total > PROGRESS_POINTS
     with _progress(total, show) as advance:
         for combo in itertools.product(*(a.values for a in looped)):
             extra = [f"{a.key}={_override(v)}" for a, v in zip(looped, combo)]
-            w = load_workload(file, list(sets) + extra, calibration) if extra else base
             for a, v in zip(looped, combo):
                 columns[a.key][offset:offset + per_combo] = v
+            try:
+                w = load_workload(file, list(sets) + extra, calibration) if extra else base
+            except UserError as err:  # this combination breaks a rule (a layout that does not divide): no plan
+                no_plan.append((offset, f"{err.where}: {err.expected}"))
+                if vector:
+                    _fill_grid(columns, vector, offset)
+                offset += per_combo
+                advance(per_combo)
+                continue
             if vector:
                 _fill_grid(columns, vector, offset)
             for start in range(0, per_combo, CHUNK_POINTS):
@@ -276,11 +291,29 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
                     columns[k][offset:offset + n] = figs[k]  # a scalar or a broadcast view: no temporary copy
                 offset += n
                 advance(n)
+    if no_plan:
+        _mark_no_plan(columns, figure_keys, no_plan, per_combo, total)
     # rows in the order of the grid as written: the first --vary slowest
     order = _grid_order(axes, looped, vector)
     if order is not None:
         columns = {k: v[order] for k, v in columns.items()}
     return SweepResult(keys, columns)
+
+
+def _mark_no_plan(columns: dict[str, np.ndarray], figure_keys: list[str] | None, no_plan: list[tuple[int, str]],
+                  per_combo: int, total: int) -> None:
+    """Rows of combinations without a plan: numbers NaN (null in JSON, empty in CSV), flags false, and a
+    `no_plan` column that says why (empty where there is a plan)."""
+    if figure_keys is None:
+        raise UserError("--vary", f"no configuration of the grid has a plan; the first: {no_plan[0][1]}")
+    reasons = np.full(total, "", dtype=object)
+    for start, why in no_plan:
+        reasons[start:start + per_combo] = why
+        for k in figure_keys:
+            col = columns[k]
+            col[start:start + per_combo] = (np.nan if col.dtype.kind == "f" else False if col.dtype.kind == "b"
+                                            else "")
+    columns["no_plan"] = reasons
 
 
 def _dtype(value: Any) -> Any:

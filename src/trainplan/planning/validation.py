@@ -119,9 +119,13 @@ def validate(suite: str = "megatron", matmul_efficiency: float | None = None) ->
             sequence_parallel=bool(run["sequence_parallel"]), micro_batch=int(run["micro_batch"]), micro_batches=m,
             recompute=str(run["recompute"]), zero=0,
             schedule="interleaved" if int(run["interleave"]) > 1 else "1f1b",
-            flash_attention=bool(common["flash_attention"]),
+            attention="flash" if bool(common["flash_attention"]) else "eager",
+            # the paper's own per-layer bytes of the GPT block it trained
+            activations=parallel.LayerActivations.korthikanti(
+                shape.width, shape.heads, shape.seq_len, shape.vocab, not bool(common["flash_attention"]),
+                bytes_per_element(precision)),
             activation_bytes_per_value=bytes_per_element(precision), weight_bytes=state.weights,
-            grad_bytes=state.grads, master_bytes=state.master, optimizer_bytes=state.optimizer)
+            grad_bytes=state.grads, state_of=parallel.default_state())
         predicted = float(acct.step_seconds)
         measured = float(run["measured_seconds"])
         rows.append(ValidationRow(

@@ -116,11 +116,8 @@ MEMORY_PARTS = (("weights_bytes", "weights"), ("grads_bytes", "gradients"), ("op
 
 def memory_parts(report: dict[str, Any]) -> dict[str, Any]:
     """Per-device memory by part, the rest (runtime buffers and headroom), and the card: the memory
-    the Fits? line reads (the layout's first stage when the model is split). Texts via format_figure."""
-    from trainplan.present.summary import _layout
-
-    par = _layout(report)
-    m = par["memory"] if par is not None else report["memory"]
+    the Fits? line reads (the fullest device under the layout). Texts via format_figure."""
+    m = report["memory"]  # the one execution model: the fullest device (pipeline stage), as Fits? reads it
     per, card = float(m["per_device_bytes"]), float(m["device_memory"])
     parts = [{"key": key, "label": label, "bytes": float(m[key]), "text": format_figure(float(m[key]), "bytes")}
              for key, label in MEMORY_PARTS if m.get(key) is not None]
@@ -281,15 +278,11 @@ def _provenance_word(a: dict[str, Any]) -> str:
 
 
 def answer_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """The first screen of `trainplan plan` as (label, text): Fits? / Time / Cost / Waits on / ... / Decide."""
-    from trainplan.present.summary import first_screen
+    """The report's `answer` (planning/answer.py) as (label, text): Fits? / Time / Cost / Waits on /
+    Measure / Layout / Network / Decide, the lines of the terminal's first screen."""
+    from trainplan.planning.answer import LABELS
 
-    out = []
-    for line in first_screen(report, width=10**6)[2:]:
-        label, text = line[:10].strip(), line[10:].strip()
-        if label and text and not line.startswith("Accounts below"):
-            out.append((label, text))
-    return out
+    return [(LABELS.get(key, key), text) for key, text in (report.get("answer") or {}).items()]
 
 
 def render_html(report: dict[str, Any], workload: Any = None) -> str:

@@ -162,7 +162,12 @@ def assumptions_table(report: dict[str, Any]):  # noqa: ANN201 - rich.table.Tabl
 
 
 def to_markdown(report: dict[str, Any]) -> str:
-    lines = ["# trainplan", "", f"**{verdict_text(report)}**", ""]
+    from trainplan.planning.answer import LABELS
+
+    lines = ["# trainplan", ""]
+    answer = report.get("answer", {})
+    lines += [f"- **{LABELS[k]}** {v}" for k, v in answer.items()] or [f"**{verdict_text(report)}**"]
+    lines.append("")
     for section in ACCOUNTS:
         if section not in report:
             continue

@@ -372,6 +372,8 @@ class ServingSection(Section):
     dtype: Literal["fp32", "bf16", "fp16", "int8", "int4"] = Q("bf16", "assumed: bf16 weights")
     context: SequenceLength = Q(4096, "assumed: 4,096 tokens of context per sequence", gt=0)
     batch: Whole = Q(32, "assumed: 32 concurrent sequences per serving replica", gt=0)
+    tensor: Whole | None = Q(None, "derived: the fewest devices that hold the weights and the batch, raised to a "
+                             "tensor degree that divides the heads", gt=0)
     training_cost: Dollars | None = Q(None, "derived: the training bill of this workload", ge=0)
     revenue_per_request: Dollars | None = Q(
         None, "unknown: what one request earns; given, a cost per request above it ends the project", ge=0)
@@ -749,7 +751,7 @@ PLAUSIBLE_RANGES: dict[str, tuple[float | None, float | None]] = {
     "energy.watts": (1e-3, 1e6), "energy.pue": (None, 10), "energy.grid_intensity": (None, 1e4),
     # serving
     "serving.tokens_per_request": (None, 1e9), "serving.requests_per_day": (None, 1e15),
-    "serving.context": (None, 1e9), "serving.batch": (None, 1e8), "serving.training_cost": (None, 1e15),
+    "serving.context": (None, 1e9), "serving.batch": (None, 1e8), "serving.tensor": (None, 1e4), "serving.training_cost": (None, 1e15),
     # a source of a data mixture
     "sources.price_hour": (None, 1e9), "sources.bitrate": (1e3, 1e13), "sources.width": (None, 1e5),
     "sources.height": (None, 1e5), "sources.fps": (1e-3, 1e5), "sources.hours": (1e-6, 1e10),
