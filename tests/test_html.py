@@ -90,8 +90,8 @@ def test_the_page_opens_with_the_first_screen() -> None:
     answer = page.split("<dl class=answer id=answer>", 1)[1].split("</dl>", 1)[0]
     labels = re.findall(r"<dt>(.*?)</dt>", answer)
     assert labels[:4] == ["Fits?", "Time", "Cost", "Waits on"] and "Decide" in labels
-    # 337,500 s x $3.00/h = $281.25 a run; 3 attempts $843.75, said on the Cost line
-    assert "<dd>$843.75: $281.25 a run x 3 attempts at $3.00/h per accelerator.</dd>" in answer
+    # 337,500 s x (1 + 1.302 s save / 3,600 s) = 337,622 s x $3.00/h = $281.35 a run; 3 attempts $844.06
+    assert "<dd>$844.06: $281.35 a run x 3 attempts at $3.00/h per accelerator.</dd>" in answer
     assert "budgets 3 attempts" in answer
     verdict = page.split("<p class=verdict>", 1)[1].split("</p>", 1)[0]
     assert verdict.startswith("Decode binds")

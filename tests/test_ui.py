@@ -76,11 +76,12 @@ def test_default_plan_is_build_report(client: TestClient) -> None:
     assert res.status_code == 200
     data = res.json()
     series = data.pop("series")
-    assert data.pop("display")["compute.wall_seconds"] == {"label": "wall time", "text": "3.91 d"}  # 337,500 s
+    assert data.pop("display")["compute.wall_seconds"] == {"label": "wall time", "text": "3.91 d"}  # 337,622 s
     # the page's own additions: the first screen in words, the controls' values, the memory bar, the layout
     screen = {line["label"]: line["text"] for line in data.pop("first_screen")}
-    # 337,500 s x 1 accelerator / 3,600 = 93.75 accelerator-hours x $3.00 = $281.25 a run, 3 attempts $843.75
-    assert screen["Cost"] == "$843.75: $281.25 a run x 3 attempts at $3.00/h per accelerator."
+    # 337,500 s x (1 + 1.302 s save / 3,600 s) = 337,622 s x 1 accelerator / 3,600 = 93.78 accelerator-hours
+    # x $3.00 = $281.35 a run, 3 attempts $844.06
+    assert screen["Cost"] == "$844.06: $281.35 a run x 3 attempts at $3.00/h per accelerator."
     assert screen["Fits?"].startswith("yes: 9.48 GB per device of 85.5 GB")
     assert set(screen) >= {"Fits?", "Time", "Cost", "Waits on"}
     controls = data.pop("controls")

@@ -3,13 +3,13 @@
 Expected figures by hand for examples/finetune-1b.toml (docs/report.md's formulas):
 
     training FLOPs  6 N D = 6 x 1e9 x 1e9 = 6e18
-    wall time       6e18 / (n x 200e12 x MFU 0.3 x scaling 0.8): n = 4 -> 31,250 s = 8.68 h
-                    n = 8 -> 15,625 s = 4.34 h
-    cost of a run   31,250 s x 4 / 3,600 = 34.72 accelerator-hours x $3.00 = $104.17; 3 attempts $312.50
+    compute time    6e18 / (n x 200e12 x MFU 0.3 x scaling 0.8): n = 4 -> 31,250 s; n = 8 -> 15,625 s
+    wall time       x (1 + 14 s save / 3,600 s between saves): 31,371.5 s = 8.71 h; n = 8: 4.36 h
+    cost of a run   31,371.5 s x 4 / 3,600 = 34.86 accelerator-hours x $3.00 = $104.57; 3 attempts $313.72
     memory          16 GB state + 2.15 GB activations + 2 GB buffers, x 1.25 headroom = 25.2 GB of 32 GB
 
-and for the upload below (the same file with MFU 0.5): 18,750 s = 5.21 h, 20.83 accelerator-hours,
-$62.50 a run, $187.50 for three. The Llama 2 7B workload names a config.json: 6,738,415,616
+and for the upload below (the same file with MFU 0.5): 18,750 s x (1 + 14 / 3,600) = 18,822.9 s =
+5.23 h, 20.91 accelerator-hours, $62.74 a run, $188.23 for three. The Llama 2 7B workload names a config.json: 6,738,415,616
 parameters, the count Meta publishes for Llama-2-7b (and transformers gives on the meta device).
 """
 
@@ -94,10 +94,10 @@ def _open(browser, url: str, width: int = 1280):  # noqa: ANN001
 def test_the_file_given_is_planned_not_the_reference(browser, served_url: str, tmp_path: Path) -> None:
     page, errors = _open(browser, served_url)
     assert page.input_value("#base") == "finetune-1b.toml"  # the file `trainplan ui` was given comes first
-    assert _line(page, "Cost") == "$312.50: $104.17 a run x 3 attempts at $3.00/h per accelerator."
+    assert _line(page, "Cost") == "$313.72: $104.57 a run x 3 attempts at $3.00/h per accelerator."
     assert _line(page, "Fits?").startswith("yes: 25.2 GB per device of 32 GB")
-    assert page.text_content("#training-cost") == "$312.50"
-    assert page.text_content("#wall-time") == "8.68 h"
+    assert page.text_content("#training-cost") == "$313.72"
+    assert page.text_content("#wall-time") == "8.71 h"
     assert page.text_content("#memory-per-device") == "25.2 GB of 32 GB"
     assert page.text_content("#layout").startswith("data-parallel 4")
     assert page.text_content("#bottleneck") == "accelerator"
@@ -109,12 +109,12 @@ def test_the_file_given_is_planned_not_the_reference(browser, served_url: str, t
     assert page.locator("#plot polyline").count() == 0
     assert page.text_content("#accelerator option:checked") == "custom accelerator (from the file)"
 
-    # move only the device count: 8 devices -> 15,625 s = 4.34 h, the same $104.17 a run
+    # move only the device count: 8 devices -> 15,625 s x (1 + 14 / 3,600) = 4.36 h, the same $104.57 a run
     page.eval_on_selector("#count", "el => { el.value = 3; el.dispatchEvent(new Event('input', {bubbles: true})); }")
     _settle(page)
     assert page.text_content("#count-value") == "8"
-    assert page.text_content("#wall-time") == "4.34 h"
-    assert _line(page, "Cost").startswith("$312.50: $104.17 a run")
+    assert page.text_content("#wall-time") == "4.36 h"
+    assert _line(page, "Cost").startswith("$313.72: $104.57 a run")
     page.screenshot(path=str(tmp_path / "tokens.png"), full_page=True)
     assert errors == []
     page.close()
@@ -147,8 +147,8 @@ def test_an_upload_is_planned_and_an_error_leaves_no_stale_figures(browser, serv
     page.set_input_files("#upload", str(upload))  # the page reads the file, then asks: wait for that ask
     page.wait_for_function(f"() => Number(document.body.dataset.changes) > {before}", timeout=60_000)
     _settle(page)
-    assert page.text_content("#wall-time") == "5.21 h"  # 18,750 s
-    assert _line(page, "Cost") == "$187.50: $62.50 a run x 3 attempts at $3.00/h per accelerator."
+    assert page.text_content("#wall-time") == "5.23 h"  # 18,822.9 s
+    assert _line(page, "Cost") == "$188.23: $62.74 a run x 3 attempts at $3.00/h per accelerator."
 
     page.eval_on_selector("#accelerator", "el => { el.append(new Option('h99', 'h99')); }")
     page.select_option("#accelerator", "h99")
