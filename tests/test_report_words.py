@@ -8,6 +8,8 @@ data.bitrate 8e6 bit/s = 8 Mbit/s; cluster.runtime_buffers 2e9 B = 2 GB.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from trainplan.present.quantities import format_assumption, format_figure, input_dimensions
@@ -57,3 +59,22 @@ def test_two_trillion_tokens_plan(cli) -> None:  # noqa: ANN001
     import json
 
     assert json.loads(res.stdout)["workload"]["tokens"] == 2e12
+
+
+def test_measure_line_names_assumptions_with_units(cli) -> None:  # noqa: ANN001
+    # the reference workload assumes 120 frames/s of 1080p per core and an MFU of 0.4 (40 %)
+    answer = json.loads(cli("plan", "-f", "json").stdout)["answer"]
+    assert "cluster.core_fps_1080p (assumed 120 frames/s;" in answer["measure"]
+    assert "cluster.mfu (assumed 40 %;" in answer["measure"]
+
+
+def test_the_readme_quotes_the_first_screen_as_it_is(cli) -> None:  # noqa: ANN001
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    quoted = readme.split("For the reference workload:", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    out = cli("plan").stdout
+    lines = [line for line in quoted.strip().splitlines() if line.strip()]
+    assert len(lines) >= 5
+    for line in lines:
+        assert line in out, line
