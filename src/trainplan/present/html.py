@@ -144,10 +144,11 @@ def memory_plot(report: dict[str, Any]) -> str:
     card = chart["card"]["bytes"] / 1e9
     ax.axhline(card, color="#c0392b", lw=1.5, ls="--", label=f"device memory {chart['card']['text']}")
     ax.set_xticks([0], ["per device"])
-    ax.set_xlim(-0.6, 0.6)
+    ax.set_xlim(-0.9, 0.9)
     ax.set_ylim(0, max(card, bottom) * 1.08)
     ax.set_ylabel("GB (10^9 bytes)")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    # the legend under the axes, never over the card's line, and no wider than the plot (a phone)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
     verdict = "fits" if chart["fits"] else "does not fit"
     ax.set_title(f"Memory per device: {chart['per_device']['text']} of {chart['card']['text']}, {verdict}",
                  fontsize=10)
