@@ -132,6 +132,9 @@ def test_token_workload_has_no_video_bill() -> None:
 
 
 CHROMIUM = "/usr/bin/chromium"
+#: Screenshot slices: height in px and how many (the top of the page, where a reader looks first).
+SHOT_HEIGHT = 8000
+SHOT_SLICES = 2
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -161,9 +164,13 @@ def test_report_fits_a_wide_screen_and_a_phone(tmp_path) -> None:  # noqa: ANN00
                         "w => [...document.querySelectorAll('body *:not(svg *)')]"
                         ".filter(e => e.getBoundingClientRect().right > w + 0.5).map(e => e.tagName).slice(0, 5)", width)
                     assert wider == [], (name, width, wider)
-                    shot = tmp_path / f"report-{name}-{width}.png"
-                    page.screenshot(path=str(shot), full_page=True, timeout=120_000)
-                    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+                    # Chromium captures at most about 16,000 px at once: the page in slices of SHOT_HEIGHT
+                    height = page.evaluate("document.documentElement.scrollHeight")
+                    for i, top in enumerate(range(0, min(height, SHOT_HEIGHT * SHOT_SLICES), SHOT_HEIGHT)):
+                        shot = tmp_path / f"report-{name}-{width}-{i}.png"
+                        clip = {"x": 0, "y": top, "width": width, "height": min(SHOT_HEIGHT, height - top)}
+                        page.screenshot(path=str(shot), full_page=True, clip=clip, timeout=120_000)
+                        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
                     page.close()
         finally:
             browser.close()
