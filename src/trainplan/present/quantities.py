@@ -102,9 +102,10 @@ _SI_UNIT = {"bytes": "B", "flops": "FLOP", "flop_rate": "FLOP/s", "byte_rate": "
 _COUNTED_UNIT = {"frames_per_second": "frames/s", "tokens_per_second": "tokens/s",
                  "requests_per_second": "requests/s", "frames_per_hour": "frames/h", "tokens_per_hour": "tokens/h",
                  "parameters": "parameters", "epochs_per_month": "epochs a month", "requests_per_day": "requests a day",
-                 "tokens": "tokens", "cores": "cores", "epochs": "epochs", "attempts": "attempts"}
+                 "tokens": "tokens", "cores": "cores", "epochs": "epochs", "attempts": "attempts",
+                 "per_month": "epochs a month", "months": "months"}
 # dimension -> unit after a plain number with three significant digits
-_PLAIN_UNIT = {"grams_per_kwh": "g/kWh", "per_month": "epochs a month", "months": "months"}
+_PLAIN_UNIT = {"grams_per_kwh": "g/kWh"}
 
 
 def _format_number(x: float, dimension: str) -> str:
@@ -130,7 +131,7 @@ def _format_number(x: float, dimension: str) -> str:
     if dimension == "dollars_per_gb_month":
         return f"{_dollars(x)}/GB-month"
     if dimension == "speedup":
-        return f"{significant(x)}x"
+        return f"{significant(x)}x" if abs(x) < 1e4 else f"{_prefixed(x, '', _COUNT)}x".replace(" x", "x")
     if dimension == "fraction":
         return f"{significant(x * 100)} %"
     if dimension in ("count", "pixels_per_token"):
