@@ -38,7 +38,7 @@ border-left:4px solid #3b6ea5;padding:.7em 1em;margin:0 0 1em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em;width:100%}table.fixed{table-layout:fixed}
 td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}
 td.v{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f6f8}
-.plots{display:flex;flex-wrap:wrap;gap:1em}.plot{flex:1 1 420px;min-width:0}.plot svg{width:100%;height:auto}
+.plots{display:flex;flex-wrap:wrap;gap:1em}.plot{flex:1 1 420px;min-width:0;max-width:560px}.plot svg{width:100%;height:auto}
 .muted{color:#666;font-size:.85em}
 @media (max-width:640px){
  body{margin:1em auto;padding:0 .6em}
