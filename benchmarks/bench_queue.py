@@ -24,9 +24,19 @@ loaded machine where the seconds do not:
 A second sample (demand 900 frames/s, lognormal decode times, cv 0.5: the buffer fills
 and decoders block) repeats the SimPy comparison on `--frames-blocked` frames.
 
+From the command line (issue 29), first, while this process is small: `trainplan simulate
+--frames N` of the default workload in a child process (`--frames-cli`, 10^7 and the 2x10^7
+limit by default), its wall seconds, user and system CPU seconds and peak resident memory read
+back with os.wait4, beside the same command at 1,000 frames on the compiled engine (the
+interpreter, trainplan and numba loaded, nothing simulated: the fixed cost). End to end per
+frame against SimPy's seconds per frame in this run. And in this process, the compiled
+engine's own user and system seconds at 10^7 frames (getrusage around the call).
+
 Targets: compiled >= 200x SimPy end to end at 1e6 frames; the pure-Python engine >= 10x
-SimPy. Under CI (CI=true) the bounds are generous (a loaded, shared machine): compiled
->= 50x, python >= 5x. Prints one JSON object; exits 1 when a bound is missed.
+SimPy; the command line's peak memory at 10^7 frames within 100 MB of its fixed cost (the
+simulation keeps O(1) memory per frame); the engine's system time under 10 % of its user time.
+Under CI (CI=true) the speed bounds are generous (a loaded, shared machine): compiled >= 50x,
+python >= 5x. Prints one JSON object; exits 1 when a bound is missed.
 """
 
 from __future__ import annotations
@@ -57,6 +67,46 @@ READ = 8e6 / 30 / 8 / 1.5e9  # seconds per 33,333-byte frame at 1.5 GB/s
 DEFAULT = QueueSpec(READ, (1 / 120,) * 8, 1 / DEMAND)
 TARGETS = {"compiled_vs_simpy": 200.0, "python_vs_simpy": 10.0}
 TARGETS_CI = {"compiled_vs_simpy": 50.0, "python_vs_simpy": 5.0}
+MEMORY_OVER_FIXED_BYTES = 100e6  # at 10^7 frames, from the command line
+SYSTEM_SHARE = 0.10  # the engine's system seconds / user seconds
+
+
+def cli_run(frames: int, engine: str = "auto") -> dict:
+    """`trainplan simulate --frames N` in a child process: wall, user, system seconds and peak RSS."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "simulate.json"
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+        start = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-m", "trainplan", "simulate", "--frames", str(frames),
+                                  "--engine", engine, "--format", "json", "--output", str(out)], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _pid, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        err = child.stderr.read().decode() if child.stderr else ""
+        if child.returncode != 0:
+            raise SystemExit(f"trainplan simulate --frames {frames} failed: {err}")
+        busy = json.loads(out.read_text())["busy"]
+    return {"frames": frames, "wall_seconds": wall, "user_seconds": usage.ru_utime,
+            "system_seconds": usage.ru_stime, "peak_rss_bytes": usage.ru_maxrss * 1024.0, "busy": busy}
+
+
+def engine_rusage(frames: int) -> dict:
+    """The compiled engine's own user and system seconds on `frames` frames, in this process."""
+    import resource
+
+    spec = replace(DEFAULT, frames=frames)
+    simulate(replace(spec, frames=1000), engine="compiled")  # loaded first
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    simulate(spec, engine="compiled")
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    return {"frames": frames, "user_seconds": user, "system_seconds": system,
+            "system_share_of_user": system / user if user > 0 else 0.0,
+            "minor_page_faults": after.ru_minflt - before.ru_minflt}
 
 
 def best_of(fn, repeats: int) -> tuple[float, object]:
@@ -124,9 +174,14 @@ def main() -> int:
     ap.add_argument("--frames-blocked", type=int, default=100_000)
     ap.add_argument("--frames-ciw", type=int, default=5_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--frames-cli", type=int, nargs="*", default=[10_000_000, 20_000_000])
     args = ap.parse_args()
     ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
     has_fast = fast.available()
+    # first, while this process is small and before any other child
+    cli_rows = []
+    if has_fast and args.frames_cli:
+        cli_rows = [cli_run(1000, "compiled")] + [cli_run(f) for f in args.frames_cli]
 
     spec = replace(DEFAULT, frames=args.frames)
     times = sample_service_times(spec)
@@ -181,6 +236,18 @@ def main() -> int:
         t_e, r_e = best_of(lambda: simulate(blocked_spec, bt, engine=engine), args.repeats)
         blocked[engine] = {"seconds": t_e, "vs_simpy": t_bs / t_e, "busy_agrees_with_simpy": abs(r_e.busy - bref.busy) < 1e-9}
     report["accelerator_bound_lognormal"] = blocked
+    simpy_per_frame = t_s / fs
+    if cli_rows:
+        fixed = cli_rows[0]
+        for row in cli_rows:
+            row["vs_simpy_wall"] = simpy_per_frame * row["frames"] / row["wall_seconds"]
+            row["vs_simpy_cpu"] = simpy_per_frame * row["frames"] / (row["user_seconds"] + row["system_seconds"])
+            row["peak_rss_over_fixed_bytes"] = row["peak_rss_bytes"] - fixed["peak_rss_bytes"]
+            row["system_share_of_user"] = row["system_seconds"] / row["user_seconds"]
+        report["command_line"] = {"rows": cli_rows, "simpy_seconds_per_frame": simpy_per_frame,
+                                  "first_row": "1,000 frames, compiled: the fixed cost"}
+    if has_fast:
+        report["engine_rusage"] = engine_rusage(10_000_000)
     report["machine"]["load_average_after"] = os.getloadavg()
     bounds = TARGETS_CI if ci else TARGETS
     report["targets"] = bounds
@@ -196,12 +263,22 @@ def main() -> int:
     for k, v in blocked.items():
         if isinstance(v, dict) and not v["busy_agrees_with_simpy"]:
             failures.append(f"accelerator-bound {k}: busy differs from SimPy")
+    for row in cli_rows[1:]:
+        if row["frames"] == 10_000_000 and row["peak_rss_over_fixed_bytes"] > MEMORY_OVER_FIXED_BYTES:
+            failures.append(f"command line at 1e7 frames: {row['peak_rss_over_fixed_bytes'] / 1e6:.0f} MB over "
+                            f"the fixed cost > {MEMORY_OVER_FIXED_BYTES / 1e6:.0f} MB")
+    if has_fast and report["engine_rusage"]["system_share_of_user"] > SYSTEM_SHARE:
+        failures.append(f"engine system time {report['engine_rusage']['system_share_of_user']:.0%} of user time")
     if not has_fast:
         report["note"] = f"compiled engine not measured: {fast.INSTALL_HINT}"
     report["failures"] = failures
     print(json.dumps(report, indent=2))
     summary = [f"{k}: {r['seconds_per_frame'] * 1e6:.3f} µs/frame, {r['vs_simpy']:.0f}x SimPy, "
                f"{r['times_the_numpy_floor']:.1f}x the numpy floor" for k, r in rows.items() if "vs_simpy" in r]
+    summary += [f"command line, {r['frames']:,} frames: {r['wall_seconds']:.2f} s wall ({r['user_seconds']:.2f} user, "
+                f"{r['system_seconds']:.2f} system), {r['vs_simpy_wall']:.0f}x SimPy per frame, peak "
+                f"{r['peak_rss_bytes'] / 1e6:.0f} MB ({r['peak_rss_over_fixed_bytes'] / 1e6:+.0f} MB over 1,000 frames)"
+                for r in cli_rows]
     print("\n".join(summary), file=sys.stderr)
     return 1 if failures else 0
 

@@ -140,12 +140,13 @@ class PacedFrames(IterableDataset):
             yield frame
 
 
-def step_rate_fed(step: Any, cfg: vt.Config, supply_fps: float, workers: int, spin: bool, seconds: float) -> float:
+def step_rate_fed(step: Any, cfg: vt.Config, supply_fps: float, workers: int, spin: bool, seconds: float,
+                  min_steps: int = 4) -> float:
     """The step probe at the plan's supply: frames per CPU-second of the step, fed by `workers` workers
     that together deliver `supply_fps` frames a second (PacedFrames)."""
     loader = DataLoader(PacedFrames(cfg.side, supply_fps / workers, spin), batch_size=cfg.batch, num_workers=workers,
                         worker_init_fn=vt._worker_init, prefetch_factor=PREFETCH)  # noqa: SLF001
-    r = vt.profiled_steps(loader, step, max(cfg.warmup, workers * PREFETCH), seconds)
+    r = vt.profiled_steps(loader, step, max(cfg.warmup, workers * PREFETCH), seconds, min_steps=min_steps)
     del loader
     return r.frames / r.step_cpu_seconds
 
@@ -187,7 +188,8 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
         # other core keeps it awake). So the step is probed fed at the plan's own supply, by workers that
         # spend the plan's time a frame as its binding hop does: busy on a core for decode, asleep for a read
         demand = step_rate_fed(step, cfg, pred.supply_fps, run.workers, spin=pred.bottleneck != "read",
-                               seconds=max(cfg.probe_seconds, min_steps * cfg.batch / pred.supply_fps))
+                               seconds=max(cfg.probe_seconds, min_steps * cfg.batch / pred.supply_fps),
+                               min_steps=min_steps)
         pred = predict(cfg, run, workload, cal, params, demand, peak)
     without = predict(cfg, run, workload, cal, params, demand, peak, handover=0.0)
     # prefetch: a worker may run a whole file ahead (60 frames, 4 batches of 16). With the default 2, a worker
@@ -200,7 +202,7 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
     # slowed reads arrive a file (about 1.4 s) at a time: a longer window, so its edges weigh little
     seconds = cfg.seconds * (3 if run.link else 1)
     seconds = max(seconds, min_steps * cfg.batch / pred.supply_fps)  # and at least min_steps steps counted
-    r = vt.profiled_steps(loader, step, warmup, seconds, predicted=pred)
+    r = vt.profiled_steps(loader, step, warmup, seconds, predicted=pred, min_steps=min_steps)
     del loader
     stall = r.stall
     named = None
@@ -215,7 +217,7 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
             "predicted_busy_at_measured_shares": at_shares, "decode_cpu_share": s_dec,
             "predicted_busy": pred.busy, "predicted_bottleneck": pred.bottleneck,
             "predicted_busy_without_handover": without.busy,
-            "measured_busy": r.busy, "relative_error": r.busy_relative_error,
+            "measured_busy": r.busy, "relative_error": r.busy_relative_error, "steps": r.steps,
             # where a gap comes from: the plan's supply and demand against what the run delivered and trained on
             "predicted_supply_fps": pred.supply_fps, "measured_delivered_fps": r.delivered_fps,
             "predicted_demand_fps": pred.demand_fps, "measured_demand_fps": r.demand_fps,

@@ -233,18 +233,21 @@ ReadyFrames = handover.ready_frames_class()
 
 
 def profiled_steps(loader: Any, step: Any, warmup: int, seconds: float, gap: float = 0.0,
-                   predicted: Any = None) -> tp_profile.ProfileResult:
+                   predicted: Any = None, min_steps: int = 4) -> tp_profile.ProfileResult:
     """The training loop under the profiler: `step` on the loader's batches for `seconds` after the first
-    counted one (`warmup` batches not counted), sleeping `gap` seconds before each step."""
+    counted one (`warmup` batches not counted), and for at least `min_steps` counted steps, sleeping `gap`
+    seconds before each step. The clock starts at the first counted batch, not the first batch: on a
+    loaded machine the warm-up alone can outlast `seconds` (it did: "no step was counted")."""
     with tp_profile.Profiler(warmup=warmup, sync="none") as prof:
         started = None
         for batch in prof.wrap(loader):
-            started = started or time.perf_counter()
+            if started is None and prof.counted > 0:
+                started = time.perf_counter()
             if gap > 0:
                 time.sleep(gap)
             with prof.step():
                 step(batch)
-            if time.perf_counter() - started >= seconds:
+            if started is not None and prof.counted >= min_steps and time.perf_counter() - started >= seconds:
                 break
         return prof.result(predicted=predicted)
 

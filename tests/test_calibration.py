@@ -269,3 +269,37 @@ def test_a_set_on_the_command_line_wins_over_the_calibration(tmp_path):
     typed = load_workload(None, ["data.loader_cpu_per_frame=0"], calibration=cal)
     assert typed.data.loader_cpu_per_frame == 0.0
     assert typed._provenance["data.loader_cpu_per_frame"].kind == "assumed"
+
+
+# ---------------------------------------------------------------- where a figure applies (issue 25)
+
+
+def test_a_loopback_allreduce_never_stands_in_for_a_cluster_interconnect(tmp_path):
+    from trainplan.measure import calibration
+    from trainplan.workload.schema import load_workload
+
+    cal = tmp_path / "cal.toml"
+    d = {"backend": "gloo", "world_size": 2, "launched_by": "local processes", "bytes": 16e6,
+         "bus_bytes_per_second": 0.6e9}
+    calibration.write(cal, "allreduce", settings={"backend": "gloo", "world_size": 2, "launched_by": "local processes"},
+                      results=d, values=calibration.allreduce_values(d),
+                      machine={"hostname": "laptop", "cpu_model": "a laptop CPU"})
+    for accelerator in ("h100-sxm", "cpu-core"):
+        w = load_workload(None, [f'cluster.accelerator="{accelerator}"'], calibration=cal)
+        p = w.provenance["cluster.interconnect"]
+        assert p.kind == "assumed" and "loopback" in p.source and "left out" in p.source
+        assert w.cluster.interconnect != 0.6e9
+
+
+def test_a_device_figure_applies_only_to_its_kind_of_accelerator(tmp_path):
+    from trainplan.measure import calibration
+    from trainplan.workload.schema import load_workload
+
+    cal = tmp_path / "cal.toml"
+    calibration.write(cal, "transfer", settings={}, results={},
+                      values=[{"key": "cluster.host_to_device", "value": 25e9, "note": "pinned"}],
+                      machine={"hostname": "n", "cpu_model": "c", "gpu": "NVIDIA H200"})
+    assert load_workload(None, ['cluster.accelerator="h200"'], calibration=cal).cluster.host_to_device == 25e9
+    w = load_workload(None, [], calibration=cal)  # an H100-SXM plan
+    assert w.provenance["cluster.host_to_device"].kind == "assumed"
+    assert "gpu: NVIDIA H200" in w.provenance["cluster.host_to_device"].source

@@ -97,10 +97,31 @@ def test_probe_cli_writes_the_calibration_and_plan_uses_it(cli, tmp_path):
     res = cli("plan", "--calibration", str(cal), "-f", "json")
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
-    assert report["assumptions"]["cluster.node_link"]["provenance"] == "measured"
-    assert report["assumptions"]["cluster.node_link"]["value"] == pytest.approx(measured["bus_bytes_per_second"])
+    # issue 25: local processes talk over this host's loopback; that stands for no cluster link, so the plan
+    # keeps the catalogue's figure and says what it left out
+    link = report["assumptions"]["cluster.node_link"]
+    assert link["provenance"] == "assumed" and "loopback" in link["source"] and "left out" in link["source"]
+    assert link["value"] != pytest.approx(measured["bus_bytes_per_second"])
+
+
+def test_a_link_measured_on_the_plans_kind_of_machine_is_applied(tmp_path):
+    from trainplan.measure import calibration
+    from trainplan.planning.evaluate import build_report
+    from trainplan.workload.schema import load_workload
+
+    cal = tmp_path / "cal.toml"
+    h100 = {"hostname": "node-0", "cpu_model": "x", "gpu": "NVIDIA H100 80GB HBM3"}
+    calibration.write(cal, "collectives", settings={"tier": "inter", "backend": "nccl", "world_size": 16,
+                                                    "launched_by": "torchrun"},
+                      results={}, values=[{"key": "cluster.node_link", "value": 42e9, "note": "by hand"}],
+                      machine=h100)
+    w = load_workload(None, [], calibration=cal)  # the default plan: H100-SXM
+    assert w.provenance["cluster.node_link"].kind == "measured"
     # a measured link is a bus bandwidth already: the layout uses it as it is
-    assert report["parallel"]["network"]["inter_bus_bandwidth"] == pytest.approx(measured["bus_bytes_per_second"])
+    assert build_report(w)["parallel"]["network"]["inter_bus_bandwidth"] == pytest.approx(42e9)
+    a100 = load_workload(None, ['cluster.accelerator="a100-sxm-80gb"'], calibration=cal)
+    assert a100.provenance["cluster.node_link"].kind == "assumed"
+    assert "measured on gpu: NVIDIA H100" in a100.provenance["cluster.node_link"].source
 
 
 def test_probe_cli_bad_ops_exit_2(cli):

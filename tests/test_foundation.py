@@ -72,12 +72,13 @@ def test_state_bytes_per_param():
 
 
 @pytest.mark.parametrize("zero,expected", [
-    # DeepSpeed's estimators (estimate_zero2/zero3_model_states_mem_needs, GPU only), bytes per parameter
-    # on 8 devices: none 2 + 2 + 12; ZeRO-1/2 4 + 16/8 (one optimizer for both stages, an fp32 gradient
-    # partition beside master and moments); ZeRO-3 18/8 (no largest layer is known without a shape)
+    # DeepSpeed >= 0.16's estimators (estimate_zero2/zero3_model_states_mem_needs, GPU only), bytes per
+    # parameter on 8 devices: none 2 + 2 + 12; ZeRO-1/2 2 + 18/8 (one optimizer for both stages: 16-bit
+    # weights whole, the 16-bit gradients, an fp32 gradient partition, master and moments partitioned);
+    # ZeRO-3 18/8 (no largest layer is known without a shape)
     (0, 2 + 2 + 12),
-    (1, 4 + 16 / 8),
-    (2, 4 + 16 / 8),
+    (1, 2 + 18 / 8),
+    (2, 2 + 18 / 8),
     (3, 18 / 8),
 ])
 def test_zero_stages_by_hand(zero, expected):
@@ -227,9 +228,9 @@ def test_hf_config_workload_gets_the_exact_count_not_the_default_model(plan_json
     layer = 2 * (6 * d + 4) + 4 * d + 8 * d + 4 * h + 8 * f
     outside = 8 + (6 * d + 4) + 2 * d + 4 * V + 8 + 2 * 2 * 128
     assert r["memory"]["activation_bytes"] == pytest.approx(S * (L * (layer - 4 * h) + 4 * h + outside + 2 * V))
-    # ZeRO-1 over 256 devices: weights and grads whole, optimizer (fp32 master + moments) and, as DeepSpeed
-    # keeps it, the fp32 gradient partition sharded: 4 P + 16 P / n (DeepSpeed's estimate_zero2 formula)
-    assert r["memory"]["state_bytes"] == pytest.approx(6_738_415_616 * (2 + 2 + 16 / 256))
+    # ZeRO-1 over 256 devices: bf16 weights whole; bf16 grads, the fp32 gradient partition, fp32 master and
+    # moments sharded: 2 P + 18 P / n (DeepSpeed 0.19.8's estimate_zero2_model_states_mem_needs)
+    assert r["memory"]["state_bytes"] == pytest.approx(6_738_415_616 * (2 + 18 / 256))
 
 
 def test_params_alone_do_not_inherit_the_default_shape():

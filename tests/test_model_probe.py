@@ -88,3 +88,46 @@ def test_probe_model_bad_input_exits_2(capsys):
     err = capsys.readouterr().err
     assert "model_type" in err and "Traceback" not in err
     assert main(["probe", "model", *SETS, "--attention", "fast"]) == 2
+
+
+# ---------------------------------------------------------------- issue 24: never more than it needs
+
+LLAMA_7B_TWO_LAYERS = dict(model_type="llama", hidden_size=4096, intermediate_size=11008, num_hidden_layers=2,
+                           num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)
+
+
+def test_probe_builds_no_weights_and_records_its_settings(tmp_path: Path, capsys) -> None:
+    """Two Llama-2-7B layers (0.67 B parameters, 1.3 GB in bf16 were they built): the probe traces them on the
+    meta device; its resident memory grows by far less than the weights would take. The figures equal the
+    hand formulas the Llama traits claim, and the calibration records what they were measured at."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA_7B_TWO_LAYERS))
+    cal = tmp_path / "cal.toml"
+    rc = main(["probe", "model", str(cfg), "--batch", "1", "--seq-len", "256", "--flop-seq-lens", "256",
+               "--attention", "eager", "--precision", "bf16", "--recompute", "selective", "--format", "json",
+               "--output", str(cal)])
+    assert rc == 0
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    assert grown < 0.4 * 2 * 673_000_000
+    out = capsys.readouterr()
+    assert out.err.startswith("probe model: llama (2 layers). Measuring:")
+    m = json.loads(out.out)["measured"]
+    assert (m["attention"], m["precision"], m["recompute"]) == ("eager", "bf16", "selective")
+    assert m["optimizer_state_bytes_per_param"] == 4  # AdamW: two moments in the bf16 parameters' dtype
+    import tomllib
+
+    settings = tomllib.loads(cal.read_text())
+    text = json.dumps(settings)
+    for key in ('"attention": "eager"', '"precision": "bf16"', '"recompute": "selective"', '"seq_len": 256'):
+        assert key in text
+
+
+def test_calibration_matches_names_what_differs() -> None:
+    measured_at = {"attention": "sdpa", "precision": "bf16", "recompute": "none", "seq_len": 128}
+    assert mp.calibration_matches(measured_at, "flash", "fp16", "none") == []
+    assert mp.calibration_matches(measured_at, "eager", "fp32", "full") == [
+        "attention sdpa measured, eager planned", "precision bf16 measured, fp32 planned",
+        "recompute none measured, full planned"]

@@ -545,6 +545,113 @@ def test_compiled_result_equals_the_reference_result():
     assert a["sample_formula_busy"] == pytest.approx(b["sample_formula_busy"], rel=1e-9)
 
 
+@fast_engine
+@pytest.mark.parametrize("name", list(COMPILED_CASES))
+def test_streamed_timeline_equals_the_reference_timeline(name, monkeypatch):
+    """The compiled engine keeps only the frames the timeline can show; its timeline, buffer trace and
+    span are the reference's, which picks them from every frame's times (short, long, longer than the run)."""
+    from trainplan.simulate import queue
+
+    spec = COMPILED_CASES[name]
+    times = sample_service_times(spec)
+    monkeypatch.setattr(queue, "CHUNK_FRAMES", 4096)  # several chunks, state carried across them
+    for limit in (1, 57, 2000, 10**6):
+        a = simulate(spec, times, timeline_limit=limit, engine="python")
+        b = simulate(spec, times, timeline_limit=limit, engine="compiled")
+        assert a.timeline == b.timeline, f"{name} {limit}"
+        assert a.buffer_trace == b.buffer_trace and a.timeline_span == b.timeline_span, f"{name} {limit}"
+        assert b.busy == pytest.approx(a.busy, rel=1e-12)
+
+
+@fast_engine
+def test_streamed_engine_equals_the_reference_on_random_queues(monkeypatch):
+    """24 random queues (0 to 130 decoders, the heap and the drain across chunk boundaries, buffers of 1
+    to 300, bounded and unbounded read-ahead, every variability, timelines of 0 to 10^5 intervals):
+    every frame's times, the timeline, the buffer trace and busy equal the reference engine's."""
+    import random
+
+    from trainplan.simulate import queue
+
+    rnd = random.Random(29)
+    checked = 0
+    while checked < 24:
+        c = rnd.choice([0, 1, 2, 3, 5, 8, 17, 40, 130])
+        spec = QueueSpec(
+            rnd.choice([0.0, 1e-5, 1e-3, 5e-3, 2e-2]) if c else rnd.choice([1e-3, 5e-3]),
+            tuple(rnd.uniform(0.5, 3.0) / 100 for _ in range(c)),
+            rnd.uniform(0.2, 3.0) / 100 / max(c, 1) * rnd.choice([0.3, 1, 3]),
+            buffer_frames=rnd.choice([1, 2, 3, 16, 64, 300]), frames=rnd.choice([1500, 3000]),
+            read_ahead_frames=rnd.choice([None, 1, 2, 7, 64]),
+            variability=rnd.choice([None, Variability("lognormal", 0.7), Variability("exponential", 1.0, read_cv=0.5),
+                                    Variability(keyframe_interval=5, keyframe_cost=3.0, read_latency_seconds=1e-4),
+                                    Variability("empirical", empirical_decode_seconds=(0.001, 0.0, 0.003))]),
+            decoder_names=tuple(rnd.choice(["cpu", "nvdec"]) for _ in range(c)))
+        try:
+            queue._window(spec)
+        except UserError:  # too few frames after warm-up and drain
+            continue
+        checked += 1
+        times = sample_service_times(spec)
+        monkeypatch.setattr(queue, "CHUNK_FRAMES", rnd.choice([1000, 4096]))
+        limit = rnd.choice([0, 1, 10, 500, 100_000])
+        a = simulate(spec, times, timeline_limit=limit, engine="python")
+        b = simulate(spec, times, timeline_limit=limit, engine="compiled")
+        assert a.timeline == b.timeline and a.buffer_trace == b.buffer_trace, spec
+        assert a.timeline_span == b.timeline_span and b.busy == pytest.approx(a.busy, rel=1e-12), spec
+        ra, rb = run(spec, times, engine="python"), run(spec, times, engine="compiled")
+        for field in ("read_start", "read_done", "queued", "decode_start", "decode_done", "enter_buffer",
+                      "step_start", "decoder", "order"):
+            assert np.array_equal(getattr(ra, field), getattr(rb, field)), (field, spec)
+
+
+@pytest.mark.parametrize("name", list(COMPILED_CASES))
+def test_sample_drawn_in_chunks_is_the_sample_drawn_at_once(name):
+    """numpy's generators give the same stream whatever the count drawn at a time; the keyframes of
+    every G-th frame of the run (frame 0 first) land on the same frames across chunk boundaries."""
+    from trainplan.simulate.queue import sample_chunks
+
+    spec = replace(COMPILED_CASES[name], frames=10_007)
+    whole = sample_service_times(spec)
+    for size in (1, 999, 4096, 65536):
+        parts = list(sample_chunks(spec, size))
+        assert all(len(r) == len(w) for r, w in parts)
+        assert np.concatenate([r for r, _ in parts]).tobytes() == whole.read_seconds.tobytes(), size
+        assert np.concatenate([w for _, w in parts]).tobytes() == whole.decode_work.tobytes(), size
+
+
+@fast_engine
+def test_streamed_run_holds_no_array_per_frame():
+    """3 million frames: one float64 array per frame would be 24 MB; the streamed run's numpy
+    allocations peak at a few chunks of 64 Ki frames (tracemalloc sees numpy's allocations)."""
+    import tracemalloc
+
+    spec = replace(DEFAULT, frames=3_000_000, variability=Variability("lognormal", 0.5, read_cv=0.3))
+    simulate(replace(spec, frames=5000), engine="compiled")  # the kernel loaded before measuring
+    tracemalloc.start()
+    try:
+        r = simulate(spec, engine="compiled")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8e6, f"{peak / 1e6:.1f} MB"
+    assert 0 < len(r.timeline) <= 2000
+    assert r.busy == pytest.approx(960 / DEMAND, abs=0.02)  # decode-bound: 8 x 120 frames/s of 2,770.78
+
+
+def test_the_pure_python_engine_is_bounded_by_memory(monkeypatch, cli):
+    """It holds every frame: a run past half the available memory at PYTHON_BYTES_PER_FRAME a frame is
+    refused, naming --frames and the limit (2 x that x 19,999 bytes available -> 19,999 frames)."""
+    from trainplan.simulate.queue import PYTHON_BYTES_PER_FRAME, python_frames_limit
+
+    monkeypatch.setenv("TRAINPLAN_MEMORY_BYTES", str(2 * PYTHON_BYTES_PER_FRAME * 19_999))
+    assert python_frames_limit() == 19_999
+    with pytest.raises(UserError) as err:
+        simulate(DEFAULT, engine="python")  # 20,000 frames
+    assert err.value.where == "--frames" and "at most 19,999 frames" in err.value.expected
+    res = cli("simulate", "--frames", "20000", "--engine", "python")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--frames" in res.stderr
+
+
 def test_engine_choice():
     with pytest.raises(UserError, match="simulate.engine"):
         simulate(DEFAULT, engine="fortran")
@@ -570,6 +677,31 @@ def test_parse_vary_lists_and_ranges():
         with pytest.raises(UserError) as err:
             parse_vary(bad)
         assert err.value.where == key, bad
+
+
+def test_vary_values_exact_and_the_cap_overridable(monkeypatch):
+    from trainplan.simulate.grid import grid_specs, parse_vary
+
+    assert parse_vary("seed=9223372036854775807").values == (2**63 - 1,)  # exactly, not via a float
+    assert parse_vary("seed=0:4:2").values == (0, 2, 4)
+    monkeypatch.setenv("TRAINPLAN_MAX_SIMULATIONS", "3")
+    assert len(parse_vary("buffer=1:3").values) == 3
+    with pytest.raises(UserError, match="at most 3 values"):
+        parse_vary("buffer=1:4")
+    with pytest.raises(UserError, match="2 x 2 = 4"):
+        grid_specs(lambda sets: DEFAULT, [parse_vary("buffer=1,2"), parse_vary("seed=1,2")], 250)
+    monkeypatch.delenv("TRAINPLAN_MAX_SIMULATIONS")
+    # 2 x 16 x 20 bytes available: 20 decoders' worth; two workloads of 8 decoders fit, a third does not
+    monkeypatch.setenv("TRAINPLAN_MEMORY_BYTES", str(2 * 16 * 20))
+    eight = lambda sets: replace(DEFAULT, decoder_seconds_per_frame=(1 / 120,) * 8)  # noqa: E731
+    assert len(grid_specs(eight, [parse_vary("cores=1,2")], 250)[1]) == 2
+    with pytest.raises(UserError, match="more than 20 decoders"):
+        grid_specs(eight, [parse_vary("cores=1,2,3")], 250)
+    monkeypatch.delenv("TRAINPLAN_MEMORY_BYTES")
+    monkeypatch.setenv("TRAINPLAN_MAX_SIMULATIONS", "many")
+    with pytest.raises(UserError) as err:
+        parse_vary("buffer=1")
+    assert err.value.where == "TRAINPLAN_MAX_SIMULATIONS"
 
 
 def test_vary_grid_rows_are_the_single_runs():
@@ -615,11 +747,80 @@ def test_cli_simulate_vary_json(cli):
     (("--vary", "buffer=1", "--plot", "x.png"), "--plot"),
     (("--vary", "buffer=1", "--engine", "gpu"), "--engine"),
     (("--vary", "cores=0,2"), "cluster.cores"),
+    # issue 29: caps counted before any list is built, and the ranges `simulate` enforces
+    (("--vary", "buffer=1:1e9"), "--vary buffer"),
+    (("--vary", "seed=0:999999"), "--vary seed"),
+    (("--vary", "seed=18446744073709551616"), "--vary seed"),
+    (("--vary", "seed=-1"), "--vary seed"),
+    (("--vary", "cv=0,101"), "--vary cv"),
+    (("--vary", "read_cv=1e9"), "--vary read_cv"),
+    (("--vary", "keyframe_cost=2e4"), "--vary keyframe_cost"),
+    (("--vary", "buffer=2000000"), "--vary buffer"),
+    (("--vary", "read_ahead=1,2000000"), "--vary read_ahead"),
+    (("--vary", "buffer=1,,4"), "--vary buffer"),
+    (("--vary", "buffer=1:400", "--vary", "seed=0:400"), "--vary"),
 ])
 def test_cli_simulate_vary_bad_input(cli, args, key):
     res = cli("simulate", "--frames", "2000", *args)
     assert res.returncode == 2, res.stdout
     assert res.stderr.count("\n") == 1 and key in res.stderr and "Traceback" not in res.stderr
+
+
+def _group(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group, from /proc."""
+    import os
+
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_vary_workers_at_once(signame):
+    """`simulate --vary -j 2` of 1,000 simulations (minutes): SIGTERM to the command, or SIGINT to its
+    whole process group as a terminal sends it, ends it within seconds with no worker left running
+    and no traceback (before: SIGINT waited for the grid, SIGTERM left the workers running)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "trainplan", "simulate", "--vary", "seed=0:999", "--frames",
+                             "100000", "--engine", "python", "-j", "2"], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[1])
+    try:
+        start = time.monotonic()
+        while len(_group(proc.pid)) < 3 and time.monotonic() - start < 60:  # the command and its 2 workers
+            time.sleep(0.05)
+        assert len(_group(proc.pid)) >= 3, "the workers did not start"
+        sig = getattr(signal, signame)
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
+        _out, err = proc.communicate(timeout=60)  # the grid alone would take minutes
+        if sig == signal.SIGTERM:  # (SIGINT's exit status is cli.main's: issue 29 asks it not to be 0)
+            assert proc.returncode == -signal.SIGTERM
+        assert "Traceback" not in err.decode()
+        deadline = time.monotonic() + 10
+        while _group(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _group(proc.pid) == []
+    finally:
+        for pid in _group(proc.pid):  # only this test's processes
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_without_numba_the_pure_engine_runs_and_compiled_says_which_extra(monkeypatch):

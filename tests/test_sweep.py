@@ -86,7 +86,12 @@ def test_shape_and_tokens_keys_are_looped_and_agree():
     assert not any(sweep._vectorizable(base, sweep.parse_vary(v), lambda e: load_workload(None, sets + [e]))
                    for v in ("model.width=512,1024", "model.layers=6,12", "model.params=1e8,2e8",
                              "training.seq_len=1024,2048"))
-    assert sweep._vectorizable(base, sweep.parse_vary("cluster.count=1,2"), lambda e: load_workload(None, sets + [e]))
+    # its micro-batch is chosen to fit, so what changes the fit is looped too; given, it is an array
+    assert not sweep._vectorizable(base, sweep.parse_vary("cluster.count=1,2"),
+                                   lambda e: load_workload(None, sets + [e]))
+    given = load_workload(None, sets + ["training.micro_batch=8"])
+    assert sweep._vectorizable(given, sweep.parse_vary("cluster.count=1,2"),
+                               lambda e: load_workload(None, sets + ["training.micro_batch=8", e]))
     # on the default workload, naming model.params alone names a new model (no shape): looped
     default = load_workload(None, [])
     assert not sweep._vectorizable(default, sweep.parse_vary("model.params=1e8,2e8"),

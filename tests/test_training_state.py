@@ -2,9 +2,11 @@
 
 DeepSpeed's estimators (deepspeed/runtime/zero/stage_1_and_2.py and stage3.py,
 functions estimate_zero2_model_states_mem_needs and estimate_zero3_model_states_mem_needs,
-documented in DeepSpeed's "Memory Requirements" page), without offload, written out here:
+documented in DeepSpeed's "Memory Requirements" page), without offload, as DeepSpeed 0.19.8's
+source writes them (read from its sdist; unchanged since 0.16, where zero2's 4 P + 16 P / n
+became 2 P + 18 P / n):
 
-    zero2: gpu_mem = 4 * total_params + int(16 * total_params / total_gpus)
+    zero2: gpu_mem = 2 * total_params + int(18 * total_params / total_gpus)
     zero3: gpu_mem = 4 * largest_layer_params + int(18 * total_params / total_gpus)
 """
 
@@ -16,7 +18,7 @@ from trainplan.accounts import training_state as ts
 
 
 def deepspeed_zero2_gpu(total_params: int, total_gpus: int) -> int:
-    return 4 * total_params + int(16 * total_params / total_gpus)
+    return 2 * total_params + int(18 * total_params / total_gpus)
 
 
 def deepspeed_zero3_gpu(total_params: int, largest_layer_params: int, total_gpus: int) -> int:
@@ -41,14 +43,23 @@ def test_zero3_matches_deepspeed(params, largest, n):
 
 
 def test_zero1_and_none_by_hand():
-    """Baseline 16 P (ZeRO paper §3). Stage 1 as DeepSpeed runs it (stage_1_and_2.py, one optimizer
-    for stages 1 and 2, with the fp32 gradient partition): 4 P + 16 P / n, the ZeRO paper's
-    Pos = 4 P + 12 P / n plus the 4-byte fp32 gradient partition."""
+    """Baseline 16 P (ZeRO paper §3). Stage 1 as DeepSpeed estimates it (stage_1_and_2.py, one optimizer
+    and one estimator for stages 1 and 2): 2 P + 18 P / n."""
     p, n = 7.5e9, 64
     r = ts.recipe("mixed_fp32_master")
     assert ts.sharded(p, r, "none", n).total == 16 * p
-    assert ts.sharded(p, r, "zero1", n).total == pytest.approx(4 * p + 12 * p / n + 4 * p / n)
+    assert ts.sharded(p, r, "zero1", n).total == pytest.approx(2 * p + (2 + 4 + 4 + 8) * p / n)
     assert ts.sharded(p, r, "zero1", n).total == pytest.approx(deepspeed_zero2_gpu(int(p), n), rel=1e-9)
+
+
+def test_fp32_master_gradients_recipe_by_hand():
+    """bf16 + fp32 master weights and gradients: 2 + 2 + 4 + 4 + 8 = 20 bytes a parameter; under ZeRO
+    the fp32 gradient partition is that master gradient (DeepSpeed's 18 P / n, not 22)."""
+    p, n = 1e9, 8
+    r = ts.recipe("bf16_fp32_master_grads")
+    assert ts.sharded(p, r, "none", n).total == 20 * p
+    assert ts.sharded(p, r, "zero2", n).total == pytest.approx(deepspeed_zero2_gpu(int(p), n), rel=1e-9)
+    assert ts.sharded(p, r, "fsdp", n).total == pytest.approx(20 * p / n)
 
 
 def test_recipes_by_hand():
@@ -56,8 +67,51 @@ def test_recipes_by_hand():
     assert ts.recipe("mixed_fp32_master").total * p == 16 * p
     assert ts.recipe("autocast_fp32").total * p == (4 + 4 + 8) * p
     assert ts.recipe("pure_bf16").total * p == (2 + 2 + 4) * p
-    assert ts.recipe("adam_8bit").total * p == (2 + 2 + 4 + 2) * p
+    assert ts.recipe("adam_8bit").total * p == (2 + 2 + 4 + 2 + 8 / 256) * p
     assert ts.recipe("sgd_momentum").total * p == (2 + 2 + 4 + 4) * p
+    assert ts.recipe("bf16_fp32_master_grads").total * p == (2 + 2 + 4 + 4 + 8) * p
+    assert ts.recipe("fp8_te").total * p == (2 + 1 + 1 + 4 + 4 + 8) * p
+
+
+# ---------------------------------------------------------------- a real optimizer step on CPU
+
+
+def _state_bytes_after_a_step(weights_dtype: str, autocast: bool, fp32_master: bool) -> tuple[float, int]:
+    """Bytes of every tensor a training step keeps past the step (weights, gradients, master copy and
+    its gradients, optimizer state), distinct storages once; and the parameter count."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.AutoConfig.for_model("llama", vocab_size=64, hidden_size=32, intermediate_size=48,
+                                            num_hidden_layers=1, num_attention_heads=2)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).to(getattr(torch, weights_dtype))
+    params = list(model.parameters())
+    master = [p.detach().float().clone().requires_grad_(True) for p in params] if fp32_master else params
+    opt = torch.optim.AdamW(master, lr=1e-3)
+    ids = torch.randint(0, 64, (1, 8))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    if fp32_master:
+        for m, p in zip(master, params):
+            m.grad = p.grad.float()
+    opt.step()
+    tensors = [*params, *(p.grad for p in params), *(m for m in master if fp32_master),
+               *(m.grad for m in master if fp32_master),
+               *(v for s in opt.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0)]
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+    return float(sum(storages.values())), sum(p.numel() for p in params)
+
+
+@pytest.mark.parametrize("name,weights,autocast,master", [
+    ("pure_bf16", "bfloat16", False, False),
+    ("autocast_fp32", "float32", True, False),  # what HF Trainer's bf16=True runs over fp32 weights
+    ("bf16_fp32_master_grads", "bfloat16", False, True),
+])
+def test_recipe_equals_a_real_adamw_step(name: str, weights: str, autocast: bool, master: bool) -> None:
+    measured, p = _state_bytes_after_a_step(weights, autocast, master)
+    assert ts.sharded(p, ts.recipe(name), "none", 1).total == pytest.approx(measured, rel=1e-9)
 
 
 def test_fsdp_by_hand():
@@ -79,8 +133,13 @@ def test_lora_and_qlora_state_by_hand():
     lora = ts.lora_state(base, adapters, r, "lora")
     assert lora.total == pytest.approx(2 * base + 16 * adapters)  # frozen bf16, no grads or moments
     qlora = ts.lora_state(base, adapters, r, "qlora")
-    # NF4: 4 bits a weight plus one fp32 absmax per block of 64
-    assert qlora.total == pytest.approx((0.5 + 4 / 64) * base + 16 * adapters)
+    # NF4 with double quantisation: 4 bits a weight, a 1-byte absmax per block of 64, an fp32 scale per
+    # 256 absmax values
+    assert qlora.total == pytest.approx((0.5 + 1 / 64 + 4 / (64 * 256)) * base + 16 * adapters)
+    # the embedding and the untied head (32000 x 4096 each) stay bf16
+    kept = 2 * 32000 * 4096
+    qlora = ts.lora_state(base, adapters, r, "qlora", kept)
+    assert qlora.total == pytest.approx((0.5 + 1 / 64 + 4 / 16384) * (base - kept) + 2 * kept + 16 * adapters)
     assert ts.lora_flops_per_token(1e9, 1e7) == 4e9 + 6e7
 
 
@@ -160,3 +219,36 @@ def test_plan_hfu_and_mfu_give_the_same_time_when_consistent(tmp_path):
     attn_fwd = 4 * L * d_attn * S
     assert c["flops_per_token_model"] == pytest.approx(6 * n + 3 * attn_fwd)
     assert c["flops_per_token_executed"] == pytest.approx(6 * n + 1.5 * attn_fwd + 2 * (n - head) + 0.5 * attn_fwd)
+
+
+def test_qlora_bytes_per_weight_equal_bitsandbytes_double_quantisation():
+    """bitsandbytes' own NF4 quantisation with double quantisation (what QLoRA's Linear4bit stores, on
+    CPU): packed 4-bit values, a uint8 absmax per block of 64, an fp32 absmax per 256 of those, and per
+    tensor the two code tables and an offset. Per weight of a 4096 x 4096 matrix, against the recipe."""
+    torch = pytest.importorskip("torch")
+    functional = pytest.importorskip("bitsandbytes.functional")
+    w = torch.randn(4096 * 4096, dtype=torch.bfloat16)
+    packed, state = functional.quantize_4bit(w, blocksize=64, compress_statistics=True, quant_type="nf4")
+    assert (state.blocksize, state.state2.blocksize) == (64, 256)
+    per_weight = [packed, state.absmax, state.state2.absmax]
+    measured = sum(t.numel() * t.element_size() for t in per_weight) / w.numel()
+    assert ts.frozen_bytes_per_param("qlora") == pytest.approx(measured, rel=1e-12)
+    assert ts.frozen_bytes_per_param("qlora") == pytest.approx(0.5 + 1 / 64 + 4 / (64 * 256))
+    # per tensor, whatever its size: the NF4 and the absmax code tables (16 and 256 fp32) and an fp32
+    # offset, 1,092 bytes, 0.013 % of this matrix (left out of the per-weight figure)
+    per_tensor = sum(t.numel() * t.element_size() for t in (state.code, state.state2.code, state.offset))
+    assert per_tensor == (16 + 256 + 1) * 4
+
+
+def test_adam_8bit_moments_equal_a_bitsandbytes_step():
+    """bitsandbytes' Adam8bit after one real step on CPU: the moments' bytes per parameter of a
+    4096 x 1024 bf16 matrix (the two per-tensor code tables apart) are the recipe's."""
+    torch = pytest.importorskip("torch")
+    optim = pytest.importorskip("bitsandbytes.optim")
+    w = torch.nn.Parameter(torch.zeros(4096 * 1024, dtype=torch.bfloat16))
+    opt = optim.Adam8bit([w], lr=1e-3)
+    w.grad = torch.ones_like(w)
+    opt.step()
+    state = {k: v for k, v in opt.state[w].items() if torch.is_tensor(v) and k not in ("qmap1", "qmap2")}
+    measured = sum(v.numel() * v.element_size() for v in state.values()) / w.numel()
+    assert ts.recipe("adam_8bit").moments == pytest.approx(measured, rel=1e-12)

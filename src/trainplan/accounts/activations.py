@@ -19,6 +19,11 @@ Outside the layers: token ids, the final norm, the head's input, the loss's fp32
 log-softmax (4 V bytes a token), the int64 labels, rotary tables and position ids;
 the bf16 logits the model returns are held too (a V) and are reported beside them.
 
+A family without traits here (Falcon, Gemma, Phi-3, Qwen2-MoE, Qwen3, StableLM, DeepSeek, ...) is
+counted from its own code instead: measure/trace.py traces the real module on the meta device and
+``ActivationShape.traced`` carries the result (planning/model_terms._shape); without torch and
+transformers such a family is refused with the command that installs them.
+
 Recomputation: ``none``; ``selective`` re-runs the attention core (the S^2 tensors
 and the log-sum-exp are not kept), consistently with compute.recompute_flops;
 ``full`` keeps one hidden state per layer plus one layer's tensors while that layer
@@ -36,6 +41,7 @@ from typing import Any
 from trainplan.errors import UserError
 
 FP32_BYTES = 4.0  # IEEE 754 single precision
+INT64_BYTES = 8.0  # torch.int64 indices
 ATTENTION_KINDS = ("sdpa", "flash", "eager")
 RECOMPUTE_KINDS = ("none", "selective", "full")
 
@@ -66,6 +72,8 @@ class ActivationShape:
     rotary_dim: int | None = None  # rotary width per head; None: the whole head (when the family is rotary)
     mlp: str | None = None  # an MLP kind of the catalogue; None: the family's
     norm: str | None = None  # a norm kind of the catalogue; None: the family's
+    experts: int = 1  # routed experts per layer (the router keeps a logit for each)
+    traced: Any = None  # a measure/trace.ActivationTrace of the real module: used instead of the formulas
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,12 @@ def _norm_bytes(kind: str, d: int, a: float) -> tuple[float, float]:
 def layer_bytes_per_token(shape: ActivationShape, seq_len: int, attention: str = "sdpa",
                           bytes_per_value: float = 2.0, attention_dropout: bool = False,
                           hidden_dropout: bool = False, mask_bytes: float | None = None) -> LayerBytes:
-    """Bytes one layer keeps per token, without recomputation (see the module docstring)."""
+    """Bytes one layer keeps per token, without recomputation (see the module docstring); for a traced
+    shape, the mean traced layer's parts (the trace's own dropout settings)."""
+    if shape.traced is not None:
+        parts = shape.traced.parts_per_token(seq_len)
+        return LayerBytes(*(parts[p] for p in ("norms", "linear_inputs", "attention", "attention_scores", "mlp",
+                                               "hidden_dropout", "attention_dropout")))
     t = traits_table()
     if shape.family not in t["family"]:
         raise UserError("model.family", f"one of {', '.join(t['family'])} for the activation account, "
@@ -139,12 +152,24 @@ def layer_bytes_per_token(shape: ActivationShape, seq_len: int, attention: str =
         core += a * (hk + 2 * gk) - a * gk
     scores = 0.0
     if attention == "eager":
+        upcast = fam["eager_softmax_fp32"] and a < FP32_BYTES  # in fp32 there is no cast back, no copy
         softmax = FP32_BYTES if fam["eager_softmax_fp32"] else a
-        scores = att["scores_per_head"] * h * s * (softmax + (a if fam["eager_softmax_fp32"] else 0.0))
+        scores = att["scores_per_head"] * h * s * (softmax + (a if upcast else 0.0))
     mlp_kind = shape.mlp or fam["mlp"]
     if mlp_kind not in t["mlp"]:
         raise UserError("model.mlp", f"one of {', '.join(t['mlp'])}, got {mlp_kind!r}")
-    mlp = t["mlp"][mlp_kind]["ffn_widths"] * a * f * shape.experts_per_token
+    kind = t["mlp"][mlp_kind]
+    k = shape.experts_per_token
+    mlp = kind["ffn_widths"] * a * f * k
+    if kind.get("routed", False):
+        # transformers >= 5 runs a layer's experts as grouped matmuls over the k routed copies of each
+        # token: per copy, the gathered input and the weighted output (a d each), an fp32 routing weight
+        # and int64 sort indices; the router keeps fp32 logits over the E experts and its top-k picks
+        mlp += k * (kind["width_copies_per_route"] * a * d + kind["fp32_per_route"] * FP32_BYTES
+                    + kind["int64_per_route"] * INT64_BYTES)
+        mlp += (kind["router_fp32_per_expert"] * FP32_BYTES * shape.experts + kind["router_fp32_per_token"]
+                * FP32_BYTES + k * (kind["router_fp32_per_pick"] * FP32_BYTES + kind["router_int64_per_pick"]
+                                    * INT64_BYTES))
     hidden = 2 * d * mask if hidden_dropout else 0.0
     # sdpa/flash drop inside the kernel and keep only the RNG state
     in_core = h * s * (mask + a) if attention_dropout and attention == "eager" else 0.0
@@ -194,6 +219,8 @@ def activation_account(shape: ActivationShape, micro_batch: int, seq_len: int, a
     """Activation bytes of one micro-batch of b sequences of S tokens on one device (no model parallelism)."""
     if recompute not in RECOMPUTE_KINDS:
         raise UserError("training.recompute", f"one of {', '.join(RECOMPUTE_KINDS)}, got {recompute!r}")
+    if shape.traced is not None:
+        return traced_account(shape, micro_batch, seq_len, bytes_per_value, recompute, logits_bytes_per_value)
     layer = layer_bytes_per_token(shape, seq_len, attention, bytes_per_value, attention_dropout=dropout,
                                   hidden_dropout=dropout, mask_bytes=mask_bytes)
     tokens = micro_batch * seq_len
@@ -219,6 +246,46 @@ def activation_account(shape: ActivationShape, micro_batch: int, seq_len: int, a
     return ActivationAccount(layer.total, kept, layers_bytes, outside, logits, layers_bytes + outside + logits, parts)
 
 
+def traced_account(shape: ActivationShape, micro_batch: int, seq_len: int, bytes_per_value: float,
+                   recompute: str, logits_bytes_per_value: float | None = None) -> ActivationAccount:
+    """The account of a family the formulas do not cover, from the trace of its real module
+    (measure/trace.py: bytes per token alpha + beta S of every layer, heterogeneous layers each as
+    built, and outside the layers). Recomputation as for the formulas: selective drops each layer's
+    S-growing attention tensors and its attention dropout; full keeps one hidden state (a d) per
+    layer plus the largest layer while it re-runs. The trace was taken at its own micro-batch and
+    precision, which the caller matches to the plan's."""
+    tr = shape.traced
+    per_layer = tr.layer_bytes_per_token(seq_len)
+    parts = tr.parts_per_token(seq_len)
+    layer = LayerBytes(*(parts[p] for p in ("norms", "linear_inputs", "attention", "attention_scores", "mlp",
+                                             "hidden_dropout", "attention_dropout")))
+    tokens = micro_batch * seq_len
+    mean = sum(per_layer) / max(len(per_layer), 1)
+    if recompute == "none":
+        kept = mean
+        layers_bytes = tokens * sum(per_layer)
+    elif recompute == "selective" and tr.selective_layers:
+        # traced with every attention core checkpointed; the layer running its backward holds its core again
+        kept_layers = tr.selective_bytes_per_token(seq_len)
+        kept = sum(kept_layers) / max(len(kept_layers), 1)
+        layers_bytes = tokens * (sum(kept_layers) + max((n - k for n, k in zip(per_layer, kept_layers)), default=0.0))
+    elif recompute == "selective":
+        dropped = layer.attention_scores + layer.attention_dropout
+        kept = mean - dropped
+        layers_bytes = tokens * (sum(per_layer) - len(per_layer) * dropped + dropped)
+    else:
+        # the hidden state each checkpoint keeps: fp32 under autocast (the residual stream stays fp32)
+        hidden = FP32_BYTES if tr.precision in ("fp32", "autocast") else bytes_per_value
+        kept = hidden * shape.width
+        layers_bytes = tokens * (len(per_layer) * kept + max(per_layer, default=0.0))
+    outside = tokens * tr.outside_bytes_per_token(seq_len) + tr.constant_bytes
+    logits = tokens * shape.vocab * (tr.logits_bytes_per_value if logits_bytes_per_value is None
+                                     else logits_bytes_per_value)
+    return ActivationAccount(mean, kept, layers_bytes, outside, logits, layers_bytes + outside + logits,
+                             {p: getattr(layer, p) for p in ("norms", "linear_inputs", "attention", "attention_scores",
+                                                             "mlp", "hidden_dropout", "attention_dropout")})
+
+
 # GPT-2 and GPT-NeoX name their activation; these are the catalogue's MLP kinds for them
 # (transformers activations.py: "gelu" is torch's exact GELU, "gelu_new" the tanh form in Python ops).
 HF_ACTIVATION_TO_MLP = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu"}
@@ -239,4 +306,5 @@ def shape_from_hf_config(config: dict[str, Any]) -> ActivationShape:
         pct = config.get("rotary_pct", config.get("partial_rotary_factor", NEOX_DEFAULT_ROTARY_PCT))
         rotary_dim = int(count.head_dim * pct)
     return ActivationShape(count.family, count.layers, count.width, count.ffn_width, count.heads, count.kv_heads,
-                           count.head_dim, count.vocab, count.experts_per_token, rotary_dim, mlp)
+                           count.head_dim, count.vocab, count.experts_per_token, rotary_dim, mlp,
+                           experts=count.experts)

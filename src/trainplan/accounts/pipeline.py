@@ -39,12 +39,16 @@ def tokens_per_frame(side: Any, patch: Any) -> Any:
     return np.floor(np.asarray(side, dtype=np.float64) / np.asarray(patch, dtype=np.float64)) ** 2
 
 
-def decoded_per_used(access: str, gop: Any) -> Any:
+def decoded_per_used(access: str, gop: Any, random_decodes: Any = None) -> Any:
     """g: frames decoded per frame used. In order: 1. Random access with a keyframe every G
-    frames lands, on average, halfway into a group: (G + 1) / 2. Pre-decoded frames: 0."""
+    frames lands, on average, halfway into a group: (G + 1) / 2; with GOPs of varying length the
+    measured `random_decodes` (frame-weighted over the GOPs: (sum G^2 / sum G + 1) / 2, data inspect)
+    replaces it. Pre-decoded frames: 0."""
     if access == "sequential":
         return np.ones_like(np.asarray(gop, dtype=float))
     if access == "random":
+        if random_decodes is not None:
+            return np.asarray(random_decodes, dtype=float) + 0.0 * np.asarray(gop, dtype=float)
         return (np.asarray(gop, dtype=float) + 1.0) / 2.0
     if access == "decoded":
         return np.zeros_like(np.asarray(gop, dtype=float))
@@ -57,8 +61,9 @@ def demand_fps(mfu: Any, peak_flops: Any, params: Any, tokens_per_frame_: Any,
     return mfu * peak_flops / (flops_per_param_token * params * tokens_per_frame_)
 
 
-def rate_at_size(rate_1080p: Any, width: Any, height: Any) -> Any:
-    """Decoder cost is proportional to pixels: a rate at 1080p scales by 1920·1080 / (W H)."""
+def rate_at_size(rate_1080p: Any, width: Any, height: Any = 1.0) -> Any:
+    """Decoder cost is proportional to pixels: a rate at 1080p scales by 1920·1080 / (W H) (`width` may be
+    the pixels of a frame with `height` 1)."""
     return rate_1080p * REFERENCE_PIXELS / (np.asarray(width, dtype=float) * height)
 
 
@@ -140,7 +145,8 @@ class PipelineArrays(Mapping[str, Any]):
                  core_fps_1080p: Any, nvdec: Any, video_decoders: Any, nvdec_fps_1080p: Any, link: Any,
                  host_to_device: Any, width: Any, height: Any, fps: Any, cameras: Any, bitrate: Any, gop: Any,
                  side: Any, patch: Any, bytes_per_token: Any, tokenizer_rate: Any, tokenize_online: bool,
-                 prefetch: bool, flops_per_param_token: float, loader_cpu_per_frame: Any = 0.0) -> None:
+                 prefetch: bool, flops_per_param_token: float, loader_cpu_per_frame: Any = 0.0,
+                 random_decodes: Any = None, pixels_per_frame: Any = None) -> None:
         f = np.float64
         self.video, self.access, self.prefetch = kind == "video", access, prefetch
         self.params, self.mfu, self.peak_flops, self.cores = (np.asarray(x, f) for x in (params, mfu, peak_flops,
@@ -153,6 +159,7 @@ class PipelineArrays(Mapping[str, Any]):
             tokenize_online
         self.flops_per_param_token = flops_per_param_token
         self.loader_cpu_per_frame = loader_cpu_per_frame
+        self.random_decodes, self.pixels_per_frame = random_decodes, pixels_per_frame
 
     # ---- the Mapping: figure name -> value, computed on first read
     def __getitem__(self, name: str) -> Any:
@@ -175,10 +182,14 @@ class PipelineArrays(Mapping[str, Any]):
 
     @cached_property
     def decoded_per_used(self) -> Any:
-        return decoded_per_used(self.access, self.gop) if self.video else np.zeros_like(self.params)
+        return decoded_per_used(self.access, self.gop, self.random_decodes) if self.video \
+            else np.zeros_like(self.params)
 
     @cached_property
     def _frame_pixels(self) -> Any:
+        """Pixels of a frame: W H, or the measured mean of a mixed-size corpus (data.pixels_per_frame)."""
+        if self.pixels_per_frame is not None:
+            return np.asarray(self.pixels_per_frame, np.float64) + 0.0 * self.width
         return self.width * self.height
 
     @cached_property
@@ -195,7 +206,7 @@ class PipelineArrays(Mapping[str, Any]):
     @cached_property
     def core_fps(self) -> Any:
         if self.video:
-            return rate_at_size(self.core_fps_1080p, self.width, self.height)
+            return rate_at_size(self.core_fps_1080p, self._frame_pixels)
         return np.full_like(self.params, np.nan)
 
     @cached_property
@@ -206,7 +217,7 @@ class PipelineArrays(Mapping[str, Any]):
 
     @cached_property
     def _engine_fps(self) -> Any:
-        return rate_at_size(self.nvdec_fps_1080p, self.width, self.height)
+        return rate_at_size(self.nvdec_fps_1080p, self._frame_pixels)
 
     @property
     def _hand_over(self) -> bool:
@@ -402,8 +413,10 @@ def pipeline_arrays(**kwargs: Any) -> PipelineArrays:
     number, or an array broadcast over the arguments it reads. Arguments (by keyword): kind,
     access, params, mfu, peak_flops, cores, core_fps_1080p, nvdec, video_decoders, nvdec_fps_1080p,
     link, host_to_device, width, height, fps, cameras, bitrate, gop, side, patch, bytes_per_token,
-    tokenizer_rate, tokenize_online, prefetch, flops_per_param_token, and loader_cpu_per_frame (seconds
-    of a core per frame used besides decoding, default 0; planning/inputs.py builds them).
+    tokenizer_rate, tokenize_online, prefetch, flops_per_param_token, loader_cpu_per_frame (seconds
+    of a core per frame used besides decoding, default 0), random_decodes (frames decoded per frame used
+    at random access, default (gop + 1) / 2) and pixels_per_frame (default width x height);
+    planning/inputs.py builds them.
 
     Capacities are in tokens/s per accelerator; `bottleneck_index` indexes BOTTLENECKS.
     """
@@ -505,10 +518,41 @@ def cached_fraction(cache_size: Any, dataset_size: Any) -> Any:
     return np.clip(f, 0.0, 1.0)
 
 
+CACHE_ORDERS = ("shuffle", "fixed", "sharded", "uniform")
+
+
+def lru_hit_ratio(order: str, fraction: Any) -> Any:
+    """h: the share of an epoch's reads an LRU cache holding a fraction f of the data serves, in steady state
+    (every epoch after the first), by the order the loader reads in:
+
+    - uniform (each read an independent uniform draw, with replacement): h = f (the independent reference
+      model: every item is equally likely to be among the f N most recent);
+    - shuffle (a fresh permutation each epoch): an item read at position u N of one epoch (u uniform) is
+      read again at v N of the next; in between come the (1 - u) N items after it and the v N before its
+      next read, which overlap as two independent random sets, so 1 - (1 - (1 - u))(1 - v) = 1 - u (1 - v)
+      of the data; it hits when that is below f: h = P(u (1 - v) > 1 - f) = f + (1 - f) ln(1 - f)
+      (0.153 at f = 0.5);
+    - sharded (shards streamed whole, their order shuffled each epoch): the same at shard granularity;
+    - fixed (the same order every epoch): each item's previous read is a whole epoch back, so LRU has
+      evicted it whenever the cache is smaller than the data: h = 0 for f < 1.
+
+    Every order gives h = 1 at f = 1 (everything cached after the first epoch)."""
+    f = np.clip(np.asarray(fraction, float), 0.0, 1.0)
+    if order == "uniform":
+        return f
+    if order in ("shuffle", "sharded"):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rest = 1.0 - f
+            return np.where(rest > 0, f + rest * np.log(np.where(rest > 0, rest, 1.0)), 1.0)
+    if order == "fixed":
+        return np.where(f >= 1.0, 1.0, 0.0)
+    raise ValueError(f"unknown access order {order!r}; expected one of {', '.join(CACHE_ORDERS)}")
+
+
 def cached_read_rate(remote_rate: Any, cache_rate: Any, fraction: Any) -> Any:
-    """The read stage's rate with a fraction f of the bytes served from a cache:
-    R = 1 / (f / R_cache + (1 - f) / R_remote) (every byte costs the time of the place it comes
-    from: the effective-access-time mix). f = 0 gives R_remote, f = 1 gives R_cache."""
+    """The read stage's rate with a fraction h of the bytes served from a cache (the hit ratio):
+    R = 1 / (h / R_cache + (1 - h) / R_remote) (every byte costs the time of the place it comes
+    from: the effective-access-time mix). h = 0 gives R_remote, h = 1 gives R_cache."""
     f = np.asarray(fraction, float)
     return 1.0 / (f / np.asarray(cache_rate, float) + (1.0 - f) / np.asarray(remote_rate, float))
 
@@ -526,20 +570,25 @@ def dataset_bytes(*, kind: str, access: str, hours: Any, cameras: Any, fps: Any,
 
 
 def cache_what_if(inputs: dict[str, Any], *, cache_size: float, dataset_size: float, cache_rate: float,
-                  remote_rate: float, fractions: tuple[float, ...] = CACHE_FRACTIONS) -> dict[str, Any]:
+                  remote_rate: float, fractions: tuple[float, ...] = CACHE_FRACTIONS,
+                  order: str = "shuffle") -> dict[str, Any]:
     """Busy fraction and binding stage with 0-100 % of the dataset cached (`inputs`: the keyword
-    arguments of `pipeline_arrays`, whose `link` is replaced by the mixed read rate)."""
+    arguments of `pipeline_arrays`, whose `link` is replaced by the mixed read rate at the hit ratio
+    of an LRU cache in the loader's `order`, lru_hit_ratio)."""
     fr = np.asarray(fractions, float)
-    rates = cached_read_rate(remote_rate, cache_rate, fr)
+    hits = lru_hit_ratio(order, fr)
+    rates = cached_read_rate(remote_rate, cache_rate, hits)
     a = pipeline_arrays(**{**inputs, "link": rates})
     busy = np.broadcast_to(a["busy"], fr.shape)
     index = np.broadcast_to(a["bottleneck_index"], fr.shape)
     f = float(cached_fraction(cache_size, dataset_size))
+    h = float(lru_hit_ratio(order, f))
     return {
         "cache_size": float(cache_size), "dataset_size": float(dataset_size), "cached_fraction": f,
+        "order": order, "hit_ratio": h,
         "cache_rate": float(cache_rate), "remote_rate": float(remote_rate),
-        "read_rate": float(cached_read_rate(remote_rate, cache_rate, f)),
-        "by_cached_fraction": [{"cached_fraction": float(x), "read_rate": float(r), "busy": float(b),
-                                "bottleneck": BOTTLENECKS[int(i)]}
-                               for x, r, b, i in zip(fr, rates, busy, index)],
+        "read_rate": float(cached_read_rate(remote_rate, cache_rate, h)),
+        "by_cached_fraction": [{"cached_fraction": float(x), "hit_ratio": float(hh), "read_rate": float(r),
+                                "busy": float(b), "bottleneck": BOTTLENECKS[int(i)]}
+                               for x, hh, r, b, i in zip(fr, hits, rates, busy, index)],
     }

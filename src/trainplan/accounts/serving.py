@@ -4,6 +4,10 @@
   int4 0.5; docs/parameter-counts.md, catalogue/dtypes.toml).
 - KV cache: 2 (K and V) x L x kv_heads x head_dim x bytes per element, per token per
   sequence; grouped-query attention stores kv_heads < heads. Per sequence: that x context.
+  With a config.json the count reads the cache layer by layer (kv_bytes_per_sequence): a
+  sliding-window layer keeps at most W - 1 tokens (Mistral-7B v0.1; Gemma-2/3's alternating
+  layers), DeepSeek's multi-head latent attention keeps kv_lora_rank + qk_rope_head_dim values a
+  token; kv_bytes_per_token is then the mean a token adds at the context served.
 - The largest batch that fits: (usable memory - weights) / KV bytes per sequence.
 - Decode throughput at batch B, per replica of n devices: one step generates one token per
   sequence and costs 2 P B FLOP (docs/accounts.md; P the active parameters of a mixture of experts) and reads the weights once plus the KV cache of the
@@ -91,6 +95,17 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: float, bytes_per_el
     return KV_TENSORS * layers * kv_heads * head_dim * bytes_per_element
 
 
+def kv_bytes_per_sequence(kv_layers: Sequence[tuple[int, int | None]], context: int,
+                          bytes_per_element: float) -> float:
+    """KV-cache bytes of one sequence of `context` tokens, layer by layer: values a token adds x the
+    tokens the layer keeps, min(context, cap) for a sliding-window layer (cap = W - 1 between steps),
+    all of them otherwise (workload/params.py kv_layout_of_config: windows, MLA's compressed latent)."""
+    require_positive("serving.context", context)
+    require_positive("kv bytes per element", bytes_per_element)
+    return bytes_per_element * sum(values * (context if cap is None else min(context, cap))
+                                   for values, cap in kv_layers)
+
+
 # ---------------------------------------------------------------- one serving configuration
 
 
@@ -109,6 +124,9 @@ class ServedModel:
     kv_missing: str = ""  # what is missing to size the KV cache; "" when the shape is known
     heads: int | None = None  # query heads: a replica's tensor degree must divide them
     width: int | None = None  # hidden width: the bytes of a decode step's tensor-parallel all-reduces
+    # per layer (values a token adds, tokens kept or None): sliding windows and compressed (MLA) caches;
+    # None: every layer keeps 2 kv_heads head_dim values for every token
+    kv_layers: tuple[tuple[int, int | None], ...] | None = None
 
     @property
     def kv_known(self) -> bool:
@@ -225,9 +243,13 @@ def estimate_serving(
     kv_token: float | None = None
     kv_seq_known: float | None = None
     if model.kv_known:
-        kv_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim,  # type: ignore[arg-type]
-                                      dtypes.bytes_per_element(kv_dtype))
-        kv_seq_known = kv_token * context
+        if model.kv_layers:
+            kv_seq_known = kv_bytes_per_sequence(model.kv_layers, context, dtypes.bytes_per_element(kv_dtype))
+            kv_token = kv_seq_known / context  # the mean a token adds at this context
+        else:
+            kv_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim,  # type: ignore[arg-type]
+                                          dtypes.bytes_per_element(kv_dtype))
+            kv_seq_known = kv_token * context
     elif batch is None:
         raise UserError("serving.batch", "a batch: without a shape the KV cache, which sets the largest "
                         "batch that fits, is unknown")

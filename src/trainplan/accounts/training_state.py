@@ -1,21 +1,26 @@
 """Persistent training state per device: named recipes, ZeRO 1/2/3, FSDP, LoRA and QLoRA (issue 12).
 
 Per parameter, bytes (catalogue/state_recipes.toml): w weights, g gradients, m fp32 master,
-o optimizer moments, p the precision of the gradient partition ZeRO-2/3 keep. Over n
-data-parallel devices, P parameters, P_layer the largest layer's parameters:
+q fp32 master gradients (the copy an fp32 optimizer steps on, where the recipe keeps one),
+o optimizer moments, p the precision of the gradient partition ZeRO keeps for the optimizer.
+Over n data-parallel devices, P parameters, P_layer the largest layer's parameters:
 
-    no sharding   (w + g + m + o) P
-    ZeRO-1, -2    (w + g) P + (m + o + p) P / n      DeepSpeed: 4 P + 16 P / n for mixed Adam
-                  (the ZeRO paper's 4 P + 12 P / n for stage 1 leaves out the fp32 gradient partition)
-    ZeRO-3        (w + p + m + o) P / n + 4 P_layer  DeepSpeed: 18 P / n + 4 P_layer
-    FSDP          (w + g + m + o) P / n + u w P_layer (u units unsharded at once)
+    no sharding   (w + g + m + q + o) P
+    ZeRO-1, -2    w P + (g + p + m + o) P / n       DeepSpeed 0.19.8: 2 P + 18 P / n for mixed Adam
+    ZeRO-3        (w + p + m + o) P / n + 4 P_layer  DeepSpeed 0.19.8: 18 P / n + 4 P_layer
+    FSDP          (w + g + m + q + o) P / n + u w P_layer (u units unsharded at once)
+
+The ZeRO lines are DeepSpeed's own estimators, no offload (estimate_zero2_model_states_mem_needs
+in runtime/zero/stage_1_and_2.py, which serves stages 1 and 2, and estimate_zero3_model_states_
+mem_needs in stage3.py, as of DeepSpeed 0.16 through 0.19.8): their 18 is 2 (16-bit gradients,
+partitioned) + 4 (fp32 gradient partition) + 4 (fp32 master) + 8 (Adam moments); DeepSpeed 0.14
+and older wrote 4 P + 16 P / n (16-bit gradients unpartitioned). The fp32 gradient partition is
+the master gradient there, so q is not added again under ZeRO.
 
 P_layer is, for ZeRO-3, the module with the most parameters of its own (DeepSpeed's
-largest_layer_params: usually the embedding), for FSDP one wrapped decoder block.
-The ZeRO-2 and ZeRO-3 lines are DeepSpeed's own estimators (estimate_zero2/zero3_model_
-states_mem_needs, no offload) written with the recipe's bytes. LoRA keeps the frozen
-weights at their dtype (NF4 for QLoRA) with no gradients or moments, and the recipe's full
-state for the adapters only.
+largest_layer_params: the embedding, the head, or a layer's fused experts module), for FSDP one
+wrapped decoder block. LoRA keeps the frozen weights at their dtype (NF4 for QLoRA) with no
+gradients or moments, and the recipe's full state for the adapters only.
 """
 
 from __future__ import annotations
@@ -49,10 +54,11 @@ class Recipe:
     moments: float
     grad_partition: float
     source: str
+    master_grads: float = 0.0  # fp32 gradient copy the optimizer steps on (0 where it reads g)
 
     @property
     def total(self) -> float:
-        return self.weights + self.grads + self.master + self.moments
+        return self.weights + self.grads + self.master + self.master_grads + self.moments
 
 
 def recipe(name: str) -> Recipe:
@@ -61,7 +67,11 @@ def recipe(name: str) -> Recipe:
         raise UserError("training.state_recipe", f"one of {', '.join(recipes)}, got {name!r}")
     r = recipes[name]
     return Recipe(name, float(r["weights"]), float(r["grads"]), float(r["master"]), float(r["moments"]),
-                  float(r["grad_partition"]), r["source"])
+                  float(r["grad_partition"]), r["source"], float(r.get("master_grads", 0.0)))
+
+
+def recipes() -> tuple[str, ...]:
+    return tuple(table()["recipe"])
 
 
 def recipe_for(precision: str, optimizer: str) -> str:
@@ -93,19 +103,20 @@ def sharded(params: float, r: Recipe, sharding: str, devices: int, largest_layer
     g = table()["gathered"]
     gathered = 0.0
     if sharding == "none":
-        w, gr, opt = r.weights * params, r.grads * params, (r.master + r.moments) * params
+        w, gr, opt = r.weights * params, r.grads * params, (r.master + r.master_grads + r.moments) * params
     elif sharding in ("zero1", "zero2"):
-        # DeepSpeed runs stages 1 and 2 with one optimizer (stage_1_and_2.py): both reduce the 16-bit
-        # gradients into an fp32 partition before the step; stage 2 frees the full 16-bit gradients
-        # bucket by bucket during backward, a transient saving its estimator does not count either
-        w, gr = r.weights * params, r.grads * params
+        # DeepSpeed runs stages 1 and 2 with one optimizer (stage_1_and_2.py) and one estimator:
+        # the 16-bit weights whole, the 16-bit gradients, the fp32 gradient partition, master and
+        # moments partitioned over the n ranks (2 P + 18 P / n for mixed Adam, DeepSpeed >= 0.16)
+        w, gr = r.weights * params, r.grads * params / n
         opt = (r.master + r.moments + r.grad_partition) * params / n
     elif sharding == "zero3":
         w, gr = r.weights * params / n, r.grad_partition * params / n
         opt = (r.master + r.moments) * params / n
         gathered = g["zero3_bytes_per_layer_param"] * largest_layer_params
     else:  # fsdp
-        w, gr, opt = r.weights * params / n, r.grads * params / n, (r.master + r.moments) * params / n
+        w, gr = r.weights * params / n, r.grads * params / n
+        opt = (r.master + r.master_grads + r.moments) * params / n
         gathered = g["fsdp_units_in_flight"] * r.weights * largest_layer_params
     return StateAccount(w, gr, opt, gathered, params, 0.0)
 
@@ -120,33 +131,65 @@ def sharding_of_zero(zero: int) -> str:
 TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
+#: Fused projections a family's module holds (one matrix for several targets): "qkv" one d -> (h + 2 g) k
+#: matrix for q, k and v (Phi-3 qkv_proj, Falcon and GPT-NeoX query_key_value, GPT-2 c_attn), "gate_up"
+#: one d -> 2 f matrix for gate and up (Phi-3 gate_up_proj). A LoRA target on any of them adapts the
+#: fused matrix once, as peft does with its module name.
+FUSED_GROUPS = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}
+
+
 def lora_params_per_layer(width: int, ffn_width: int, heads: int, kv_heads: int, head_dim: int, rank: int,
-                          targets: tuple[str, ...] | list[str]) -> int:
-    """Adapter parameters of one layer: r (in + out) per adapted matrix (A is r x in, B out x r)."""
+                          targets: tuple[str, ...] | list[str], fused: tuple[str, ...] = (),
+                          gated: bool = True) -> int:
+    """Adapter parameters of one layer: r (in + out) per adapted matrix (A is r x in, B out x r).
+    `fused`: the family's fused projections (FUSED_GROUPS); `gated`: whether the MLP has a gate
+    (a plain MLP has no gate matrix to adapt)."""
     hk, gk = heads * head_dim, kv_heads * head_dim
     shapes = {"q": (width, hk), "k": (width, gk), "v": (width, gk), "o": (hk, width),
               "gate": (width, ffn_width), "up": (width, ffn_width), "down": (ffn_width, width)}
-    total = 0
     for t in targets:
         if t not in shapes:
             raise UserError("training.lora_targets", f"names among {', '.join(TARGETS)}, got {t!r}")
-        i, o = shapes[t]
-        total += rank * (i + o)
+    chosen = set(targets)
+    if not gated:
+        chosen.discard("gate")
+    total = 0
+    for group in fused:
+        members = FUSED_GROUPS[group]
+        if chosen & set(members):
+            outputs = sum(shapes[m][1] for m in members if gated or m != "gate")
+            total += rank * (width + outputs)
+        chosen -= set(members)
+    for t in TARGETS:
+        if t in chosen:
+            i, o = shapes[t]
+            total += rank * (i + o)
     return total
 
 
 def frozen_bytes_per_param(method: str) -> float:
+    """Bytes a frozen weight is kept in: bf16 for LoRA; for QLoRA, bitsandbytes' NF4 with double
+    quantisation (catalogue/state_recipes.toml [lora]): 4 bits a weight, its block's absmax quantised
+    to 8 bits (one byte per block of 64 weights), and one fp32 scale per 256 of those absmax values:
+    0.5 + 1/64 + 4/(64 x 256) = 0.515869 bytes a weight."""
     lo = table()["lora"]
     if method == "qlora":
-        return lo["frozen_bytes_nf4"] + lo["nf4_absmax_bytes"] / lo["nf4_block_size"]
+        block = lo["nf4_block_size"]
+        return (lo["frozen_bytes_nf4"] + lo["nf4_absmax_quantised_bytes"] / block
+                + lo["nf4_absmax_scale_bytes"] / (block * lo["nf4_absmax_block_size"]))
     return float(lo["frozen_bytes_bf16"])
 
 
-def lora_state(base_params: float, adapter_params: float, r: Recipe, method: str) -> StateAccount:
-    """Frozen base at its dtype, no gradient or moments; the adapters with the recipe's full state."""
+def lora_state(base_params: float, adapter_params: float, r: Recipe, method: str,
+               unquantised_params: float = 0.0) -> StateAccount:
+    """Frozen base at its dtype, no gradient or moments; the adapters with the recipe's full state.
+    QLoRA quantises the linear layers only: `unquantised_params` (the embedding, the output head,
+    norms: bitsandbytes' Linear4bit replaces nn.Linear alone, and transformers keeps lm_head out)
+    stay bf16."""
     if method not in ("lora", "qlora"):
         raise UserError("training.method", f"one of {', '.join(METHODS)}, got {method!r}")
-    frozen = frozen_bytes_per_param(method) * base_params
+    kept = unquantised_params if method == "qlora" else 0.0
+    frozen = frozen_bytes_per_param(method) * (base_params - kept) + table()["lora"]["frozen_bytes_bf16"] * kept
     return StateAccount(frozen + r.weights * adapter_params, r.grads * adapter_params,
                         (r.master + r.moments) * adapter_params, 0.0, adapter_params, base_params)
 

@@ -76,7 +76,7 @@ KNOWN_KEYS: dict[str, str] = {
 # approximation (small frames cost more per pixel, the bit rate matters too), so a
 # figure is applied only at the resolution and codec it was measured on.
 FORMAT_KEYS = ("width", "height", "codec")
-WORKLOAD_CODEC = "h264"  # docs/pipeline-and-bill.md: the workload's video is H.264 (there is no data.codec key)
+WORKLOAD_CODEC = "h264"  # the default of data.codec (workload/schema.py): a workload that names none is H.264
 
 
 @dataclass(frozen=True)
@@ -282,6 +282,8 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
             "date": date,
             "hostname": machine.get("hostname", ""),
             "cpu_model": machine.get("cpu_model", ""),
+            "machine_kind": machine_kind(machine),
+            **({"tier": v["tier"]} if "tier" in v else {}),
             "note": v.get("note", ""),
         })
     kept = [e for e in doc.get("values", []) if e.get("key") not in new_keys]
@@ -291,6 +293,81 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
            + tomli_w.dumps(_clean(doc))
     write_output(text, p, may_replace_input=True)  # regular files only, atomically, permissions kept (issue 16)
     return p
+
+
+# ---------------------------------------------------------------- where a figure applies (issue 25)
+
+# Figures of the machine's accelerator and its links: applied only to a plan of the same kind of accelerator,
+# and the network ones only at the tier they were measured on (never from a loopback between local processes).
+NETWORK_TIER = {"cluster.interconnect": "intra", "cluster.node_link": "inter"}
+DEVICE_KEYS = frozenset(NETWORK_TIER) | {"cluster.host_to_device"}
+LOOPBACK = "loopback"
+
+
+def machine_kind(machine: dict[str, Any]) -> str:
+    """What kind of machine measured: its GPU (the first torch sees), or its CPU where it has none."""
+    gpu = machine.get("gpu")
+    return f"gpu: {gpu}" if gpu else f"cpu: {machine.get('cpu_model') or 'unknown'}"
+
+
+def value_tier(key: str, probe: ProbeRecord | None, entry: CalibrationValue) -> str | None:
+    """The tier a network figure was measured on: loopback (ranks as processes of one host, over its
+    loopback), intra (ranks in one node, the accelerators' own links) or inter (one rank a node)."""
+    if key not in NETWORK_TIER:
+        return None
+    recorded = getattr(entry, "tier", None)
+    if isinstance(recorded, str):
+        return recorded
+    settings = probe.settings if probe is not None else {}
+    if settings.get("launched_by") == "local processes":
+        return LOOPBACK
+    return str(settings.get("tier", "intra"))
+
+
+def _accelerator_family(workload_doc: dict[str, Any]) -> str:
+    acc = workload_doc.get("cluster", {}).get("accelerator", "h100-sxm") if isinstance(
+        workload_doc.get("cluster", {}), dict) else "h100-sxm"
+    if isinstance(acc, dict):  # a catalogue accelerator with figures overridden keeps its name
+        name = acc.get("name")
+        return str(name).strip().lower() if isinstance(name, str) and name else "custom"
+    return str(acc).strip().lower()
+
+
+def _same_kind(kind: str, accelerator: str) -> bool:
+    """Whether a machine of `kind` (machine_kind) is the workload's accelerator: a CPU machine is a
+    cpu-core plan's; a GPU is the catalogue accelerator whose family (h100, a100, mi300x, ...) its name holds."""
+    if accelerator == "custom":
+        return False
+    family = accelerator.split("-")[0]
+    if kind.startswith("cpu:"):
+        return family == "cpu"
+    return family != "cpu" and family in kind.lower()
+
+
+def left_out(path: str | Path, workload_doc: dict[str, Any]) -> dict[str, str]:
+    """The measured values of `path` that do not apply to the workload `workload_doc` (a nested dict), each
+    with the reason in words: a device or network figure measured on another kind of machine, or a
+    network figure measured at another tier (a loopback all-reduce stands for no cluster link)."""
+    cal = parse(read_file(path), path)
+    accelerator = _accelerator_family(workload_doc)
+    out: dict[str, str] = {}
+    for entry in cal.values:
+        if entry.key not in DEVICE_KEYS:
+            continue
+        probe = cal.probes.get(entry.probe)
+        kind = getattr(entry, "machine_kind", None) or machine_kind(cal.machine if not probe else
+                                                                    {"cpu_model": probe.cpu_model, **cal.machine})
+        tier = value_tier(entry.key, probe, entry)
+        value = f"{entry.value:.3g} {entry.unit}".strip()
+        if tier == LOOPBACK:
+            out[entry.key] = (f"left out the calibration's {value}: a loopback measurement (local processes on "
+                              f"{entry.hostname or 'one host'}) stands for no cluster link")
+        elif tier is not None and tier != NETWORK_TIER[entry.key]:
+            out[entry.key] = f"left out the calibration's {value}: measured at the {tier}-node tier"
+        elif not _same_kind(kind, accelerator):
+            out[entry.key] = (f"left out the calibration's {value}: measured on {kind}, the plan is for "
+                              f"{accelerator}")
+    return out
 
 
 def _source_text(entry: dict[str, Any]) -> str:
@@ -347,16 +424,32 @@ def check_compatible(path: str | Path, workload: Any) -> None:
     if data.get("kind", "video") != "video" or data.get("access") == "decoded":
         return  # no decoder in the pipeline: the decode rate is not used
     want = {"width": int(data.get("width", 1920)), "height": int(data.get("height", 1080)),
-            "codec": WORKLOAD_CODEC}
+            "codec": _codec_name(str(data.get("codec", WORKLOAD_CODEC)))}
     for key in FORMAT_KEYS:
         got = fmt.get(key)
+        if key == "codec" and got is not None:
+            got = _codec_name(str(got))  # a probe written before codec names were the codec's (libdav1d: av1)
         if got is not None and got != want[key]:
-            where = f"data.{key}" if key != "codec" else "codec"
+            where = f"data.{key}"
             raise UserError(
                 str(path),
                 f"its decode rate was measured on {fmt.get('width')}x{fmt.get('height')} {fmt.get('codec')}, "
                 f"but the workload's {where} is {want[key]}; run `trainplan probe decode` on the workload "
                 f"({want['width']}x{want['height']} {want['codec']}) with --output to measure it")
+
+
+def _av_version() -> str:
+    try:
+        import av
+    except ImportError:  # pragma: no cover - av is a core dependency
+        return "(unknown version)"
+    return str(av.__version__)
+
+
+def _codec_name(name: str) -> str:
+    from trainplan.workload.schema import CODEC_ALIASES
+
+    return CODEC_ALIASES.get(name.strip().lower(), name.strip().lower())
 
 
 def _data_of(workload: Any) -> dict[str, Any]:
@@ -365,7 +458,7 @@ def _data_of(workload: Any) -> dict[str, Any]:
     data = getattr(workload, "data", None)
     if data is None:
         return {}
-    return {k: getattr(data, k) for k in ("kind", "width", "height", "access") if hasattr(data, k)}
+    return {k: getattr(data, k) for k in ("kind", "width", "height", "access", "codec") if hasattr(data, k)}
 
 
 def apply(doc: dict[str, Any], path: str | Path) -> dict[str, Measured]:
@@ -405,7 +498,8 @@ def decode_values(result: dict[str, Any]) -> list[dict[str, Any]]:
 def decode_files_values(result: dict[str, Any]) -> list[dict[str, Any]]:
     """From `probe.decode_user_files`: cluster.core_fps_1080p at the contended rate (issue 14)."""
     note = (f"{result['access']} access on {len(result['files'])} of the user's files ({result['codec']} "
-            f"{result['width']}x{result['height']}, keyframe every {result['gop']:g}), PyAV one thread, "
+            f"{result['width']}x{result['height']}, keyframe every {result['gop']:g}), "
+            f"{result.get('decoder', 'PyAV')} one thread, "
             f"{result['postprocess']} to {result['side']} px, with {result['contention_decoders']} decoder(s) "
             f"at once ({result['contention_ratio'] * 100:.0f} % of one alone); "
             f"{result['frames_per_cpu_second']:.1f} frames per CPU-second at that size, scaled by pixels to 1080p")
@@ -416,6 +510,7 @@ def decode_settings(result: dict[str, Any]) -> dict[str, Any]:
     keys = ("width", "height", "fps", "bitrate", "gop", "codec", "access", "postprocess", "side", "threads",
             "preset", "handoff", "batch")
     settings = {k: result[k] for k in keys if k in result}
+    settings.setdefault("decoder", f"PyAV {_av_version()}")  # which decoder the rate is of (issue 25)
     settings["clip_frames"] = result["sequential"]["clip_frames"]
     settings["interpolation"] = result["sequential"]["interpolation"]
     return settings
@@ -434,7 +529,9 @@ def read_values(result: dict[str, Any]) -> list[dict[str, Any]]:
 def allreduce_values(result: dict[str, Any]) -> list[dict[str, Any]]:
     note = (f"ring all-reduce bus bytes/s, 2(N-1)/N M / t, {result['backend']} over {result['world_size']} "
             f"{result['launched_by']}, M = {result['bytes'] / 1e6:.1f} MB")
-    return [{"key": "cluster.interconnect", "value": float(result["bus_bytes_per_second"]), "note": note}]
+    tier = LOOPBACK if result.get("launched_by") == "local processes" else "intra"
+    return [{"key": "cluster.interconnect", "value": float(result["bus_bytes_per_second"]), "note": note,
+             "tier": tier}]
 
 
 def transfer_values(result: dict[str, Any]) -> list[dict[str, Any]]:

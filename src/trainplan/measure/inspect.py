@@ -41,6 +41,10 @@ from trainplan.errors import UserError
 VIDEO_SUFFIXES = frozenset({".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v", ".ts", ".h264", ".hevc", ".mjpeg"})
 TOKEN_ID_SUFFIXES = frozenset({".bin", ".npy"})
 TEXT_SUFFIXES = frozenset({".jsonl", ".txt"})
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
+# An image folder is planned as a stream of intra-coded frames (docs/measurement.md): one image a "frame",
+# at this many frames a second of "data", so data.hours x 3600 is the number of images.
+IMAGES_PER_SECOND = 1.0
 SECONDS_PER_HOUR = 3600.0
 BITS_PER_BYTE = 8.0
 
@@ -91,7 +95,61 @@ def kind_of(path: Path) -> str:
         return "token_ids"
     if s in TEXT_SUFFIXES:
         return "text"
+    if s in IMAGE_SUFFIXES:
+        return "image"
     return "video"
+
+
+# ---------------------------------------------------------------- images
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    path: str
+    codec: str  # jpeg, png, webp (PIL's format, lower case)
+    width: int
+    height: int
+    mode: str  # PIL's mode: RGB, L, RGBA, P, ...
+    bytes: int
+    bits_per_pixel: float  # stored bits / (W H)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def inspect_image(path: str | Path) -> ImageFile:
+    """An image's format and size from its header (PIL opens lazily: nothing is decoded)."""
+    from PIL import Image, UnidentifiedImageError
+
+    p = Path(path)
+    try:
+        with Image.open(p) as img:
+            fmt, (w, h), mode = str(img.format or p.suffix.lstrip(".")).lower(), img.size, img.mode
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
+        raise UserError(str(path), f"expected an image PIL can open ({err.__class__.__name__}: {err})") from None
+    size = p.stat().st_size
+    return ImageFile(str(p), "jpeg" if fmt == "mpo" else fmt, int(w), int(h), mode, size, size * BITS_PER_BYTE / (w * h))
+
+
+def aggregate_images(files: list[ImageFile]) -> dict[str, Any]:
+    """An image corpus: counts, the dominant format and size (by images), the mean pixels an image
+    (sum W H / images), the bytes, and the groups by format and size."""
+    n = len(files)
+    pixels = sum(f.width * f.height for f in files)
+    groups: dict[tuple[str, int, int], list[ImageFile]] = {}
+    for f in files:
+        groups.setdefault((f.codec, f.width, f.height), []).append(f)
+    return {
+        "files": n, "images": n, "codec": _mode([f.codec for f in files], [1.0] * n),
+        "codecs": sorted({f.codec for f in files}),
+        "width": _mode([f.width for f in files], [1.0] * n), "height": _mode([f.height for f in files], [1.0] * n),
+        "pixels_per_frame": pixels / n, "bytes": sum(f.bytes for f in files),
+        "bytes_per_image": sum(f.bytes for f in files) / n,
+        "bits_per_pixel": sum(f.bytes for f in files) * BITS_PER_BYTE / pixels,
+        "groups": sorted(({"format": f"{c} {w}x{h}", "codec": c, "width": w, "height": h, "files": len(m),
+                           "frame_share": len(m) / n, "decode_share_sequential": len(m) * w * h / pixels}
+                          for (c, w, h), m in groups.items()), key=lambda g: -g["decode_share_sequential"]),
+    }
 
 
 # ---------------------------------------------------------------- video
@@ -118,22 +176,64 @@ class VideoFile:
     gop_iqr: float | None
     gop_stdev: float | None
     gop_intervals: list[int] = field(repr=False, default_factory=list)
+    # every group of pictures, the tail after the last keyframe included: the frames a loader sees
+    gop_segments: list[int] = field(repr=False, default_factory=list)
+    gop_frame_weighted: float | None = None  # sum G^2 / sum G: the mean GOP a uniformly drawn frame is in
+    random_decodes: float | None = None  # frames decoded per frame used at uniform random access
+    truncated: str | None = None  # why the file holds fewer frames than it says, or None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("gop_intervals")
+        d.pop("gop_segments")
         return d
 
 
+def gop_segments(keyframe_at: list[int], packets: int) -> list[int]:
+    """Lengths of the groups of pictures: from each keyframe to the next, the last to the end of the
+    stream (frames before the first keyframe, if any, form a group of their own: a seek lands on the
+    stream's start for them)."""
+    starts = sorted(set(keyframe_at) | {0})
+    return [b - a for a, b in zip(starts, [*starts[1:], packets]) if b > a]
+
+
+def random_access_cost(segments: list[int], pixels: list[float] | None = None) -> tuple[float, float]:
+    """(frame-weighted GOP, frames decoded per frame used) of groups of `segments` frames.
+
+    A frame at position k (0 at the keyframe) of its group costs k + 1 decoded frames at random access (seek
+    to the keyframe, decode forward to it), so a group of G frames costs G (G + 1) / 2 for its G frames, and
+    over frames drawn uniformly: E = sum G (G + 1) / 2 / sum G = (G_w + 1) / 2, with G_w = sum G^2 / sum G
+    the frame-weighted GOP (the mean GOP a random frame lands in; it is the median only when every GOP is
+    the same). With `pixels` (one figure a segment), E is weighted by pixels as decode time is: sum P G (G + 1) / 2
+    / sum P G, the decode cost of a mixed-size corpus per frame used, in frames of its mean size."""
+    w = [1.0] * len(segments) if pixels is None else pixels
+    frames = sum(p * g for p, g in zip(w, segments))
+    if frames <= 0:
+        return 1.0, 1.0
+    squares = sum(p * g * g for p, g in zip(w, segments))
+    g_w = squares / frames
+    return g_w, (g_w + 1.0) / 2.0
+
+
+def codec_name(codec_context: Any) -> str:
+    """The codec as users write it (h264, hevc, av1, vp9): the codec's own name, not the decoder
+    library's (PyAV opens AV1 with libdav1d, whose name is not the codec's)."""
+    codec = getattr(codec_context, "codec", None)
+    return str(getattr(codec, "canonical_name", None) or codec_context.name)
+
+
 def inspect_video(path: str | Path) -> VideoFile:
-    """Demux one file's video stream (no decoding): format, keyframe intervals, bit rate."""
+    """Demux one file's video stream (no decoding): format, keyframe intervals, bit rate. A file that ends
+    early (the demuxer fails part-way, or the header states more frames than it holds) is measured as far as
+    it goes, with `truncated` saying so."""
     import av
 
     p = Path(path)
     try:
         container = av.open(str(p), "r")
-    except (av.error.FFmpegError, OSError) as err:  # type: ignore[attr-defined]
+    except (av.error.FFmpegError, OSError, UnicodeDecodeError) as err:  # type: ignore[attr-defined]
         raise UserError(str(path), f"expected a video file PyAV can open ({err.__class__.__name__}: {err})") from None
+    truncated = None
     with container:
         if not container.streams.video:
             raise UserError(str(path), "expected a file with a video stream")
@@ -142,28 +242,34 @@ def inspect_video(path: str | Path) -> VideoFile:
         width, height = int(ctx.width), int(ctx.height)
         rate = stream.average_rate or stream.guessed_rate or stream.base_rate
         fps = float(rate) if rate else 0.0
+        stated = int(stream.frames or 0)  # the container's own count (0 where it states none)
         keyframe_at: list[int] = []
         sizes = 0
         packets = 0
         pts: list[int] = []
-        for packet in container.demux(stream):
-            if packet.size == 0 and packet.pts is None:
-                continue  # the demuxer's flush packet
-            if packet.is_keyframe:
-                keyframe_at.append(packets)
-            sizes += packet.size
-            packets += 1
-            if packet.pts is not None:
-                pts.append(int(packet.pts))
+        try:
+            for packet in container.demux(stream):
+                if packet.size == 0 and packet.pts is None:
+                    continue  # the demuxer's flush packet
+                if packet.is_keyframe:
+                    keyframe_at.append(packets)
+                sizes += packet.size
+                packets += 1
+                if packet.pts is not None:
+                    pts.append(int(packet.pts))
+        except (av.error.FFmpegError, OSError) as err:  # type: ignore[attr-defined]
+            truncated = f"the stream breaks off after {packets} frames ({err.__class__.__name__})"
+        if truncated is None and stated > packets:
+            truncated = f"the container states {stated} frames, {packets} are in the file"
         tb = float(stream.time_base) if stream.time_base else 0.0
         container_name = container.format.name
-        codec = ctx.name
+        codec = codec_name(ctx)
     if packets == 0:
         raise UserError(str(path), "expected a video stream with at least one packet")
     if fps <= 0:
         raise UserError(str(path), "the stream states no frame rate")
     seconds = packets / fps
-    if len(pts) >= 2 and tb > 0:  # the timestamps' span when they cover every frame (one frame more)
+    if len(pts) >= 2 and tb > 0 and truncated is None:  # the timestamps' span when they cover every frame
         seconds = max(seconds, (max(pts) - min(pts)) * tb + 1 / fps)
     bitrate = sizes * BITS_PER_BYTE / seconds
     intervals = [b - a for a, b in zip(keyframe_at, keyframe_at[1:])]
@@ -173,12 +279,15 @@ def inspect_video(path: str | Path) -> VideoFile:
                float(q[1] - q[0]), float(statistics.pstdev(intervals)))
     else:
         gop = (None, None, None, None, None)
+    segments = gop_segments(keyframe_at, packets)
+    g_w, decodes = random_access_cost(segments)
     return VideoFile(
         path=str(p), container=container_name, codec=codec, width=width, height=height, fps=fps,
         frames=packets, seconds=seconds, hours=seconds / SECONDS_PER_HOUR, bytes=p.stat().st_size,
         bitrate=bitrate, bits_per_pixel=bitrate / (width * height * fps), keyframes=len(keyframe_at),
         gop_median=gop[0], gop_min=gop[1], gop_max=gop[2], gop_iqr=gop[3], gop_stdev=gop[4],
-        gop_intervals=intervals)
+        gop_intervals=intervals, gop_segments=segments, gop_frame_weighted=g_w, random_decodes=decodes,
+        truncated=truncated)
 
 
 def _mode(values: list[Any], weights: list[float]) -> Any:
@@ -188,25 +297,92 @@ def _mode(values: list[Any], weights: list[float]) -> Any:
     return max(acc.items(), key=lambda kv: kv[1])[0]
 
 
+def format_name(codec: str, width: int, height: int, fps: float) -> str:
+    return f"{codec} {width}x{height} {fps:g} fps"
+
+
+def _gop_figures(files: list[VideoFile]) -> dict[str, Any]:
+    """The keyframe figures of a set of files: the interval spread (median, min, max, IQR, stdev: what one
+    file looks like), the frame-weighted GOP and random-access decodes (what a loader drawing frames
+    uniformly pays), and the random decodes weighted by pixels as well (a mixed-size set)."""
+    intervals = [i for f in files for i in f.gop_intervals]
+    segments = [g for f in files for g in f.gop_segments]
+    pixels = [float(f.width * f.height) for f in files for _ in f.gop_segments]
+    g_w, decodes = random_access_cost(segments)
+    out: dict[str, Any] = {"gop_frame_weighted": g_w, "random_decodes": decodes,
+                           "random_decodes_pixel_weighted": random_access_cost(segments, pixels)[1]}
+    if intervals:
+        q = np.percentile(intervals, [25, 75])
+        out.update(gop_median=float(statistics.median(intervals)), gop_min=int(min(intervals)),
+                   gop_max=int(max(intervals)), gop_iqr=float(q[1] - q[0]), gop_stdev=float(statistics.pstdev(intervals)))
+    else:
+        out.update(gop_median=None, gop_min=None, gop_max=None, gop_iqr=None, gop_stdev=None)
+    return out
+
+
+def format_groups(files: list[VideoFile]) -> list[dict[str, Any]]:
+    """The files grouped by format (codec, width, height, fps), largest decode cost first. Each group's share
+    of the corpus's frames and of its decode work (decode time is proportional to the pixels decoded:
+    frames x W H in order, frames x random decodes x W H at random access), its own bit rate and GOP
+    figures, and the workload [data] keys that plan it alone."""
+    groups: dict[tuple[str, int, int, float], list[VideoFile]] = {}
+    for f in files:
+        groups.setdefault((f.codec, f.width, f.height, round(f.fps, 6)), []).append(f)
+    frames_all = sum(f.frames for f in files)
+    seq_all = sum(f.frames * f.width * f.height for f in files)
+    rnd_all = sum(f.width * f.height * g * (g + 1) / 2 for f in files for g in f.gop_segments)
+    out = []
+    for (codec, w, h, fps), members in groups.items():
+        frames = sum(f.frames for f in members)
+        seconds = sum(f.seconds for f in members)
+        bits = sum(f.bitrate * f.seconds for f in members)
+        gops = _gop_figures(members)
+        seq = frames * w * h
+        rnd = w * h * sum(g * (g + 1) / 2 for f in members for g in f.gop_segments)
+        out.append({
+            "format": format_name(codec, w, h, fps), "codec": codec, "width": w, "height": h, "fps": fps,
+            "files": len(members), "frames": frames, "frame_share": frames / frames_all,
+            "hours": seconds / SECONDS_PER_HOUR, "bitrate": bits / seconds,
+            "decode_share_sequential": seq / seq_all, "decode_share_random": rnd / rnd_all if rnd_all else 0.0,
+            **{k: gops[k] for k in ("gop_median", "gop_frame_weighted", "random_decodes")},
+            "workload": {"codec": codec, "width": w, "height": h, "fps": fps, "bitrate": bits / seconds,
+                         "random_decodes": gops["random_decodes"],
+                         **({"gop": max(1, int(round(gops["gop_median"])))} if gops["gop_median"] else {})},
+        })
+    return sorted(out, key=lambda g: (-g["decode_share_random"], -g["decode_share_sequential"], g["format"]))
+
+
 def aggregate_video(files: list[VideoFile]) -> dict[str, Any]:
-    """The corpus in one record: totals, the dominant format (by duration), and bit rate and bits per
-    pixel as totals over the corpus (stored bits / seconds), the keyframe interval over all intervals."""
+    """The corpus in one record, weighted as a loader drawing frames uniformly sees it: totals; the
+    dominant format (by frames) for the codec and the frame size a decode rate is quoted at; the mean
+    pixels a frame (frame-weighted: sum frames W H / sum frames); the frame-weighted GOP and the random
+    access decodes per frame used (weighted by pixels too, so random_decodes x pixels_per_frame is the
+    corpus's pixels decoded per frame used); bit rate and bits per pixel as totals (stored bits /
+    seconds); and the format groups, the binding one (most decode work) named for each access order."""
     if not files:
         raise UserError("PATH", "expected at least one video file")
+    frames = [float(f.frames) for f in files]
+    total_frames = sum(frames)
     secs = [f.seconds for f in files]
     total_s = sum(secs)
     bits = sum(f.bitrate * f.seconds for f in files)
     pixel_rate = sum(f.width * f.height * f.fps * f.seconds for f in files) / total_s
-    intervals = [i for f in files for i in f.gop_intervals]
     formats = sorted({(f.codec, f.width, f.height, round(f.fps, 3)) for f in files})
+    groups = format_groups(files)
+    gops = _gop_figures(files)
     agg: dict[str, Any] = {
         "files": len(files),
         "containers": sorted({f.container for f in files}),
-        "codec": _mode([f.codec for f in files], secs),
-        "width": _mode([f.width for f in files], secs),
-        "height": _mode([f.height for f in files], secs),
-        "fps": _mode([round(f.fps, 6) for f in files], secs),
+        "codec": _mode([f.codec for f in files], frames),
+        "codecs": sorted({f.codec for f in files}),
+        "width": _mode([f.width for f in files], frames),
+        "height": _mode([f.height for f in files], frames),
+        "fps": _mode([round(f.fps, 6) for f in files], frames),
+        "pixels_per_frame": sum(f.frames * f.width * f.height for f in files) / total_frames,
         "formats": [{"codec": c, "width": w, "height": h, "fps": r} for c, w, h, r in formats],
+        "groups": groups,
+        "binding_group_sequential": max(groups, key=lambda g: g["decode_share_sequential"])["format"],
+        "binding_group_random": max(groups, key=lambda g: g["decode_share_random"])["format"],
         "frames": sum(f.frames for f in files),
         "seconds": total_s,
         "hours": total_s / SECONDS_PER_HOUR,
@@ -214,13 +390,8 @@ def aggregate_video(files: list[VideoFile]) -> dict[str, Any]:
         "bitrate": bits / total_s,
         "bits_per_pixel": bits / total_s / pixel_rate,
         "keyframes": sum(f.keyframes for f in files),
+        **gops,
     }
-    if intervals:
-        q = np.percentile(intervals, [25, 75])
-        agg.update(gop_median=float(statistics.median(intervals)), gop_min=int(min(intervals)),
-                   gop_max=int(max(intervals)), gop_iqr=float(q[1] - q[0]), gop_stdev=float(statistics.pstdev(intervals)))
-    else:
-        agg.update(gop_median=None, gop_min=None, gop_max=None, gop_iqr=None, gop_stdev=None)
     return agg
 
 
@@ -448,28 +619,60 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
 
 def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = None, seed: int = 0,
                   dtype: str | None = None, eos: int | None = None, tokenizer: str | None = None,
-                  near: bool = True, progress: Callable[[int, Path | None], None] | None = None) -> dict[str, Any]:
+                  near: bool = True, progress: Callable[[int, Path | None], None] | None = None,
+                  on_skip: Callable[[Path, str], None] | None = None, cameras: int | None = None) -> dict[str, Any]:
     """Inspect video or token files (not both in one call): per-file records and the aggregate.
 
-    `progress(total, path)` is called once with path None and the number of files, then after each file."""
-    files = collect(paths, VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES)
+    `progress(total, path)` is called once with path None and the number of files, then after each file.
+    A video file that cannot be read is skipped (listed in `skipped`, and `on_skip(path, reason)` is called)
+    and the others are inspected; `cameras` states the number of streams (default: from the folders)."""
+    if cameras is not None and cameras < 1:
+        raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
+    files = collect(paths, VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES | IMAGE_SUFFIXES)
     if not files:
-        raise UserError("PATH", "expected video files (.mp4, .mkv, ...) or token files (.bin, .npy, .jsonl, .txt)")
-    kinds = {kind_of(f) != "video" for f in files}
+        raise UserError("PATH", "expected video files (.mp4, .mkv, ...), images (.jpg, .png, .webp) or token files "
+                        "(.bin, .npy, .jsonl, .txt)")
+    kinds = {"tokens" if kind_of(f) in ("token_ids", "text") else kind_of(f) for f in files}
     if len(kinds) > 1:
-        raise UserError("PATH", "expected either video files or token files, not both in one inspection")
+        raise UserError("PATH", f"expected one kind of file in one inspection (video, images or tokens), got "
+                        f"{' and '.join(sorted(kinds))}")
     total = len(files)
     chosen = sample(files, sample_files, seed)
     if progress is not None:
         progress(len(chosen), None)
-    if kind_of(chosen[0]) == "video":
+    if kind_of(chosen[0]) in ("video", "image"):
+        read_one: Callable[[Path], Any] = inspect_video if kind_of(chosen[0]) == "video" else inspect_image
         records = []
+        skipped: list[dict[str, str]] = []
         for f in chosen:
-            records.append(inspect_video(f))
+            try:
+                records.append(read_one(f))
+            except UserError as err:  # a bad file is reported and passed over; the rest are still measured
+                skipped.append({"path": str(f), "reason": err.expected})
+                if on_skip is not None and records:
+                    on_skip(f, err.expected)
+            else:
+                if on_skip is not None and len(records) == 1:  # the skips before the first readable file
+                    for s in skipped:
+                        on_skip(Path(s["path"]), s["reason"])
             if progress is not None:
                 progress(len(chosen), f)
-        out: dict[str, Any] = {"kind": "video", "files": [r.to_dict() for r in records],
-                               "aggregate": aggregate_video(records)}
+        if not records:
+            if len(skipped) == 1:
+                raise UserError(skipped[0]["path"], skipped[0]["reason"])
+            raise UserError("PATH", f"expected at least one readable video file; all {len(skipped)} were skipped "
+                            f"(first: {skipped[0]['path']}: {skipped[0]['reason']})")
+        video = read_one is inspect_video
+        out: dict[str, Any] = {"kind": "video" if video else "image", "files": [r.to_dict() for r in records],
+                               "aggregate": aggregate_video(records) if video else aggregate_images(records),
+                               "skipped": skipped, "files_skipped": len(skipped),
+                               "truncated": [{"path": r.path, "reason": r.truncated} for r in records
+                                             if getattr(r, "truncated", None)]}
+        found_streams = streams(paths, [Path(r.path) for r in records])
+        agg = out["aggregate"]
+        agg["streams"] = cameras if cameras is not None else found_streams
+        agg["streams_basis"] = (f"asked for (--cameras {cameras})" if cameras is not None else
+                                f"{found_streams} folder(s) holding the files, one stream (camera) each")
     else:
         out = inspect_tokens(chosen, dtype=dtype, eos=eos, tokenizer=tokenizer, near=near,
                              progress=(lambda f: progress(len(chosen), f)) if progress else None)
@@ -479,21 +682,53 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
         scale = total / len(chosen)
         agg = out["aggregate"]
         # a uniform sample of files: corpus totals are the sample's times files found / files inspected
-        for key in ("hours", "frames", "bytes", "seconds", "tokens", "effective_unique_tokens", "stored_bytes"):
+        for key in ("hours", "frames", "bytes", "seconds", "tokens", "effective_unique_tokens", "stored_bytes",
+                    "images"):
             if agg.get(key) is not None:
                 agg[f"{key}_estimated_total"] = agg[key] * scale
     return out
 
 
+def streams(paths: Iterable[str | Path], files: list[Path]) -> int:
+    """Streams (cameras) a corpus holds, from its folders: each folder that holds files is one stream
+    (camera_0/, camera_1/, ... under the folder named); files named one by one or lying in the folder
+    named itself are one stream."""
+    roots = [Path(p) for p in paths if Path(p).is_dir()]
+    keys = set()
+    for f in files:
+        root = next((r for r in roots if f.is_relative_to(r)), None)
+        keys.add(str(f.parent.relative_to(root)) if root is not None else ".")
+    return max(1, len(keys))
+
+
 def workload_data(report: dict[str, Any]) -> dict[str, Any]:
     """The workload `[data]` keys the inspection measured (SI units, as the schema stores them)."""
     a = report["aggregate"]
+    if report["kind"] == "image":
+        # a stream of intra-coded frames: each image decoded once whatever the order, IMAGES_PER_SECOND "frames"
+        # a second, so the bit rate is the mean bits an image times that rate and hours x 3600 the images
+        images = float(a.get("images_estimated_total", a["images"]))
+        image: dict[str, Any] = {"kind": "video", "codec": str(a["codec"]), "width": int(a["width"]),
+                                 "height": int(a["height"]), "fps": IMAGES_PER_SECOND,
+                                 "bitrate": float(a["bytes_per_image"]) * BITS_PER_BYTE * IMAGES_PER_SECOND,
+                                 "gop": 1, "random_decodes": 1.0, "cameras": 1,
+                                 "hours": images / IMAGES_PER_SECOND / SECONDS_PER_HOUR}
+        if len(a["groups"]) > 1:
+            image["pixels_per_frame"] = float(a["pixels_per_frame"])
+        return image
     if report["kind"] == "video":
-        data: dict[str, Any] = {"kind": "video", "width": int(a["width"]), "height": int(a["height"]),
-                                "fps": float(a["fps"]), "bitrate": float(a["bitrate"])}
+        data: dict[str, Any] = {"kind": "video", "codec": str(a["codec"]), "width": int(a["width"]),
+                                "height": int(a["height"]), "fps": float(a["fps"]), "bitrate": float(a["bitrate"])}
         if a.get("gop_median") is not None:
             data["gop"] = max(1, int(round(a["gop_median"])))
-        data["hours"] = float(a.get("hours_estimated_total", a["hours"]))
+        # as a loader drawing frames uniformly sees the corpus: frames of the mean size, and the random access
+        # cost of its GOP distribution (weighted by pixels), not the dominant file's size or the median GOP
+        if len(a.get("groups", [])) > 1:
+            data["pixels_per_frame"] = float(a["pixels_per_frame"])
+        data["random_decodes"] = float(a["random_decodes_pixel_weighted"])
+        n = int(a.get("streams", 1))
+        data["cameras"] = n
+        data["hours"] = float(a.get("hours_estimated_total", a["hours"])) / n  # hours of each stream
         return data
     data = {"kind": "tokens"}
     if a.get("bytes_per_token"):
@@ -517,6 +752,10 @@ def to_workload(report: dict[str, Any], path: str | Path, source: str) -> Path:
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             raise UserError(str(path), f"expected a workload TOML file to update ({err})") from None
     data = workload_data(report)
+    if report["kind"] in ("video", "image") and "pixels_per_frame" not in data:
+        # a single-size corpus now: a mean size an earlier (mixed) inspection wrote no longer holds
+        doc.get("data", {}).pop("pixels_per_frame", None)
+        doc.get("measured", {}).pop("data.pixels_per_frame", None)
     doc.setdefault("data", {}).update(data)
     data = dict(data)
     if report["kind"] == "tokens":

@@ -1,16 +1,20 @@
-"""Measure a Hugging Face model's training footprint on this machine (`trainplan probe model`).
+"""Measure a Hugging Face model's training footprint (`trainplan probe model`), building no more
+than each figure needs (issue 24). The model is built from a config (a config.json, or a
+model_type and shape), never downloaded. Measured:
 
-The model is built from a config (a config.json, or a model_type and shape) with random
-weights, never downloaded. Measured:
-
-* saved-activation bytes per layer and outside the layers: every tensor the autograd graph
-  saves in one forward pass (``torch.autograd.graph.saved_tensors_hooks``), deduplicated by
-  storage, parameters excluded, attributed to the decoder layer that first saved it;
+* saved-activation bytes per layer and outside the layers: the real module traced on the meta
+  device (measure/trace.py: every tensor autograd saves, deduplicated by storage, parameters
+  excluded, at two sequence lengths, exact in S), at the attention, precision and recomputation
+  asked for; no memory is allocated, whatever the model's size;
 * FLOPs per token of forward + backward (``torch.utils.flop_counter.FlopCounterMode``) with
-  the model on the meta device, at several sequence lengths (no memory is allocated);
-* optimizer-state bytes after one real AdamW step (the moments torch allocates);
-* on a CUDA device, ``torch.cuda.max_memory_allocated`` of one training step.
+  the model on the meta device, at several sequence lengths;
+* optimizer-state bytes per parameter after one real AdamW step on a one-layer copy on CPU
+  (the moments torch allocates), times the parameters;
+* on a CUDA device, ``torch.cuda.max_memory_allocated`` of one training step of the whole model.
 
+It says what it will measure before it starts and shows its progress on a terminal. The
+calibration file records the attention, precision, recomputation, micro-batch and sequence
+length it measured at (``calibration_matches`` says whether a plan's settings are those).
 torch and transformers are the `model` extra; without them the probe exits 2 naming it.
 """
 
@@ -70,12 +74,13 @@ def load_config(path: str | Path | None, sets: list[str] | tuple[str, ...] = ())
 
 
 def _layers(model: Any) -> list[Any]:
-    """The decoder layers: the largest ModuleList of the model."""
+    """The decoder layers: the ModuleList holding the most parameters (not merely the longest: StableLM's
+    per-head q/k norms are a longer list)."""
     torch, _ = _imports()
     lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
     if not lists:
         raise UserError("model_type", "a decoder with a list of layers")
-    return list(max(lists, key=len))
+    return list(max(lists, key=lambda m: sum(p.numel() for p in m.parameters())))
 
 
 def build_model(config: dict[str, Any], attention: str = "sdpa", device: str = "cpu", dtype: str = "bf16") -> Any:
@@ -112,11 +117,16 @@ class SavedBytes:
         return sum(self.per_layer) + self.outside
 
 
-def _checkpointed_attention_core() -> Any:
+#: Attention cores run under checkpointed_attention_core since the process started (a family whose
+#: attention does not go through transformers' attention interface runs none: Falcon).
+CHECKPOINTED_CORES = [0]
+
+
+def checkpointed_attention_core() -> Any:
     """A context in which every attention core (transformers' attention interface: eager or SDPA)
     runs under torch.utils.checkpoint: selective recomputation as Megatron defines it. The
     reentrant form saves the core's inputs (q, k, v) with save_for_backward, so the saved-tensor
-    hooks see what selective recomputation keeps."""
+    hooks see what selective recomputation keeps. CHECKPOINTED_CORES counts the cores it ran."""
     import contextlib
 
     import torch.utils.checkpoint as checkpoint
@@ -130,6 +140,7 @@ def _checkpointed_attention_core() -> Any:
             core = original(*args, **kwargs)
 
             def recomputed(module: Any, q: Any, k: Any, v: Any, mask: Any, **kw: Any) -> Any:
+                CHECKPOINTED_CORES[0] += 1
                 return checkpoint.checkpoint(lambda q_, k_, v_: core(module, q_, k_, v_, mask, **kw), q, k, v,
                                              use_reentrant=True)
             return recomputed
@@ -176,7 +187,7 @@ def saved_bytes(model: Any, micro_batch: int, seq_len: int, seed: int = 0, keep_
     ids = torch.randint(0, model.config.vocab_size, (micro_batch, seq_len), device=device)
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
-                (_checkpointed_attention_core() if selective else contextlib.nullcontext()):
+                (checkpointed_attention_core() if selective else contextlib.nullcontext()):
             out = model(input_ids=ids, labels=ids)
         out.loss.backward()
     finally:
@@ -193,18 +204,59 @@ def saved_bytes(model: Any, micro_batch: int, seq_len: int, seed: int = 0, keep_
     return SavedBytes(per_layer, outside, micro_batch * seq_len, listing)
 
 
+def grouped_mm_flops(a_shape: Any, b_shape: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:  # noqa: ANN401
+    """FLOPs of aten._grouped_mm (transformers 5's fused experts), which FlopCounterMode has no formula for:
+    2 M N K for every row of each group. (T, K) x (E, K, N): each of the T rows meets one expert, 2 T K N;
+    (M, T) x (T, N) grouped along T (the weight gradient): 2 M T N in all; batched (E, M, K) x (E, K, N):
+    2 E M K N."""
+    if len(a_shape) == 2 and len(b_shape) == 3:
+        return 2 * a_shape[0] * a_shape[1] * b_shape[2]
+    if len(a_shape) == 2 and len(b_shape) == 2:
+        return 2 * a_shape[0] * a_shape[1] * b_shape[1]
+    if len(a_shape) == 3 and len(b_shape) == 3:
+        return 2 * a_shape[0] * a_shape[1] * a_shape[2] * b_shape[2]
+    return 2 * a_shape[-2] * a_shape[-1] * b_shape[-1]  # (E, M, K) x (K_total, N): one product a row
+
+
 def counted_flops(config: dict[str, Any], seq_len: int, micro_batch: int = 1, attention: str = "sdpa") -> float:
-    """FLOPs of one forward + backward with labels, counted by FlopCounterMode on the meta device."""
+    """FLOPs of one forward + backward with labels, counted by FlopCounterMode on the meta device
+    (transformers 5's grouped expert products by grouped_mm_flops)."""
     torch, _ = _imports()
     from torch.utils.flop_counter import FlopCounterMode
 
     model = build_model(config, attention=attention, device="meta")
     ids = torch.zeros((micro_batch, seq_len), dtype=torch.long, device="meta")
-    counter = FlopCounterMode(display=False)
+    grouped = getattr(torch.ops.aten, "_grouped_mm", None)
+    mapping = {grouped: grouped_mm_flops} if grouped is not None else {}  # keyed by the overload packet
+    counter = FlopCounterMode(display=False, custom_mapping=mapping)
     with counter:
         out = model(input_ids=ids, labels=ids)
         out.loss.backward()
     return float(counter.get_total_flops())
+
+
+#: Elements of the stand-in parameter each dtype's AdamW step runs on (adamw_state_bytes_per_param).
+ADAMW_PROBE_ELEMENTS = 4096
+
+
+def adamw_state_bytes_per_param(model: Any) -> float:
+    """Bytes of torch.optim.AdamW state per parameter of `model` (on any device, meta included): one
+    real step on CPU over a parameter of each dtype the model holds, the state per element weighted by
+    the model's parameters in that dtype. AdamW keeps per-element moments whatever the shape, so no
+    copy of the model is built."""
+    torch, _ = _imports()
+    by_dtype: dict[Any, int] = {}
+    for p in {id(p): p for p in model.parameters()}.values():
+        by_dtype[p.dtype] = by_dtype.get(p.dtype, 0) + p.numel()
+    total = 0.0
+    for dtype, numel in by_dtype.items():
+        w = torch.nn.Parameter(torch.zeros(ADAMW_PROBE_ELEMENTS, dtype=dtype))
+        opt = torch.optim.AdamW([w], lr=1e-4)
+        w.grad = torch.ones_like(w)
+        opt.step()
+        state = sum(v.numel() * v.element_size() for v in opt.state[w].values() if torch.is_tensor(v) and v.dim() > 0)
+        total += numel * state / ADAMW_PROBE_ELEMENTS
+    return total / max(sum(by_dtype.values()), 1)
 
 
 def optimizer_state_bytes(model: Any) -> float:
@@ -254,22 +306,104 @@ class ModelProbe:
     flops_per_token: dict[str, float]  # sequence length -> counted FLOPs per token
     optimizer_state_bytes: float
     cuda_devices: list[dict[str, Any]] = field(default_factory=list)
+    precision: str = "bf16"
+    recompute: str = "none"
+    measured_on: str = "the real module traced on the meta device (measure/trace.py)"
+    per_layer_bytes_per_token: list[float] = field(default_factory=list)  # each layer as built, at seq_len
+    optimizer_state_bytes_per_param: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+#: Settings a calibration was measured at, which a plan must share to use it (calibration_matches).
+CALIBRATION_SETTINGS = ("attention", "precision", "recompute", "micro_batch", "seq_len")
+
+
+def calibration_matches(settings: dict[str, Any], attention: str, precision: str, recompute: str) -> list[str]:
+    """The settings a plan differs from the calibration's in, in words ([] when it may use it).
+    Attention: flash keeps what sdpa keeps; precision: fp16 keeps what bf16 keeps. The micro-batch
+    and the sequence length need not match: the figures are per token, exact in S."""
+    def kind(a: str) -> str:
+        return "sdpa" if a == "flash" else a
+
+    def width(p: str) -> str:
+        return "bf16" if p in ("bf16", "fp16") else p
+
+    out = []
+    if "attention" in settings and kind(str(settings["attention"])) != kind(attention):
+        out.append(f"attention {settings['attention']} measured, {attention} planned")
+    if "precision" in settings and width(str(settings["precision"])) != width(precision):
+        out.append(f"precision {settings['precision']} measured, {precision} planned")
+    if "recompute" in settings and settings["recompute"] != recompute:
+        out.append(f"recompute {settings['recompute']} measured, {recompute} planned")
+    return out
+
+
+def announce(config: dict[str, Any], micro_batch: int, seq_len: int, attention: str, precision: str,
+             recompute: str, flop_seq_lens: tuple[int, ...]) -> str:
+    """What the probe will measure, in words, before it starts."""
+    layers = config.get("num_hidden_layers", config.get("n_layer", "?"))
+    torch, _ = _imports()
+    gpu = "; one training step of the whole model on the GPU (peak memory)" if torch.cuda.is_available() else ""
+    return (f"probe model: {config.get('model_type')} ({layers} layers). Measuring: saved activations, tracing the "
+            f"real module on the meta device (no memory) at b={micro_batch}, S={max(2, seq_len // 2)} and "
+            f"S={seq_len}, {attention}, {precision}, recompute {recompute}; FLOPs per token by FlopCounterMode "
+            f"on the meta device at S={', '.join(str(s) for s in flop_seq_lens)}; AdamW state per parameter "
+            f"after one real step per parameter dtype on CPU{gpu}.")
+
+
+def _one_layer_copy(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with one decoder layer (and the layer-type lists cut to it)."""
+    out = dict(config)
+    for key in ("num_hidden_layers", "n_layer", "num_layers"):
+        if key in out or key == "num_hidden_layers":
+            out[key] = 1
+    for key in ("layer_types", "mlp_only_layers"):
+        if isinstance(out.get(key), list):
+            out[key] = out[key][:1]
+    return out
+
+
 def probe_model(config: dict[str, Any], micro_batch: int = 2, seq_len: int = 128, attention: str = "sdpa",
-                flop_seq_lens: tuple[int, ...] = (512, 2048, 8192)) -> ModelProbe:
-    """Everything `trainplan probe model` measures, on CPU (and the GPU when present)."""
-    if micro_batch < 1 or seq_len < 2:
-        raise UserError("--batch/--seq-len", "a micro-batch of 1 or more and at least 2 tokens")
-    model = build_model(config, attention=attention)
-    saved = saved_bytes(model, micro_batch, seq_len)
-    params = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-    flops = {str(s): counted_flops(config, s, 1, attention) / s for s in flop_seq_lens}
-    optimizer = optimizer_state_bytes(model)
-    peak = cuda_peak_bytes(config, micro_batch, seq_len, attention)
+                flop_seq_lens: tuple[int, ...] = (512, 2048, 8192), precision: str = "bf16",
+                recompute: str = "none", show: bool | None = None) -> ModelProbe:
+    """Everything `trainplan probe model` measures (module docstring)."""
+    from trainplan.accounts import activations as act
+    from trainplan.measure import trace
+    from trainplan.present.progress import progress
+    from trainplan.workload.params import count_from_hf_config
+
+    if micro_batch < 1 or seq_len < 4:
+        raise UserError("--batch/--seq-len", "a micro-batch of 1 or more and at least 4 tokens")
+    if recompute not in act.RECOMPUTE_KINDS:
+        raise UserError("--recompute", f"one of {', '.join(act.RECOMPUTE_KINDS)}, got {recompute!r}")
+    with progress("probe model", total=4, show=show) as steps:
+        steps.describe("counting parameters (meta device)")
+        count = count_from_hf_config(config)
+        steps.advance()
+        steps.describe("tracing saved tensors (meta device)")
+        traced = trace.trace_activations(config, micro_batch, (max(2, seq_len // 2), seq_len), attention, precision,
+                                         selective=recompute == "selective")
+        shape = act.ActivationShape(str(config["model_type"]), count.layers, count.width, count.ffn_width,
+                                    count.heads, count.kv_heads, count.head_dim, count.vocab,
+                                    count.experts_per_token, experts=count.experts, traced=traced)
+        a = 2.0 if precision == "bf16" else 4.0  # the residual stream's bytes (fp32 under autocast)
+        account = act.activation_account(shape, micro_batch, seq_len, attention, a, recompute, False)
+        tokens = micro_batch * seq_len
+        per_layer = account.layers_bytes / (tokens * max(len(traced.layers), 1))
+        outside = account.outside_saved_bytes / tokens
+        steps.advance()
+        steps.describe("counting FLOPs (meta device)")
+        flops = {str(s): counted_flops(config, s, 1, attention) / s for s in flop_seq_lens}
+        steps.advance()
+        steps.describe("one AdamW step per parameter dtype (CPU)")
+        per_param = adamw_state_bytes_per_param(trace.build_meta(_one_layer_copy(config), attention,
+                                                                 "fp32" if precision == "autocast" else precision))
+        peak = cuda_peak_bytes(config, micro_batch, seq_len, attention)
+        steps.advance()
     cuda = [{"max_memory_allocated": peak}] if peak is not None else []
-    return ModelProbe(str(config["model_type"]), attention, micro_batch, seq_len, len(saved.per_layer), int(params),
-                      saved.per_layer_per_token, saved.outside_per_token, flops, optimizer, cuda)
+    return ModelProbe(str(config["model_type"]), attention, micro_batch, seq_len, len(traced.layers), int(count.total),
+                      per_layer, outside, flops, per_param * count.total, cuda, precision, recompute,
+                      per_layer_bytes_per_token=traced.layer_bytes_per_token(seq_len),
+                      optimizer_state_bytes_per_param=per_param)

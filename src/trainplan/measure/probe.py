@@ -598,8 +598,11 @@ def _file_result(decoder: str, device: str, access: Access, files: int, parts: l
         frames_decoded_per_frame_used=decoded / max(used, 1) if counted else None,
         expected_frames_decoded_per_frame_used=g,
         frames_per_cpu_second_1080p=decoded / cpu * pixels / PIXELS_1080P,
-        # the plan charges g decoded frames per frame used at 1/core_fps each (docs/pipeline-and-bill.md)
-        core_fps_1080p=used_fps * g * pixels / PIXELS_1080P)
+        # the plan charges g decoded frames per frame used at 1/core_fps each (docs/pipeline-and-bill.md). Where the
+        # decoder counts what it decoded, that is the rate per decoded frame (seeks included), which the plan divides
+        # by its own g (data.random_decodes: the corpus's frame-weighted cost, issue 25); else the frames used times
+        # the probe's expected g
+        core_fps_1080p=(decoded / cpu if counted else used_fps * g) * pixels / PIXELS_1080P)
 
 
 def decode_files_pyav(paths: list[Path], *, access: Access = "sequential", side: int = 224,
@@ -914,7 +917,8 @@ def decode_user_files(paths: list[Path], *, access: Access = "sequential", side:
         "source": "files",
         "files": [str(p) for p in paths],
         "access": access,
-        "width": head.width, "height": head.height, "gop": head.gop, "codec": _codec_of(paths[0]),
+        "width": head.width, "height": head.height, "gop": head.gop, "codec": _dominant_codec(paths),
+        "decoder": f"PyAV {_av_version()}",
         "side": side, "postprocess": postprocess, "postprocess_text": POSTPROCESS_TEXT[postprocess], "threads": 1,
         "frames_per_cpu_second": head.frames_per_cpu_second,
         "frames_per_cpu_second_1080p": head.frames_per_cpu_second_1080p,
@@ -929,11 +933,90 @@ def decode_user_files(paths: list[Path], *, access: Access = "sequential", side:
     }
 
 
+def _av_version() -> str:
+    import av
+
+    return str(av.__version__)
+
+
+def image_decoder() -> str:
+    """The image decoder PIL is: Pillow, or pillow-simd where installed (its version carries `.post`)."""
+    import PIL
+
+    version = PIL.__version__
+    return f"{'pillow-simd' if '.post' in version else 'Pillow'} {version}"
+
+
+def decode_images(paths: list[Path], *, side: int = 224, postprocess: Postprocess = "rgb_resize",
+                  seconds: float = 1.0) -> dict[str, Any]:
+    """The decode probe on image files with PIL, one thread: each image opened, decoded, converted to RGB and
+    (rgb_resize) resized to side x side bilinearly, as a PIL + resize loader does; over the images again until
+    `seconds` of CPU are spent. Images per CPU-second at their mean size, and that scaled by pixels to 1080p:
+    an image is an intra-coded frame, decoded once whichever order it is read in (g = 1)."""
+    import io
+
+    from PIL import Image
+
+    from trainplan.measure import inspect as insp
+
+    if not paths:
+        raise UserError("PATH", "expected at least one image file to decode")
+    infos = [insp.inspect_image(p) for p in paths]  # a file PIL cannot open is refused here, in one line
+    blobs = [Path(p).read_bytes() for p in paths]  # decode from memory: the read is the read probe's
+    resample = Image.Resampling.BILINEAR
+    decoded = 0
+    pixels = 0.0
+    cpu = wall = 0.0
+    while decoded == 0 or cpu < seconds:
+        for info, blob in zip(infos, blobs):
+            c0, w0 = time.thread_time(), time.perf_counter()
+            with Image.open(io.BytesIO(blob)) as img:
+                rgb = img.convert("RGB") if postprocess != "none" else img
+                rgb.load()
+                if postprocess == "rgb_resize":
+                    rgb = rgb.resize((side, side), resample)
+                np.asarray(rgb)
+            cpu += time.thread_time() - c0
+            wall += time.perf_counter() - w0
+            decoded += 1
+            pixels += info.width * info.height
+    cpu, wall = max(cpu, 1e-9), max(wall, 1e-9)
+    mean_pixels = pixels / decoded
+    fps_cpu = decoded / cpu
+    agg = insp.aggregate_images(infos)
+    row = {"decoder": "PIL", "device": "cpu", "access": "sequential", "files": len(paths), "width": agg["width"],
+           "height": agg["height"], "gop": 1.0, "frames_decoded": decoded, "frames_used": decoded, "cpu_seconds": cpu,
+           "wall_seconds": wall, "setup_seconds": 0.0, "frames_per_cpu_second": fps_cpu,
+           "frames_per_wall_second": decoded / wall, "frames_used_per_cpu_second": fps_cpu,
+           "frames_decoded_per_frame_used": 1.0, "expected_frames_decoded_per_frame_used": 1.0,
+           "frames_per_cpu_second_1080p": fps_cpu * mean_pixels / PIXELS_1080P,
+           "core_fps_1080p": fps_cpu * mean_pixels / PIXELS_1080P}
+    text = {"none": "decode only", "rgb": "decode + conversion to RGB",
+            "rgb_resize": f"decode + conversion to RGB + bilinear resize to {side} px"}[postprocess]
+    return {
+        "source": "images", "files": [str(p) for p in paths], "access": "sequential", "width": agg["width"],
+        "height": agg["height"], "gop": 1, "codec": agg["codec"], "decoder": image_decoder(), "side": side,
+        "postprocess": postprocess, "postprocess_text": f"{text} (PIL, one thread)", "threads": 1,
+        "pixels_per_frame": mean_pixels, "frames_per_cpu_second": fps_cpu,
+        "frames_per_cpu_second_1080p": row["frames_per_cpu_second_1080p"], "frames_used_per_cpu_second": fps_cpu,
+        "uncontended_core_fps_1080p": row["core_fps_1080p"], "contention_decoders": 1, "contention_ratio": 1.0,
+        "core_fps_1080p": row["core_fps_1080p"], "results": [row], "contention": [], "skipped": [],
+    }
+
+
+def _dominant_codec(paths: list[Path]) -> str:
+    """The codec most of the files are in (the first of equals in file order)."""
+    names = [_codec_of(p) for p in paths]
+    return max(dict.fromkeys(names), key=names.count)
+
+
 def _codec_of(path: Path) -> str:
     import av
 
+    from trainplan.measure.inspect import codec_name
+
     with av.open(str(path)) as c:
-        return c.streams.video[0].codec_context.name
+        return codec_name(c.streams.video[0].codec_context)
 
 
 # ---------------------------------------------------------------- read

@@ -195,7 +195,8 @@ class ProfileResult:
     busy_relative_error: float | None = None  # (measured - predicted) / predicted
     # issue 14: the wait split (DS-Analyzer's fetch and prep stalls), fractions of wall time
     au: float | None = None  # MLPerf Storage's accelerator utilisation: compute time / total time (= busy here)
-    stall: dict[str, float | None] = field(default_factory=dict)  # fetch (I/O), prep (CPU), total
+    # fetch (I/O), prep (CPU), total, other; split (False with a reason where the wait could not be split)
+    stall: dict[str, Any] = field(default_factory=dict)
     stall_basis: str = ""
     cores_needed_prep: float | None = None  # cores that remove the prep stall (Little's law over the prep hops)
 
@@ -278,6 +279,18 @@ class Profiler:
         self._step_cpu: list[float] = []  # thread CPU-seconds of the same steps
         self._index = 0  # batches fetched so far, warm-up included
         self._mode: str | None = None
+        self._workers_clock = WorkerClock()  # the loader processes over the counted window (issue 25)
+        self._fetch_cpu: list[tuple[float, float]] = []  # (CPU, run-queue wait) of this thread in each fetch
+
+    @property
+    def fetched(self) -> int:
+        """Batches fetched so far, warm-up included."""
+        return self._index
+
+    @property
+    def counted(self) -> int:
+        """Batches fetched after the warm-up: the steps the result will count."""
+        return max(0, self._index - self.warmup)
 
     # -- timing mode
 
@@ -346,17 +359,23 @@ class Profiler:
                         return
                     item = self._replayed
                 else:
+                    clock0 = _thread_clock() if not self.workers else None
                     try:
                         item = next(iterator)
                     except StopIteration:
                         body_start = None
                         return
+                    clock1 = _thread_clock() if clock0 is not None else None
                     if self.replay and self._index + 1 >= self.warmup:
                         self._replayed = item
                 t1 = time.perf_counter()
                 counted = self._index >= self.warmup
                 self._index += 1
                 if counted:
+                    if self._replayed is None or self._index == self.warmup + 1:
+                        self._workers_clock.sample()
+                        if self._replayed is None and clock0 is not None and clock1 is not None:
+                            self._fetch_cpu.append((clock1[0] - clock0[0], clock1[1] - clock0[1]))
                     self._fetches.append(t1 - t0)
                     self._frames.append(self._count_frames(item))
                     if self._resolve_mode() == "cuda-events":
@@ -367,6 +386,8 @@ class Profiler:
                     body_start = None
                 yield item
         finally:
+            if self._index > self.warmup:
+                self._workers_clock.sample(force=True)  # the window's end, before the workers are shut down
             if body_start is not None:  # the loop left early (break): close the last step
                 self._sync()
                 self._end_step(time.perf_counter() - body_start, time.thread_time() - body_cpu, start_event)
@@ -466,6 +487,17 @@ class Profiler:
                                                      seconds_per_step=wall / n, body_seconds_per_step=body_s / n,
                                                      frames_per_step=frames / n, demand_fps=demand,
                                                      workers=self.workers)
+        by_workers = self.worker_stalls(fetch_s / wall if wall > 0 else 0.0, sum(fetches))
+        if by_workers is not None and not hops:  # no hop timers: the workers' own clocks split the wait
+            stall, stall_basis = by_workers
+        elif by_workers is None and not hops:
+            stall_basis = ("could not split the wait: no hop timers, and no loader process's CPU and wall time "
+                           "(/proc) over the counted steps")
+        if stall.get("total") is not None:
+            stall["other"] = other / wall if wall > 0 else 0.0  # busy + fetch + prep + other = 1
+        stall["split"] = stall.get("fetch") is not None
+        if not stall["split"]:
+            stall["reason"] = stall_basis
         pred = predicted_from(predicted) if predicted is not None else None
         rel = None
         if pred and pred.get("busy"):
@@ -482,6 +514,21 @@ class Profiler:
             cores_needed_basis=basis, predicted=pred, busy_relative_error=rel,
             au=busy, stall=stall, stall_basis=stall_basis, cores_needed_prep=cores_prep,
         )
+
+    def worker_stalls(self, total: float, fetch_seconds: float) -> tuple[dict[str, float | None], str] | None:
+        """The wait split by the loader processes' clocks (worker_split): the DataLoader's workers where it
+        has them, else this thread's own CPU during the fetches (a loader without workers prepares its
+        items inside the fetch)."""
+        n, wall, cpu, queue = self._workers_clock.totals()
+        if n and (self.workers or 0) > 0:
+            return worker_split(total, processes=n, wall=wall, cpu=cpu, queue=queue,
+                                basis="the loader workers' CPU and wall time (/proc)")
+        if not self.workers and self._fetch_cpu and fetch_seconds > 0:
+            cpu = sum(c for c, _ in self._fetch_cpu)
+            queue = sum(q for _, q in self._fetch_cpu)
+            return worker_split(total, processes=1, wall=fetch_seconds, cpu=cpu, queue=queue,
+                                basis="the loop's own thread during its fetches (no loader workers; /proc)")
+        return None
 
     def close(self) -> None:
         """Stop handing the profile directory to new worker processes and remove it."""
@@ -508,6 +555,104 @@ class Profiler:
 # Hops whose time is the loader waiting on storage (the fetch stall); every other timed hop is
 # the loader's CPU work (decode, transforms, collate: the prep stall).
 IO_HOPS = frozenset({"read", "fetch", "io", "storage", "open"})
+
+
+# ---------------------------------------------------------------- what the workers did (issue 25)
+
+
+def _child_pids() -> list[int]:
+    """Processes this one started (a DataLoader's workers among them), from /proc (Linux; [] elsewhere)."""
+    pids: set[int] = set()
+    try:
+        for task in Path("/proc/self/task").iterdir():
+            try:
+                pids.update(int(x) for x in (task / "children").read_text().split())
+            except (OSError, ValueError):
+                continue
+    except OSError:
+        return []
+    return sorted(pids)
+
+
+def process_clock(pid: int | str) -> tuple[float, float] | None:
+    """(CPU seconds, seconds waiting for a core) of a process (or "thread-self"): utime + stime from
+    /proc/PID/stat, the run-queue wait from /proc/PID/schedstat; None where /proc does not say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        wait = int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        wait = 0.0
+    return cpu, wait
+
+
+# Seconds between two readings of the loader processes' clocks: /proc ticks in 10 ms, so a finer
+# sampling adds reads, not resolution.
+SAMPLE_SECONDS = 0.05
+
+
+def _thread_clock() -> tuple[float, float]:
+    """(CPU seconds, seconds waiting for a core) of the calling thread: its CPU clock, and the run-queue
+    wait of /proc/thread-self/schedstat (0 where /proc does not say)."""
+    try:
+        wait = int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        wait = 0.0
+    return time.thread_time(), wait
+
+
+class WorkerClock:
+    """The loader processes' CPU, run-queue wait and wall time over the counted window, sampled at each
+    counted fetch: per process, its first and last sighting (a worker started later, as a new epoch's are,
+    counts from when it was first seen)."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, tuple[float, float, float]] = {}  # pid -> (time, cpu, wait)
+        self.last: dict[int, tuple[float, float, float]] = {}
+        self._sampled = 0.0
+
+    def sample(self, force: bool = False) -> None:
+        """Read the processes' clocks, at most every SAMPLE_SECONDS (a fast loop is not slowed by /proc
+        reads), or now when `force`."""
+        now = time.perf_counter()
+        if not force and self.last and now - self._sampled < SAMPLE_SECONDS:
+            return
+        self._sampled = now
+        for pid in _child_pids():
+            clock = process_clock(pid)
+            if clock is None:
+                continue
+            self.first.setdefault(pid, (now, *clock))
+            self.last[pid] = (now, *clock)
+
+    def totals(self) -> tuple[int, float, float, float]:
+        """(processes seen twice, wall, CPU, run-queue wait) summed over the processes."""
+        n = wall = cpu = wait = 0.0
+        for pid, (t0, c0, q0) in self.first.items():
+            t1, c1, q1 = self.last[pid]
+            if t1 > t0:
+                n += 1
+                wall += t1 - t0
+                cpu += max(0.0, c1 - c0)
+                wait += max(0.0, q1 - q0)
+        return int(n), wall, cpu, wait
+
+
+def worker_split(total: float, *, processes: int, wall: float, cpu: float, queue: float,
+                 basis: str) -> tuple[dict[str, float | None], str] | None:
+    """The wait split by what the loader did while the trainer waited: computing (its CPU seconds, and the
+    seconds it was ready but waiting for a core) is prep; the rest of its wall time it was blocked (a read,
+    a network fetch, a sleep) is fetch. None where nothing was measured."""
+    if wall <= 0:
+        return None
+    computing = min(1.0, (cpu + queue) / wall)
+    return ({"fetch": total * (1 - computing), "prep": total * computing, "total": total},
+            f"{basis}: {processes} process(es) computing {computing * 100:.0f} % of their wall time "
+            f"(CPU {cpu / wall * 100:.0f} %, waiting for a core {queue / wall * 100:.0f} %), blocked "
+            f"{(1 - computing) * 100:.0f} %")
 
 
 def stall_split(hops: dict[str, HopStats], *, wait_share: float, seconds_per_step: float,
@@ -685,6 +830,9 @@ def summary(result: ProfileResult) -> str:
     if r.stall and r.stall.get("fetch") is not None:
         lines.append(f"  stalls: fetch (I/O) {r.stall['fetch'] * 100:.1f} %, prep (CPU) {r.stall['prep'] * 100:.1f} % "
                      f"of wall time; AU {r.busy * 100:.1f} %")
+        lines.append(f"  split by {r.stall_basis}")
+    elif r.stall_basis:
+        lines.append(f"  stalls: {r.stall_basis}")
         if r.cores_needed_prep is not None:
             lines.append(f"  cores needed to remove the prep stall: {r.cores_needed_prep:.2f}")
     if r.cores_needed is not None:
@@ -730,49 +878,88 @@ def drop_files(paths: list[Path]) -> str:
 
 def differential_stalls(run_pass: Callable[[Profiler], Any], data_files: list[Path], *, warmup: int = 2,
                         sync: Sync | Callable[[], None] = "auto",
-                        frames_per_batch: float | Callable[[Any], float] | None = None) -> dict[str, Any]:
-    """DS-Analyzer's differential passes over one training script, `run_pass(profiler)` each:
+                        frames_per_batch: float | Callable[[Any], float] | None = None,
+                        repeats: int = 3) -> dict[str, Any]:
+    """DS-Analyzer's differential passes over one training script, `run_pass(profiler)` each, every pass
+    run `repeats` times (the median seconds per step used, the spread reported):
 
     1. synthetic: after the warm-up the loop gets one batch again and again (no fetch, no prep):
        seconds per step T_s, the ingestion ceiling;
-    2. warm: the data files read into the page cache first, so fetching costs a memory copy:
-       T_w; the prep stall is (T_w - T_s) / T_c;
-    3. cold: the data files dropped from the page cache first: T_c; the fetch stall is
-       (T_c - T_w) / T_c, and busy = AU = T_s / T_c.
-    Without data files the cold pass cannot drop anything; then the fetch stall comes from the hop
-    timers of the cold pass alone (said in `notes`)."""
-    passes: dict[str, ProfileResult] = {}
+    2. warm: the data files read into the page cache first, so reading them costs a memory copy: T_w;
+    3. cold: the data files dropped from the page cache first: T_c.
+
+    busy = AU = T_s / T_c; the page cache's part of the fetch stall is (T_c - T_w) / T_c; the rest of the
+    wait, (T_w - T_s) / T_c, is split by what the loader did in the warm passes (its own stall split: the
+    workers' CPU against their wall time, or the hop timers), so a loader that sleeps on a slow fetch the
+    page cache cannot serve (an object store, a network file system) is fetch, not prep. T_w is held
+    within [T_s, T_c] (said in `notes` where the passes disagree), so busy + fetch + prep = 1. Without
+    data files nothing is dropped, the warm passes are cold ones too, and the whole wait is split as the
+    loader did it."""
+    if repeats < 1:
+        raise ValueError("repeats must be >= 1")
+    runs: dict[str, list[ProfileResult]] = {"synthetic": [], "warm": [], "cold": []}
     notes: list[str] = []
-    for name in ("synthetic", "warm", "cold"):
-        if name == "warm" and data_files:
-            warm_files(data_files)
-        if name == "cold":
-            notes.append(f"cold pass: {drop_files(data_files)}" if data_files else
-                         "cold pass: no --data files named, so the page cache could not be emptied; "
-                         "the fetch stall is the hop timers' split of the cold pass")
-        prof = Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch, replay=name == "synthetic")
-        try:
-            run_pass(prof)
-            passes[name] = prof.result()
-        finally:
-            prof.close()
-    t = {k: r.wall_seconds / r.steps for k, r in passes.items()}
-    cold = passes["cold"]
-    busy = min(1.0, t["synthetic"] / t["cold"])
-    if data_files:
-        prep = max(0.0, t["warm"] - t["synthetic"]) / t["cold"]
-        fetch = max(0.0, t["cold"] - t["warm"]) / t["cold"]
+    for _ in range(repeats):
+        for name in ("synthetic", "warm", "cold"):
+            if name == "warm" and data_files:
+                warm_files(data_files)
+            if name == "cold" and data_files:
+                method = f"cold pass: {drop_files(data_files)}"
+                if method not in notes:
+                    notes.append(method)
+            prof = Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch, replay=name == "synthetic")
+            try:
+                run_pass(prof)
+                runs[name].append(prof.result())
+            finally:
+                prof.close()
+    if not data_files:
+        notes.append("no --data files named: the page cache was not emptied, so the warm and cold passes read alike")
+    per_step = {k: [r.wall_seconds / r.steps for r in v] for k, v in runs.items()}
+    t = {k: statistics.median(v) for k, v in per_step.items()}
+    spread = {k: {"min": min(v), "max": max(v), "runs": len(v)} for k, v in per_step.items()}
+    t_s, t_c = t["synthetic"], max(t["cold"], 1e-12)
+    if t_s > t_c:
+        notes.append(f"the synthetic pass was slower than the cold one ({t_s * 1e3:.3g} against {t_c * 1e3:.3g} ms a "
+                     "step): the step, not the data, sets the pace; busy taken as 1")
+        t_s = t_c
+    t_w = t["warm"] if data_files else t_c
+    if not t_s <= t_w <= t_c:
+        notes.append(f"the warm pass ({t_w * 1e3:.3g} ms a step) fell outside [synthetic, cold] = [{t_s * 1e3:.3g}, "
+                     f"{t_c * 1e3:.3g}] ms: timing noise larger than the page cache's effect; held at the nearer end")
+        t_w = min(max(t_w, t_s), t_c)
+    busy = t_s / t_c
+    cache_fetch = (t_c - t_w) / t_c
+    rest = (t_w - t_s) / t_c
+    # how the loader split its own wait in the warm passes (the cold ones without data files)
+    basis_runs = runs["warm"] if data_files else runs["cold"]
+    shares = [r.stall["fetch"] / r.stall["total"] for r in basis_runs
+              if r.stall.get("fetch") is not None and (r.stall.get("total") or 0) > 0]
+    prep: float | None
+    if shares:
+        share = statistics.median(shares)
+        fetch, prep = cache_fetch + rest * share, rest * (1 - share)
+        split = f"the {'warm' if data_files else 'cold'} passes' own split ({basis_runs[0].stall_basis})"
     else:
-        prep = cold.stall.get("prep") or 0.0
-        fetch = cold.stall.get("fetch") or 0.0
+        fetch, prep = cache_fetch, None
+        split = ("could not split the wait beyond the page cache's part: "
+                 + (basis_runs[0].stall_basis if basis_runs else "no pass ran"))
+        notes.append(split)
+    cold = runs["cold"][len(runs["cold"]) // 2]
     return {
-        "method": "differential passes (synthetic, warm, cold)",
+        "method": f"differential passes (synthetic, warm, cold), {repeats} run(s) each, medians",
         "busy": busy,
         "au": busy,
-        "stall": {"fetch": fetch, "prep": prep, "total": fetch + prep},
+        "busy_of_each_repeat": [min(1.0, s / c) for s, c in zip(per_step["synthetic"], per_step["cold"])],
+        "stall": {"fetch": fetch, "prep": prep, "total": 1.0 - busy, "unsplit": None if prep is not None else rest,
+                  "split": prep is not None, **({} if prep is not None else {"reason": split})},
+        "split": split,
+        "sums_to_one": busy + fetch + (prep if prep is not None else rest),
         "seconds_per_step": t,
+        "seconds_per_step_spread": spread,
         "cores_needed_prep": cold.cores_needed_prep,
         "hop_split_of_cold_pass": cold.stall,
         "notes": notes,
-        "passes": {k: r.to_dict() for k, r in passes.items()},
+        "passes": {k: [r.to_dict() for r in v] for k, v in runs.items()},
     }
+

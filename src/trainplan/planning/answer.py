@@ -117,7 +117,7 @@ def _waits(report: dict[str, Any]) -> str:
         removed = a.get("idle_removed")
         if removed is not None:
             text += (f": {fmt(a['extra_core_cost'], 'dollars')} of cores removes "
-                     f"{fmt(removed, 'dollars')} of idle accelerator per hour of data")
+                     f"{fmt(removed, 'dollars')} of idle accelerator per hour of data, each epoch")
         text += "."
     elif p["bottleneck"] == "read":
         text += f" The read hop needs {fmt(p['read_bytes_per_token'] * p['demand_tokens_per_second'], 'byte_rate')}."

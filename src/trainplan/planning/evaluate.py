@@ -117,7 +117,7 @@ def pipeline_inputs(w: Workload, model: ModelFacts | None = None, **changes: Any
 def cache_section(ctx: PlanContext) -> dict[str, Any]:
     """`pipeline.cache`: busy and the binding stage for cached fractions 0-100 % (docs/measurement.md)."""
     cache = ctx.inputs.cache
-    keep = ("cache_size", "dataset_size", "cache_rate", "remote_rate")
+    keep = ("cache_size", "dataset_size", "cache_rate", "remote_rate", "order")
     return {"cache": pipeline_mod.cache_what_if(ctx.inputs.pipeline_args(),
                                                  **{k: v for k, v in cache.items() if k in keep})}
 
@@ -642,8 +642,8 @@ def verdict(report: dict[str, Any]) -> str:
         if not all(v is not None and math.isfinite(v) for v in (a["extra_core_cost"], a["idle_removed"])):
             text += " (without them the accelerator never computes)."
         else:
-            text += (f", +{format_figure(a['extra_core_cost'] * 10, 'dollars')} over ten epochs per hour of data, "
-                     f"removing {format_figure(a['idle_removed'] * 10, 'dollars')} of idle accelerator time.")
+            text += (f": {format_figure(a['extra_core_cost'], 'dollars')} of cores removes "
+                     f"{format_figure(a['idle_removed'], 'dollars')} of idle accelerator per hour of data, each epoch.")
         parts.append(text)
     elif p["bottleneck"] == "read":
         need = p["read_bytes_per_token"] * p["demand_tokens_per_second"]

@@ -117,6 +117,11 @@ def model_shape(w: Workload, model: Any, params: Any = None) -> parallel.ModelSh
     heads = int(model.heads or max(1, model.width // DEFAULT_HEAD_WIDTH))
     vocab = int(model.vocab or 0)
     head_dim = int(model.head_dim or model.width // heads)
+    attention_width = heads * head_dim
+    if count is not None:
+        from trainplan.workload.params import attention_width as width_of_attention
+
+        attention_width = int(width_of_attention(count))
     largest = 0.0
     matmul: float | None = None
     if count is not None:
@@ -125,7 +130,9 @@ def model_shape(w: Workload, model: Any, params: Any = None) -> parallel.ModelSh
         matmul = float(matmul_params(count)[0]) * float(model.active_params) / max(float(count.active), 1.0)
         # ZeRO-3 gathers module by module: the module with the most parameters of its own (embedding,
         # head, or one MLP matrix); FSDP gathers a whole wrapped block. Scaled to model.params beside a shape.
-        module = max(count.embedding, count.lm_head, count.width * count.ffn_width * max(count.experts, 1))
+        from trainplan.workload.params import largest_module_params
+
+        module = largest_module_params(count)  # a layer's fused experts module, read off the module if built
         sharding = w.training.sharding or ts.sharding_of_zero(w.training.zero)
         largest = float(count.per_layer if sharding == "fsdp" else module) * total / max(count.total, 1)
     # without a count the largest module is not known: nothing gathered is counted (as before a shape)
@@ -136,7 +143,7 @@ def model_shape(w: Workload, model: Any, params: Any = None) -> parallel.ModelSh
         layers=int(model.layers), width=int(model.width), heads=heads, kv_heads=int(model.kv_heads or heads),
         vocab=vocab, seq_len=int(w.training.seq_len), params=total, active_params=float(model.active_params),
         embedding_params=float(vocab * model.width), tied=bool(w.model.tied), experts=int(w.model.experts),
-        experts_per_token=int(w.model.experts_per_token), attention_width=heads * head_dim if heads_known else 0,
+        experts_per_token=int(w.model.experts_per_token), attention_width=attention_width if heads_known else 0,
         largest_layer_params=largest, matmul_params=matmul)
 
 
@@ -153,13 +160,19 @@ def layer_activations(w: Workload, model: Any, terms: Any) -> tuple[parallel.Lay
         if terms.activation_shape is not None:
             outside += terms.activation_formula.logits_bytes / tokens
         return parallel.LayerActivations(0.0, k, k, k, 0.0, outside), terms.activations_source
-    if terms.activation_shape is not None and terms.activations_source.startswith("architecture"):
+    if terms.activation_shape is not None and not terms.activations_source.startswith(("b S d L k", "measured")):
+        # the architecture's account (its traits, or a trace of the family's own code)
         shape, formula = terms.activation_shape, terms.activation_formula
         layer = act.layer_bytes_per_token(shape, t.seq_len, t.attention, a, attention_dropout=t.dropout,
                                           hidden_dropout=t.dropout)
         replicated = layer.norms + layer.linear_inputs + layer.hidden_dropout
         split = layer.total - replicated
-        selective = act.selective_kept_per_token(layer, shape, t.attention, a) - replicated
+        if t.recompute == "selective":  # what the account keeps for this workload (a trace says it exactly)
+            selective = formula.kept_per_layer_bytes_per_token - replicated
+        elif shape.family in act.families():
+            selective = act.selective_kept_per_token(layer, shape, t.attention, a) - replicated
+        else:  # a traced family without traits: selective drops the attention tensors that grow with S
+            selective = split - layer.attention_scores - layer.attention_dropout
         outside = (formula.outside_saved_bytes + formula.logits_bytes) / tokens
         return parallel.LayerActivations(replicated, split, selective, a * shape.width, 0.0, outside), \
             terms.activations_source
@@ -176,13 +189,13 @@ def state_function(w: Workload, model: Any, recipe: ts.Recipe) -> Any:
     t = w.training
     if t.method == "full":
         return lambda pd, shard, code, largest: parallel.sharded_state(pd, shard, code, largest, recipe)
-    from trainplan.planning.model_terms import adapter_params
+    from trainplan.planning.model_terms import adapter_params, kept_in_bf16_params
 
-    adapter = adapter_params(w, model)
-    share = adapter / float(model.params)
+    share = adapter_params(w, model) / float(model.params)
+    kept_share = kept_in_bf16_params(w, model) / float(model.params)
 
     def lora(pd: Any, shard: Any, code: Any, largest: Any) -> tuple[Any, Any, Any, Any]:
-        st = ts.lora_state(pd, pd * share, recipe, t.method)
+        st = ts.lora_state(pd, pd * share, recipe, t.method, pd * kept_share)
         return st.weights_bytes, st.grads_bytes, st.optimizer_bytes, np.zeros_like(np.asarray(pd, np.float64))
     return lora
 
@@ -296,6 +309,16 @@ def run(w: Workload, model: Any, terms: Any, values: Any, hw: parallel.Hardware 
 
 MICRO_BATCH_HALVINGS = 16  # 2^16 down to 1 at most
 
+#: keys whose value changes what fits, so also the micro-batch chosen: a sweep plans them one by one
+#: where the micro-batch is chosen (planning/sweep.py)
+FIT_KEYS = frozenset({"cluster.count", "model.params", "cluster.runtime_buffers", "cluster.headroom",
+                      "training.grad_accum", "training.seq_len", "training.saved_tensors_per_layer",
+                      "training.selective_keep"})
+
+
+def micro_batch_is_chosen(w: Workload, model: Any) -> bool:
+    return not given(w, "training.micro_batch") and has_shape(model) and model_given(w)
+
 
 def choose_micro_batch(w: Workload, model: Any) -> Workload:
     """The workload with the largest micro-batch that fits, when the user gave none (docs/parallel.md).
@@ -304,7 +327,7 @@ def choose_micro_batch(w: Workload, model: Any) -> Workload:
     the fullest device fits, and training.grad_accum doubled with it so the sequences per step stay
     the same; the report names the choice as derived. If none fits, 1 is kept and the plan says what
     else to change."""
-    if given(w, "training.micro_batch") or not has_shape(model) or not model_given(w):
+    if not micro_batch_is_chosen(w, model):
         return w
     from trainplan.planning.inputs import PlanInputs
     from trainplan.workload.schema import Provenance

@@ -228,7 +228,11 @@ D("pipeline.cache.cache_rate", "byte_rate", "cache read rate", "reads served by 
   detail=True)
 D("pipeline.cache.remote_rate", "byte_rate", "remote read rate", "reads from storage (cluster.link)", sweep=False,
   detail=True)
-D("pipeline.cache.read_rate", "byte_rate", "mixed read rate", "1 / (f / cache rate + (1 - f) / remote rate)",
+D("pipeline.cache.read_rate", "byte_rate", "mixed read rate", "1 / (h / cache rate + (1 - h) / remote rate)",
+  sweep=False, detail=True)
+D("pipeline.cache.hit_ratio", "fraction", "cache hit ratio", "h: reads an LRU cache serves in the access order "
+  "(shuffle each epoch: f + (1 - f) ln(1 - f))", sweep=False, detail=True)
+D("pipeline.cache.order", "text", "access order", "storage.cache_order: shuffle, fixed, sharded or uniform",
   sweep=False, detail=True)
 # ---- bill (docs/pipeline-and-bill.md): per hour of data moved once
 D("bill.total", "dollars", "transport per hour of data", "bytes + cores + idle accelerator")

@@ -28,6 +28,7 @@ PIPELINE_ARGS: dict[str, str] = {
     "data.fps": "fps", "data.cameras": "cameras", "data.bitrate": "bitrate", "data.gop": "gop",
     "data.side": "side", "data.patch": "patch", "data.bytes_per_token": "bytes_per_token",
     "data.tokenizer_rate": "tokenizer_rate", "data.loader_cpu_per_frame": "loader_cpu_per_frame",
+    "data.random_decodes": "random_decodes", "data.pixels_per_frame": "pixels_per_frame",  # issue 25
 }
 VECTOR_KEYS: frozenset[str] = frozenset(PIPELINE_ARGS) | frozenset({
     "model.params", "training.tokens", "training.micro_batch", "training.seq_len", "training.grad_accum",
@@ -97,10 +98,12 @@ class PlanInputs:
                                                     fps=d.fps, width=d.width, height=d.height, bitrate=d.bitrate,
                                                     tokens=tokens, bytes_per_token=d.bytes_per_token))
         f = float(pipeline_mod.cached_fraction(w.storage.cache_size, size))
-        rate = (w.cluster.link if f == 0
-                else float(pipeline_mod.cached_read_rate(w.cluster.link, w.storage.cache_rate, f)))
+        hit = float(pipeline_mod.lru_hit_ratio(w.storage.cache_order, f))  # issue 25: the loader's order
+        rate = (w.cluster.link if hit == 0
+                else float(pipeline_mod.cached_read_rate(w.cluster.link, w.storage.cache_rate, hit)))
         return {"cache_size": w.storage.cache_size, "dataset_size": size, "cache_rate": w.storage.cache_rate,
-                "remote_rate": w.cluster.link, "cached_fraction": f, "read_rate": rate}
+                "remote_rate": w.cluster.link, "cached_fraction": f, "hit_ratio": hit, "read_rate": rate,
+                "order": w.storage.cache_order}
 
     @cached_property
     def terms(self) -> Any:

@@ -52,18 +52,28 @@ def architecture_known(w: Any, count: Any) -> bool:
 
 
 def _shape(w: Any, count: Any) -> act.ActivationShape:
+    """The activation shape: the catalogue's traits for the families the formulas cover; any other
+    family of a config.json is traced from its own code (measure/trace.py, meta device), or refused
+    without torch and transformers, naming the extra that installs them."""
     family = count.family if count.family in act.families() else "llama"
     if w.model.hf_config is not None:
+        from trainplan.measure import trace
         from trainplan.workload.params import load_hf_config
 
-        try:
-            config = load_hf_config(w.base_dir / w.model.hf_config)
-            if config.get("model_type") in act.families():
-                shape = act.shape_from_hf_config(config)
-                return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
-                                              "norm": w.model.norm})
-        except Exception:  # noqa: BLE001 - the count already read this file; fall back to the count's shape
-            pass
+        t = w.training
+        config = load_hf_config(w.base_dir / w.model.hf_config)  # the count read it already: it parses
+        # autocast over fp32 weights (HF Trainer's bf16=True) keeps fp32 and bf16 copies the formulas do
+        # not count: traced where torch is installed, whatever the family
+        autocast = t.state_recipe == "autocast_fp32" and trace.available()
+        if config.get("model_type") in act.families() and not autocast:
+            shape = act.shape_from_hf_config(config)
+            return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
+                                          "norm": w.model.norm})
+        traced = trace.cached_trace(config, t.micro_batch, t.attention, "autocast" if autocast else t.precision,
+                                    t.recompute)
+        return act.ActivationShape(str(config.get("model_type")), count.layers, count.width, count.ffn_width,
+                                   count.heads, count.kv_heads, count.head_dim, count.vocab,
+                                   count.experts_per_token, experts=count.experts, traced=traced)
     return act.ActivationShape(family, count.layers, count.width, count.ffn_width, count.heads, count.kv_heads,
                                count.head_dim, count.vocab, count.experts_per_token, None, w.model.mlp,
                                w.model.norm)
@@ -90,8 +100,21 @@ def adapter_params(w: Any, model: Any) -> float:
 
         raise UserError("training.method", "a model shape (model.layers and model.width, or model.hf_config) "
                         "to size LoRA adapters")
+    from trainplan.workload.params import PLAIN_MLP_FAMILIES
+
+    gated = count.family not in PLAIN_MLP_FAMILIES  # a plain MLP has no gate to adapt
     return float(count.layers * ts.lora_params_per_layer(count.width, count.ffn_width, count.heads, count.kv_heads,
-                                                         count.head_dim, t.lora_rank, list(t.lora_targets)))
+                                                         count.head_dim, t.lora_rank, list(t.lora_targets),
+                                                         count.fused_projections, gated))
+
+
+def kept_in_bf16_params(w: Any, model: Any) -> float:
+    """QLoRA quantises the linear layers: the embedding, the untied head and the norms stay bf16
+    (parameters, scaled to model.params; 0 without a count or outside QLoRA)."""
+    count = getattr(model, "count", None)
+    if w.training.method != "qlora" or count is None:
+        return 0.0
+    return float((count.embedding + count.lm_head + count.final_norm) * float(model.params) / max(count.total, 1))
 
 
 def evaluate(w: Any, model: Any) -> ModelTerms:
@@ -120,7 +143,11 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
             terms.activations = formula.total_bytes
             terms.activations_source = (f"architecture ({shape.family}, {t.attention}, recompute {t.recompute}; "
                                         "catalogue/activation_traits.toml)")
-            if count.family not in act.families():
+            if shape.traced is not None:
+                terms.activations_source = (f"traced from {shape.family}'s own code (measure/trace.py, meta device, "
+                                            f"{shape.traced.attention}, {shape.traced.precision}, "
+                                            f"recompute {t.recompute})")
+            elif count.family not in act.families():
                 terms.activations_source += (f"; {count.family} has no traits of its own yet, so Llama's are used: "
                                              "measure it with `trainplan probe model`")
     if t.activation_bytes_per_layer_token is not None and model.layers is not None:
@@ -146,10 +173,10 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
 
     # FLOPs
     if known:
-        from trainplan.workload.params import matmul_params
+        from trainplan.workload.params import attention_width, matmul_params
 
         n, head = matmul_params(count)
-        fpt = compute_mod.flops_per_token(n, count.layers, count.heads * count.head_dim, t.seq_len, t.recompute,
+        fpt = compute_mod.flops_per_token(n, count.layers, attention_width(count), t.seq_len, t.recompute,
                                           t.attention, head_params=head)
         model_fpt, executed_fpt = fpt.model, fpt.executed
         if t.method != "full":

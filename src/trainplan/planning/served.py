@@ -37,7 +37,8 @@ WITHOUT_SHAPE = ("without a shape, tokens/s counts the weights' read only (an up
 
 def served_model(model: Any, name: str = "workload model") -> serving_mod.ServedModel:
     """ServedModel from planning.evaluate.ModelFacts: the parameter count always, the KV shape
-    (layers, KV heads, head width) where the facts give it."""
+    (layers, KV heads, head width) where the facts give it, and a config.json's per-layer KV layout
+    (sliding windows, DeepSeek's compressed cache) where the count read one."""
     kv_heads = model.kv_heads or model.heads
     head_dim = model.head_dim
     if head_dim is None and model.width is not None and model.heads:
@@ -45,8 +46,9 @@ def served_model(model: Any, name: str = "workload model") -> serving_mod.Served
     layers = None if model.layers is None else int(model.layers)
     kv_heads = None if kv_heads is None else int(kv_heads)
     head_dim = None if head_dim is None else float(head_dim)
+    kv_layers = getattr(getattr(model, "count", None), "kv_layers", None)  # a config.json's windows, MLA
     return serving_mod.ServedModel(params=model.params, layers=layers, kv_heads=kv_heads, head_dim=head_dim,
                                    name=name, active_params=model.active_params,
-                                   kv_missing=kv_missing(layers, kv_heads, head_dim),
+                                   kv_missing=kv_missing(layers, kv_heads, head_dim), kv_layers=kv_layers,
                                    heads=None if model.heads is None else int(model.heads),
                                    width=None if model.width is None else int(model.width))

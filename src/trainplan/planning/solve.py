@@ -67,6 +67,11 @@ def parse_target(text: str) -> Target:
     if not m:
         raise UserError("--for", f"expected FIGURE>=VALUE or FIGURE<=VALUE such as pipeline.busy>=0.95, got {text!r}")
     figure, op, raw = m["figure"], m["op"], m["value"]
+    from trainplan.planning.figures import FIGURES
+
+    if figure in FIGURES and FIGURES[figure].dimension == "text":  # issue 29: a name compared as a number
+        raise UserError("--for", f"{figure} is a text figure (a name, not a number); expected a target on a "
+                        f"numeric or yes/no figure such as pipeline.busy>=0.95, got {text!r}")
     if op is None:
         return Target(figure, ">=", 1.0, text, bare=True)
     return Target(figure, op, _figure_value(figure, raw), text)

@@ -32,12 +32,19 @@ from trainplan.workload.schema import SECTIONS, Workload, leaf_keys, load_worklo
 
 # Points evaluated per numpy call: bounds the memory of a long sweep (about 100 arrays of this length).
 CHUNK_POINTS = 250_000
+# Rows the CSV and JSON writers format at a time: their memory is the output and one piece of rows.
+ROWS_PER_PIECE = 65_536
 # Above this many points a progress bar is drawn on stderr.
 PROGRESS_POINTS = 100_000
 # Relative slack when deciding whether STOP is on the grid (float steps do not land exactly).
 GRID_SLACK = 1e-9
 # The most points a sweep may have (a guard against a typo such as 1:1e9).
 MAX_POINTS = 50_000_000
+# Memory one point costs per column, for the cap derived from the machine's memory (max_points):
+# the float64 cell (8 B), its copy when handed to Arrow (8 B), and its text in the CSV or JSON the
+# writer builds (~ 10-30 B). Measured from the command line, 1e7 points x 3 columns: CSV peaks at
+# 0.60 GB (20 B a cell), JSON at 1.09 GB (36 B a cell) (docs/speed.md); 64 B leaves room.
+BYTES_PER_CELL = 64
 
 # Keys evaluated as arrays (planning/inputs.py).
 PIPELINE_ARGS, VECTOR_KEYS, SHAPE_KEYS = inputs_mod.PIPELINE_ARGS, inputs_mod.VECTOR_KEYS, inputs_mod.SHAPE_KEYS
@@ -110,7 +117,11 @@ def parse_vary(spec: str) -> Axis:
         if not numeric:
             raise UserError("--vary", f"{key}: not a number; give its values as a list a,b,c")
         return Axis(key, tuple(_range(key, grid)), True)
-    items = [s.strip() for s in grid.split(",") if s.strip()]
+    items = [s.strip() for s in grid.split(",")]
+    if len(items) > MAX_POINTS:
+        raise UserError("--vary", f"{key}: {len(items):,} values; expected at most {MAX_POINTS:,}")
+    if any(not item for item in items):  # "1,,2" or a trailing comma: a value left out, not a list
+        raise UserError("--vary", f"{key}: expected values separated by single commas, with none empty, got {grid!r}")
     if numeric and not key.startswith("cluster.accelerator."):
         values = tuple(float(parse_value(key, s)) for s in items)
     else:
@@ -143,6 +154,7 @@ def _range(key: str, grid: str) -> list[float]:
         if start <= 0:
             raise UserError("--vary", f"{key}: a geometric grid needs START above 0, got {parts[0]!r}")
         n = int(math.floor(math.log(stop / start) / math.log(factor) + GRID_SLACK)) + 1
+        _check_count(key, n)
         values = start * factor ** np.arange(n)
         if _is_whole(key):
             values = np.unique(np.round(values))
@@ -150,13 +162,47 @@ def _range(key: str, grid: str) -> list[float]:
         step = conv(parts[2]) if len(parts) == 3 else 1.0
         if not step > 0:
             raise UserError("--vary", f"{key}: expected a STEP above 0, got {parts[2]!r}")
-        n = int(math.floor((stop - start) / step + GRID_SLACK)) + 1
+        span = (stop - start) / step + GRID_SLACK
+        if not math.isfinite(span):
+            raise UserError("--vary", f"{key}: expected a STEP that divides STOP - START into at most "
+                            f"{MAX_POINTS:,} values, got {grid!r}")
+        n = int(math.floor(span)) + 1
+        _check_count(key, n)  # counted before any array of them is built
         values = start + step * np.arange(n)
-    if n > MAX_POINTS:
-        raise UserError("--vary", f"{key}: {n:,} values; expected at most {MAX_POINTS:,}")
     if _is_whole(key) and np.any(values != np.floor(values)):
         raise UserError("--vary", f"{key}: expected whole numbers, got {grid!r}")
     return [float(v) for v in values]
+
+
+def _check_count(key: str, n: int) -> None:
+    if n > MAX_POINTS:
+        count = f"{n:,}" if n < 10**15 else "more than 10^15"
+        raise UserError("--vary", f"{key}: {count} values; expected at most {MAX_POINTS:,}")
+
+
+def max_points(columns: int) -> int:
+    """The most points a sweep of `columns` columns may have on this machine: the memory budget
+    (trainplan.machine.budget_bytes: half the available memory, TRAINPLAN_MEMORY_BYTES to change it)
+    over BYTES_PER_CELL a cell, and never above MAX_POINTS."""
+    from trainplan import machine
+
+    return max(1, min(MAX_POINTS, machine.budget_bytes() // (BYTES_PER_CELL * max(columns, 1))))
+
+
+def _check_memory(axes: list[Axis], figures: list[str] | None) -> None:
+    """Refuse, naming the key with the most values, a grid whose columns would not fit in memory."""
+    total = math.prod(len(a.values) for a in axes)
+    columns = len(axes) + (len(figures) if figures else sum(1 for f in FIGURES.values() if f.sweep))
+    cap = max_points(columns)
+    if total > cap:
+        from trainplan import machine
+
+        widest = max(axes, key=lambda a: len(a.values))
+        shape = " x ".join(f"{len(a.values):,}" for a in axes)
+        raise UserError("--vary", f"{widest.key}: {shape} = {total:,} points of {columns} columns; expected at "
+                        f"most {cap:,} (half of this machine's {machine.available_memory_bytes() / 2**30:.1f} GiB "
+                        f"available at {BYTES_PER_CELL} B a cell; fewer --figures, or {machine.MEMORY_ENV} "
+                        f"to change it)")
 
 
 # ---------------------------------------------------------------- evaluation
@@ -174,6 +220,8 @@ def _vectorizable(w: Workload, axis: Axis, probe: Callable[[str], Workload]) -> 
     model = plan_mod.resolve_model(w)
     if key in model_terms.SCALAR_KEYS and model_terms.architecture_known(w, model.count):
         return False  # the architecture's activations and FLOPs are evaluated per workload (issue 12)
+    if key in execution.FIT_KEYS and execution.micro_batch_is_chosen(w, model):
+        return False  # the micro-batch chosen to fit depends on it: per workload
     if key.startswith("model.") and execution.has_shape(model):
         # the shape feeds the execution model (activations, attention FLOPs, a predicted step): per workload
         return False
@@ -225,7 +273,8 @@ def _fill_grid(columns: dict[str, np.ndarray], axes: list[Axis], start: int) -> 
     for i, a in enumerate(axes):
         along = [1] * len(shape)
         along[i] = shape[i]
-        columns[a.key][start:stop].reshape(shape)[...] = np.asarray(a.values, float).reshape(along)
+        column = columns[a.key]
+        column[start:stop].reshape(shape)[...] = np.asarray(a.values, column.dtype).reshape(along)
 
 
 def _override(value: Any) -> str:
@@ -243,76 +292,97 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
     names = [a.key for a in axes]
     if len(set(names)) != len(names):
         raise UserError("--vary", "each key may be varied once")
+    total = math.prod(len(a.values) for a in axes)
+    if total > MAX_POINTS:
+        raise UserError("--vary", f"{total:,} points; expected at most {MAX_POINTS:,}")
+    _check_memory(axes, figures)  # before any workload is read or column allocated
     base = load_workload(file, sets, calibration)
     looped = [a for a in axes if not _vectorizable(base, a, lambda extra: load_workload(file, list(sets) + [extra],
                                                                                         calibration))]
     vector = [a for a in axes if a not in looped]
     total = math.prod(len(a.values) for a in axes)
-    if total > MAX_POINTS:
-        raise UserError("--vary", f"{total:,} points; expected at most {MAX_POINTS:,}")
     per_combo = math.prod(len(a.values) for a in vector)
     _check_vector_values(base, vector)
 
     keys = names
-    # the varied keys' columns first, each written once (the vector axes' grid for every combination
-    # of the looped ones); the figures' columns on the first chunk, when their dtypes are known
-    columns: dict[str, np.ndarray] = {a.key: np.empty(total, dtype=_dtype(a.values[0])) for a in looped + vector}
-    columns = {k: columns[k] for k in keys}
+    # The rows are written straight into the order the axes were given (the first --vary slowest),
+    # though looped axes are evaluated outermost: where that differs, each chunk's rows go to their
+    # places (no reordering copy of every column at the end, issue 29).
+    reorder = [a.key for a in looped + vector] != names
+    shape = tuple(len(a.values) for a in axes)
+    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]  # elements, C order, given order
+    where = {a.key: i for i, a in enumerate(axes)}
+    vector_shape = tuple(len(a.values) for a in vector)
+    # the varied keys' columns first, each written once; the figures' columns on the first chunk,
+    # when their dtypes are known
+    columns: dict[str, np.ndarray] = {a.key: np.empty(total, dtype=_dtype(a.values[0])) for a in axes}
+    if reorder:
+        _fill_grid(columns, axes, 0)
     figure_keys: list[str] | None = None
     offset = 0
     no_plan: list[tuple[int, str]] = []  # (offset, reason) of combinations that have no plan (a layout they break)
     show = progress if progress is not None else total > PROGRESS_POINTS
     with _progress(total, show) as advance:
-        for combo in itertools.product(*(a.values for a in looped)):
+        for picks in itertools.product(*(range(len(a.values)) for a in looped)):
+            combo = tuple(a.values[i] for a, i in zip(looped, picks))
             extra = [f"{a.key}={_override(v)}" for a, v in zip(looped, combo)]
-            for a, v in zip(looped, combo):
-                columns[a.key][offset:offset + per_combo] = v
+            if not reorder:
+                for a, v in zip(looped, combo):
+                    columns[a.key][offset:offset + per_combo] = v
+                if vector:
+                    _fill_grid(columns, vector, offset)
+            base_place = sum(i * strides[where[a.key]] for a, i in zip(looped, picks))
             try:
                 w = load_workload(file, list(sets) + extra, calibration) if extra else base
             except UserError as err:  # this combination breaks a rule (a layout that does not divide): no plan
-                no_plan.append((offset, f"{err.where}: {err.expected}"))
-                if vector:
-                    _fill_grid(columns, vector, offset)
+                rows_at: Any = slice(offset, offset + per_combo)
+                if reorder:
+                    picked = np.unravel_index(np.arange(per_combo), vector_shape) if vector else ()
+                    rows_at = np.full(per_combo, base_place, dtype=np.int64)
+                    for a, ix in zip(vector, picked):
+                        rows_at += ix * strides[where[a.key]]
+                no_plan.append((rows_at, f"{err.where}: {err.expected}"))
                 offset += per_combo
                 advance(per_combo)
                 continue
-            if vector:
-                _fill_grid(columns, vector, offset)
             for start in range(0, per_combo, CHUNK_POINTS):
                 n = min(per_combo - start, CHUNK_POINTS)
-                # the chunk's grid: views of the key columns, not copies
-                arrays = {a.key: columns[a.key][offset:offset + n] for a in vector}
+                place: Any = slice(offset, offset + n)
+                if reorder:  # the chunk's grid gathered, and the rows' places in the given order
+                    picked = np.unravel_index(np.arange(start, start + n), vector_shape) if vector else ()
+                    arrays = {a.key: np.asarray(a.values, float)[ix] for a, ix in zip(vector, picked)}
+                    place = np.full(n, base_place, dtype=np.int64)
+                    for a, ix in zip(vector, picked):
+                        place += ix * strides[where[a.key]]
+                else:  # the chunk's grid: views of the key columns, not copies
+                    arrays = {a.key: columns[a.key][offset:offset + n] for a in vector}
                 figs = evaluate(w, arrays, figures)
                 if figure_keys is None:
                     cols = {**dict(zip((a.key for a in looped), combo)), **arrays, **figs}
                     figure_keys = [k for k in _wanted(cols, keys, figures) if k not in columns]
                     columns.update({k: np.empty(total, dtype=_dtype(figs[k])) for k in figure_keys})
                 for k in figure_keys:
-                    columns[k][offset:offset + n] = figs[k]  # a scalar or a broadcast view: no temporary copy
+                    columns[k][place] = figs[k]  # a scalar or a broadcast view: no temporary copy
                 offset += n
                 advance(n)
     if no_plan:
-        _mark_no_plan(columns, figure_keys, no_plan, per_combo, total)
-    # rows in the order of the grid as written: the first --vary slowest
-    order = _grid_order(axes, looped, vector)
-    if order is not None:
-        columns = {k: v[order] for k, v in columns.items()}
-    return SweepResult(keys, columns)
+        _mark_no_plan(columns, figure_keys, no_plan, total)
+        figure_keys = [*(figure_keys or []), "no_plan"]
+    return SweepResult(keys, {k: columns[k] for k in [*keys, *(figure_keys or [])]})
 
 
-def _mark_no_plan(columns: dict[str, np.ndarray], figure_keys: list[str] | None, no_plan: list[tuple[int, str]],
-                  per_combo: int, total: int) -> None:
+def _mark_no_plan(columns: dict[str, np.ndarray], figure_keys: list[str] | None, no_plan: list[tuple[Any, str]],
+                  total: int) -> None:
     """Rows of combinations without a plan: numbers NaN (null in JSON, empty in CSV), flags false, and a
     `no_plan` column that says why (empty where there is a plan)."""
     if figure_keys is None:
         raise UserError("--vary", f"no configuration of the grid has a plan; the first: {no_plan[0][1]}")
     reasons = np.full(total, "", dtype=object)
-    for start, why in no_plan:
-        reasons[start:start + per_combo] = why
+    for rows_at, why in no_plan:
+        reasons[rows_at] = why
         for k in figure_keys:
             col = columns[k]
-            col[start:start + per_combo] = (np.nan if col.dtype.kind == "f" else False if col.dtype.kind == "b"
-                                            else "")
+            col[rows_at] = np.nan if col.dtype.kind == "f" else False if col.dtype.kind == "b" else ""
     columns["no_plan"] = reasons
 
 
@@ -334,16 +404,6 @@ def _wanted(cols: dict[str, Any], keys: list[str], figures: list[str] | None) ->
             raise UserError("--figures", f"unknown figure {unknown[0]!r}; expected one of {', '.join(cols)}")
         return keys + [f for f in figures if f not in keys]
     return keys + [k for k in cols if k not in keys]
-
-
-def _grid_order(axes: list[Axis], looped: list[Axis], vector: list[Axis]) -> np.ndarray | None:
-    """Permutation from evaluation order (looped axes outermost) to the order the axes were given."""
-    evaluated = looped + vector
-    if [a.key for a in evaluated] == [a.key for a in axes]:
-        return None
-    shape = tuple(len(a.values) for a in evaluated)
-    perm = [evaluated.index(a) for a in axes]
-    return np.arange(math.prod(shape)).reshape(shape).transpose(perm).ravel()
 
 
 def _check_vector_values(w: Workload, vector: list[Axis]) -> None:
@@ -425,12 +485,24 @@ def _csv_fields(column: np.ndarray) -> list[str]:
     return out
 
 
+def _pieces(result: SweepResult) -> Iterator[dict[str, np.ndarray]]:
+    """The rows ROWS_PER_PIECE at a time (views of the columns)."""
+    for lo in range(0, len(result), ROWS_PER_PIECE):
+        yield {k: v[lo:lo + ROWS_PER_PIECE] for k, v in result.columns.items()}
+
+
 def _csv_numpy(result: SweepResult) -> bytes:
-    """CSV without pyarrow: each column formatted once, rows joined (about 1 s per 6 million fields)."""
+    """CSV without pyarrow: each column of a piece of rows formatted at once, the piece's rows joined and
+    encoded (about 1 s per 6 million fields); the text of one piece at a time, not of every row."""
+    import io
+
     header = ",".join(f'"{k}"' for k in result.columns)
-    fields = [_csv_fields(np.asarray(v)) for v in result.columns.values()]
-    body = "\n".join(map(",".join, zip(*fields)))
-    return (header + "\n" + body + ("\n" if body else "")).encode("utf-8")
+    out = io.BytesIO()  # grows in place; getvalue() hands over its buffer without a copy
+    out.write((header + "\n").encode("utf-8"))
+    for piece in _pieces(result):
+        fields = [_csv_fields(np.asarray(v)) for v in piece.values()]
+        out.write(("\n".join(map(",".join, zip(*fields))) + "\n").encode("utf-8"))
+    return out.getvalue()
 
 
 def to_parquet(result: SweepResult) -> bytes:
@@ -446,14 +518,27 @@ def to_parquet(result: SweepResult) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def to_json(result: SweepResult) -> str:
+def to_json(result: SweepResult) -> bytes:
+    """A JSON array of the rows, one object a line, built a piece of rows at a time (UTF-8, ending in a
+    newline): its memory is the text, once, and one piece's objects, not an object per row."""
     import json
 
     from trainplan.present.quantities import json_safe
 
-    cols = {k: v.tolist() for k, v in result.columns.items()}
-    rows = [json_safe({k: cols[k][i] for k in cols}) for i in range(len(result))]
-    return json.dumps(rows, indent=1, allow_nan=False)
+    import io
+
+    encode = json.JSONEncoder(allow_nan=False).encode
+    out = io.BytesIO()  # grows in place; getvalue() hands over its buffer without a copy
+    out.write(b"[")
+    first = True
+    for piece in _pieces(result):
+        cols = {k: v.tolist() for k, v in piece.items()}
+        m = len(next(iter(cols.values())))
+        out.write(b"\n" if first else b",\n")
+        first = False
+        out.write(",\n".join(encode(json_safe({k: cols[k][i] for k in cols})) for i in range(m)).encode("utf-8"))
+    out.write(b"]\n" if first else b"\n]\n")
+    return out.getvalue()
 
 
 def rows(result: SweepResult) -> Iterator[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """numba kernel of the queue engine (imported only through trainplan.simulate.fast).
 
-Line for line the recurrence of trainplan.simulate.queue._recurrence; see fast.py for
-why the results are bit-identical and how the statistics are fused into the loop.
+Line for line the recurrence of trainplan.simulate.queue._recurrence, run over the frames
+one chunk at a time with O(1) state per frame: see fast.py for why the results are
+bit-identical, how the statistics are fused into the loop and what is kept.
 """
 
 from __future__ import annotations
@@ -11,6 +12,16 @@ from numba import njit
 
 INF = np.inf
 
+# Columns of the float record of a frame (fast.REC_*): read start, read done, queued (entered the
+# read-ahead queue), decode start, decode done, entered the buffer, step start.
+RS, RD, QD, DS, DC, EN, ST = range(7)
+# Columns of the integer record: frame index, decoder, rank.
+FR, WHO, RANK = range(3)
+# Slots of the integer state.
+J, K, SIZE, NREC, NX = range(5)
+# Slots of the float state.
+P_PREV, A_NEXT, T0, T1 = range(4)
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _before(t1: float, i1: int, t2: float, i2: int) -> bool:
@@ -19,10 +30,11 @@ def _before(t1: float, i1: int, t2: float, i2: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _sift_down(ht: np.ndarray, hi: np.ndarray, size: int) -> None:
+def _sift_down(ht: np.ndarray, hi: np.ndarray, hd: np.ndarray, size: int) -> None:
     pos = 0
     t = ht[0]
     i = hi[0]
+    d = hd[0]
     while True:
         child = 2 * pos + 1
         if child >= size:
@@ -33,26 +45,30 @@ def _sift_down(ht: np.ndarray, hi: np.ndarray, size: int) -> None:
         if _before(ht[child], hi[child], t, i):
             ht[pos] = ht[child]
             hi[pos] = hi[child]
+            hd[pos] = hd[child]
             pos = child
         else:
             break
     ht[pos] = t
     hi[pos] = i
+    hd[pos] = d
 
 
 @njit(cache=True, nogil=True)
-def _push(ht: np.ndarray, hi: np.ndarray, size: int, t: float, i: int) -> None:
+def _push(ht: np.ndarray, hi: np.ndarray, hd: np.ndarray, size: int, t: float, i: int, d: int) -> None:
     pos = size
     while pos > 0:
         parent = (pos - 1) >> 1
         if _before(t, i, ht[parent], hi[parent]):
             ht[pos] = ht[parent]
             hi[pos] = hi[parent]
+            hd[pos] = hd[parent]
             pos = parent
         else:
             break
     ht[pos] = t
     hi[pos] = i
+    hd[pos] = d
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -68,114 +84,188 @@ def _overlap(start: float, end: float, t0: float, t1: float) -> float:
 
 
 @njit(cache=True, nogil=True)
-def queue_kernel(r, read, work, dec, group, step, B, q, no_decoder, k0, k1, fused,
-                 P, S, C, E, A, A_frame, order, who, sums, gbusy, gblocked):
-    """The recurrence; `q` < 0 means unbounded read-ahead (then P is `r`, the cumulative reads).
+def queue_chunk(read, work, lo, n, dec, group, step, B, q, no_decoder, k0, k1, rec_from,
+                fstate, istate, ht, hi, hd, slot_f, slot_rec, a_ring, s_ring, rec_f, rec_i, extra_f, extra_i,
+                sums, gbusy, gblocked):
+    """Advance the recurrence over the frames lo .. lo + len(read) - 1 (per-frame read seconds and decode
+    work multipliers); the last chunk (ending at frame n) also drains the decoders.
 
-    S and A carry max(q, 0) and B leading -inf entries, as in the reference."""
-    n = work.shape[0]
+    `q` < 0: unbounded read-ahead (the reads are a running sum). `no_decoder`: pre-decoded frames, the
+    reader is the one "decoder" (`work` is then the read seconds and the read-ahead queue is empty).
+    State between chunks lives in fstate/istate, the heap (ht, hi, hd: finish time, frame, decoder),
+    each decoder's frame (slot_f: queued, decode start, read start, read done; slot_rec: its record),
+    and two rings: the last B step starts and the last q decode starts. Statistics over ranks
+    k0 .. k1-1 are summed into `sums`/`gbusy`/`gblocked`. Frames still decoding at rank `rec_from`
+    and every frame handed out from then on are recorded (rec_f, rec_i) while rows remain;
+    with unbounded read-ahead, the reads of frames beyond the records that end after t0 go to
+    `extra` while its rows remain (the timeline's reads far ahead of the decoders)."""
+    m = read.shape[0]
+    hi_frame = lo + m
     c = min(dec.shape[0], n)
     bounded = q >= 0
-    qq = q if bounded else 0
-    for k in range(B):
-        A[k] = -INF
-    for k in range(qq):
-        S[k] = -INF
-    ht = np.empty(max(c, 1))
-    hi = np.empty(max(c, 1), np.int64)
-    size = 0
-    p_prev = 0.0
-    for j in range(c):
-        if bounded:
-            p = p_prev + r[j]
-            if S[j] > p:
-                p = S[j]
-            P[j] = p
-            p_prev = p
-        S[j + qq] = P[j]
-        who[j] = j
-        cj = P[j] + work[j] * dec[j]
-        C[j] = cj
-        _push(ht, hi, size, cj, j)
-        size += 1
-    a_next = -INF
-    j = c
-    t0 = 0.0
-    t1 = INF
-    for k in range(n):
-        ci = ht[0]
-        i = hi[0]
-        ab = A[k]
-        e = ci if ci >= ab else ab
-        a = e if e >= a_next else a_next
-        A[k + B] = a
-        a_next = a + step
-        E[i] = e
-        A_frame[i] = a
-        order[k] = i
-        if j < n:
-            if bounded:
-                p = p_prev + r[j]
-                sq = S[j]  # decode start of frame j - q: its read-ahead slot frees then
+    nrec_max = rec_f.shape[0]
+    nx_max = extra_f.shape[0]
+    j = istate[J]
+    k = istate[K]
+    size = istate[SIZE]
+    nrec = istate[NREC]
+    nx = istate[NX]
+    p_prev = fstate[P_PREV]
+    a_next = fstate[A_NEXT]
+    t0 = fstate[T0]
+    t1 = fstate[T1]
+    e = -INF
+    d = 0
+    ka = k % B  # k mod B and j mod q, advanced by wrapping (no division per frame)
+    js = j % q if bounded else 0
+    while True:
+        if j < n and j >= hi_frame:
+            break  # the next frame to hand out is in the next chunk
+        handing = j < c  # the first c frames go to the c idle decoders, no frame leaves
+        if not handing:
+            if size == 0:
+                break
+            if k == rec_from and nrec_max > 0:  # record every frame still decoding
+                for h in range(size):
+                    dh = hd[h]
+                    if nrec < nrec_max:
+                        rec_f[nrec, RS] = slot_f[dh, 2]
+                        rec_f[nrec, RD] = slot_f[dh, 3]
+                        rec_f[nrec, QD] = slot_f[dh, 0]
+                        rec_f[nrec, DS] = slot_f[dh, 1]
+                        rec_f[nrec, DC] = ht[h]
+                        rec_i[nrec, FR] = hi[h]
+                        rec_i[nrec, WHO] = dh
+                        slot_rec[dh] = nrec
+                        nrec += 1
+            # ---- the frame finishing first enters the buffer: rank k
+            ci = ht[0]
+            i = hi[0]
+            d = hd[0]
+            ab = a_ring[ka] if k >= B else -INF  # A[k - B]
+            e = ci if ci >= ab else ab
+            a = e if e >= a_next else a_next
+            a_ring[ka] = a
+            a_next = a + step
+            r = slot_rec[d]
+            if r >= 0:
+                rec_f[r, EN] = e
+                rec_f[r, ST] = a
+                rec_i[r, RANK] = k
+            if k >= k0:
+                # ---- statistics of frame i (rank k), fused into the pass
+                if k == k0:
+                    t0 = a
+                    sums[9] = a  # T0
+                if k == k1:
+                    t1 = a
+                    sums[10] = a  # T1
+                qd = slot_f[d, 0]
+                si = slot_f[d, 1]
+                if no_decoder:  # the reader is the one "decoder": read = decode interval, blocked = C..E
+                    rs = si
+                    rd = ci
+                    qd = e
+                    ds = e
+                    dc = e
+                else:
+                    rs = slot_f[d, 2]
+                    rd = slot_f[d, 3]
+                    ds = si
+                    dc = ci
+                sums[0] += _overlap(rs, rd, t0, t1)  # READ_BUSY
+                sums[1] += _overlap(rd, qd, t0, t1)  # READ_BLOCKED
+                sums[2] += _overlap(qd, ds, t0, t1)  # READ_QUEUE
+                sums[3] += _overlap(e, a, t0, t1)  # BUFFER
+                if not no_decoder:
+                    g = group[d]
+                    gbusy[g] += _overlap(ds, dc, t0, t1)
+                    gblocked[g] += _overlap(dc, e, t0, t1)
+                if k < k1:  # measured frames
+                    sums[4] += ds - qd  # READ_QUEUE_WAIT
+                    sums[5] += e - dc  # DECODER_BLOCKED_WAIT
+                    sums[6] += a - e  # BUFFER_WAIT
+                    sums[7] += rd - rs  # READ_SECONDS
+                    if not no_decoder:
+                        sums[8] += (dc - ds) / dec[d]  # WORK
+            k += 1
+            ka += 1
+            if ka == B:
+                ka = 0
+            if j >= n:  # drain: no frame left to hand out
+                size -= 1
+                if size > 0:
+                    ht[0] = ht[size]
+                    hi[0] = hi[size]
+                    hd[0] = hd[size]
+                    _sift_down(ht, hi, hd, size)
+                continue
+        else:
+            d = j
+            e = -INF
+        # ---- hand frame j to decoder d, free since e
+        x = j - lo
+        rj = read[x]
+        if no_decoder:
+            p = 0.0  # nothing waits to be read: the reader is the decoder
+            rd = 0.0
+        elif bounded:
+            rd = p_prev + rj  # read done: the previous frame entered the queue, this one was read
+            p = rd
+            if j >= q:
+                sq = s_ring[js]  # decode start of frame j - q: its read-ahead slot frees then
                 if sq > p:
                     p = sq
-                P[j] = p
-                p_prev = p
-            else:
-                p = P[j]
-            st = p if p >= e else e
-            S[j + qq] = st
-            d = who[i]
-            who[j] = d
-            cj = st + work[j] * dec[d]
-            C[j] = cj
+            p_prev = p
+        else:
+            p_prev = p_prev + rj  # the cumulative reads, as np.cumsum adds them
+            p = p_prev
+            rd = p
+        st = p if p >= e else e
+        if bounded and not no_decoder:
+            s_ring[js] = st
+        cj = st + work[x] * dec[d]
+        slot_f[d, 0] = p
+        slot_f[d, 1] = st
+        slot_f[d, 2] = rd - rj
+        slot_f[d, 3] = rd
+        if k >= rec_from and not handing and nrec < nrec_max:
+            rec_f[nrec, RS] = rd - rj
+            rec_f[nrec, RD] = rd
+            rec_f[nrec, QD] = p
+            rec_f[nrec, DS] = st
+            rec_f[nrec, DC] = cj
+            rec_i[nrec, FR] = j
+            rec_i[nrec, WHO] = d
+            slot_rec[d] = nrec
+            nrec += 1
+        else:
+            slot_rec[d] = -1
+            if (k >= rec_from and not handing and not bounded and not no_decoder and nx < nx_max
+                    and rd > t0 and rd > rd - rj):
+                extra_f[nx, 0] = rd - rj
+                extra_f[nx, 1] = rd
+                extra_i[nx] = j
+                nx += 1
+        if handing:
+            _push(ht, hi, hd, size, cj, j, d)
+            size += 1
+        else:
             ht[0] = cj
             hi[0] = j
-            _sift_down(ht, hi, size)
-            j += 1
-        else:  # drain: pop
-            size -= 1
-            if size > 0:
-                ht[0] = ht[size]
-                hi[0] = hi[size]
-                _sift_down(ht, hi, size)
-        if not fused or k < k0:
-            continue
-        # ---- statistics of frame i (rank k), fused into the pass
-        if k == k0:
-            t0 = a
-            sums[10 - 1] = a  # T0
-        if k == k1:
-            t1 = a
-            sums[10] = a  # T1
-        si = S[i + qq]
-        if no_decoder:  # the reader is the one "decoder": read = decode interval, blocked = C..E
-            rs = si
-            rd = C[i]
-            qd = E[i]
-            ds = e
-            dc = e
-        else:
-            if bounded:
-                rd = read[0] if i == 0 else P[i - 1] + read[i]
-            else:
-                rd = P[i]
-            rs = rd - read[i]
-            qd = P[i]
-            ds = si
-            dc = C[i]
-        sums[0] += _overlap(rs, rd, t0, t1)  # READ_BUSY
-        sums[1] += _overlap(rd, qd, t0, t1)  # READ_BLOCKED
-        sums[2] += _overlap(qd, ds, t0, t1)  # READ_QUEUE
-        sums[3] += _overlap(e, a, t0, t1)  # BUFFER
-        if not no_decoder:
-            g = group[who[i]]
-            gbusy[g] += _overlap(ds, dc, t0, t1)
-            gblocked[g] += _overlap(dc, e, t0, t1)
-        if k < k1:  # measured frames
-            sums[4] += ds - qd  # READ_QUEUE_WAIT
-            sums[5] += e - dc  # DECODER_BLOCKED_WAIT
-            sums[6] += a - e  # BUFFER_WAIT
-            sums[7] += rd - rs  # READ_SECONDS
-            if not no_decoder:
-                sums[8] += (dc - ds) / dec[who[i]]  # WORK
+            hd[0] = d
+            _sift_down(ht, hi, hd, size)
+        j += 1
+        if bounded:
+            js += 1
+            if js == q:
+                js = 0
+    istate[J] = j
+    istate[K] = k
+    istate[SIZE] = size
+    istate[NREC] = nrec
+    istate[NX] = nx
+    fstate[P_PREV] = p_prev
+    fstate[A_NEXT] = a_next
+    fstate[T0] = t0
+    fstate[T1] = t1

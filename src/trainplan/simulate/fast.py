@@ -16,13 +16,23 @@ which is known by then. Each overlap is `min(max(end, t0), t1) - min(max(start, 
 as in the reference, summed in rank order (the reference sums with numpy's pairwise
 sum, so sums agree to rounding, not to the bit).
 
+Streaming (issue 29): the kernel advances over one chunk of frames per call, its state
+carried between calls (the heap, each decoder's frame, rings of the last B step starts and
+the last Q decode starts, a few scalars), so a run holds no array over its frames: the
+chunk's service times, O(decoders + B + Q) state and the frames recorded for a timeline
+(docs/simulation.md says which frames and why they suffice). `run` records every frame
+(rank 0 on) to return the per-frame trace; `simulate` records only those a timeline needs.
+
 Only importable where numba is: `available()` says whether it is, without importing it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,10 +42,13 @@ INSTALL_HINT = "pip install 'trainplan[fast]' (numba) for the compiled queue eng
 READ_BUSY, READ_BLOCKED, READ_QUEUE, BUFFER, READ_QUEUE_WAIT, DECODER_BLOCKED_WAIT, BUFFER_WAIT, \
     READ_SECONDS, WORK, T0, T1 = range(11)
 N_SUMS = 11
+# Columns of a recorded frame's times (trainplan.simulate._kernel RS .. ST).
+REC_READ_START, REC_READ_DONE, REC_QUEUED, REC_DECODE_START, REC_DECODE_DONE, REC_ENTER, REC_STEP = range(7)
 
 # Below this many frames in one call, the pure-Python engine finishes before numba would be
-# imported and its cached machine code loaded (~0.6 s here: 0.2 s to import numba, 0.4 s to load the cached code; against 0.7-1.5 µs a frame in
-# Python): measured by benchmarks/bench_queue.py, which prints both.
+# imported and its cached machine code loaded (~0.4 s here: 0.22 s to import numba, 0.18 s to load
+# the cached code with the BLAS probe skipped, 0.38 s with it; against 0.7-1.5 µs a frame in Python):
+# measured by benchmarks/bench_queue.py, which prints both.
 WORTH_FRAMES = 500_000
 
 
@@ -63,17 +76,59 @@ def worth_it(frames: int) -> bool:
     return True
 
 
+# numba's CPU target, when first used in a process, imports scipy.linalg only to learn whether
+# np.dot would have a BLAS (numba.np.arraymath): 0.24 s of the 0.38 s its first call costs here
+# (benchmarks/bench_queue.py). The kernel does no linear algebra, so that check is answered "no
+# BLAS" while the target loads; scipy.linalg stays importable afterwards.
+_BLAS_PROBE = "scipy.linalg.cython_blas"
+
+
+@contextlib.contextmanager
+def _without_blas_probe() -> Iterator[None]:
+    if _BLAS_PROBE in sys.modules:
+        yield
+        return
+    sys.modules[_BLAS_PROBE] = None  # type: ignore[assignment]  # import of it raises ImportError
+    try:
+        yield
+    finally:
+        if _BLAS_PROBE in sys.modules and sys.modules[_BLAS_PROBE] is None:
+            del sys.modules[_BLAS_PROBE]
+
+
 def kernel():  # -> the compiled function (imports numba)
     """The compiled kernel; raises ImportError where numba is missing or cannot load."""
-    from trainplan.simulate._kernel import queue_kernel
+    if "trainplan.simulate._kernel" in sys.modules:
+        from trainplan.simulate._kernel import queue_chunk
 
-    return queue_kernel
+        return queue_chunk
+    with _without_blas_probe():
+        from trainplan.simulate._kernel import queue_chunk
+
+        try:  # load the CPU target's registries now, inside the context (numba's internals: optional)
+            from numba.core.registry import cpu_target
+
+            cpu_target.target_context.refresh()
+        except (ImportError, AttributeError):
+            pass
+    return queue_chunk
 
 
-def run_arrays(
-    reads: np.ndarray,
-    read: np.ndarray,
-    work: np.ndarray,
+class Streamed(NamedTuple):
+    """What one streamed run keeps: the fused sums and the recorded frames (in the order recorded)."""
+
+    sums: np.ndarray  # N_SUMS entries, by the indexes above
+    group_busy: np.ndarray  # seconds inside the window, per decoder group
+    group_blocked: np.ndarray
+    records: np.ndarray  # (frames recorded, 7): REC_* times in seconds
+    record_ids: np.ndarray  # (frames recorded, 3): frame, decoder, rank
+    extra_reads: np.ndarray  # (reads, 2): start, end of reads far ahead of the records (unbounded read-ahead)
+    extra_ids: np.ndarray  # their frames
+
+
+def run_stream(
+    chunks: Iterable[tuple[np.ndarray, np.ndarray]],
+    frames: int,
     dec: np.ndarray,
     group: np.ndarray,
     groups: int,
@@ -81,28 +136,39 @@ def run_arrays(
     buffer: int,
     read_ahead: int | None,
     no_decoder: bool,
-    window: tuple[int, int] = (0, 0),
-    fused: bool = False,
-) -> tuple[np.ndarray, ...]:
-    """One compiled run. Returns P, S, C, E, A by frame, order, who, sums, group busy, group blocked."""
-    # one layout and dtype, so the kernel is compiled (and cached) once
-    reads, read, work, dec = (np.ascontiguousarray(a, dtype=np.float64) for a in (reads, read, work, dec))
-    group = np.ascontiguousarray(group, dtype=np.intp)
-    n = work.shape[0]
+    window: tuple[int, int],
+    record_from: int,
+    records: int,
+    extra_reads: int,
+) -> Streamed:
+    """One compiled run over `chunks` of (read seconds, decode work) of consecutive frames, `frames` in all
+    (for pre-decoded frames, the work is the read seconds). Memory: the chunk in hand, a few numbers per
+    decoder, the last `buffer` step starts and `read_ahead` decode starts, and the `records` rows asked for."""
+    run_chunk = kernel()
+    dec = np.ascontiguousarray(dec, dtype=np.float64)
+    group = np.ascontiguousarray(group, dtype=np.int64)
+    c = max(dec.shape[0], 1)
     q = -1 if read_ahead is None else int(read_ahead)
-    qq = max(q, 0)
-    P = np.empty(n) if q >= 0 else reads
-    S_ext = np.empty(qq + n)
-    C = np.empty(n)
-    E = np.empty(n)
-    A_ext = np.empty(buffer + n)
-    A_frame = np.empty(n)
-    order = np.empty(n, np.intp)
-    who = np.empty(n, np.intp)
+    fstate = np.array([0.0, -np.inf, 0.0, np.inf])  # P of the last frame read, next step's earliest start, t0, t1
+    istate = np.zeros(5, np.int64)
+    ht, hi, hd = np.empty(c), np.empty(c, np.int64), np.empty(c, np.int64)
+    slot_f, slot_rec = np.zeros((c, 4)), np.full(c, -1, np.int64)
+    a_ring, s_ring = np.empty(max(int(buffer), 1)), np.empty(max(q, 1))
+    rec_f, rec_i = np.full((records, 7), np.nan), np.full((records, 3), -1, np.int64)
+    extra_f, extra_i = np.empty((extra_reads, 2)), np.empty(extra_reads, np.int64)
     sums = np.zeros(N_SUMS)
-    gbusy = np.zeros(max(groups, 1))
-    gblocked = np.zeros(max(groups, 1))
-    kernel()(reads, read, work, dec, group, float(step), int(buffer), q, bool(no_decoder),
-             int(window[0]), int(window[1]), bool(fused),
-             P, S_ext, C, E, A_ext, A_frame, order, who, sums, gbusy, gblocked)
-    return P, S_ext[qq:], C, E, A_frame, order, who, sums, gbusy, gblocked
+    gbusy, gblocked = np.zeros(max(groups, 1)), np.zeros(max(groups, 1))
+    lo = 0
+    for read, work in chunks:
+        read = np.ascontiguousarray(read, dtype=np.float64)
+        work = np.ascontiguousarray(work, dtype=np.float64)
+        run_chunk(read, work, lo, int(frames), dec, group, float(step), int(buffer), q, bool(no_decoder),
+                  int(window[0]), int(window[1]), int(record_from), fstate, istate, ht, hi, hd, slot_f, slot_rec,
+                  a_ring, s_ring, rec_f, rec_i, extra_f, extra_i, sums, gbusy, gblocked)
+        lo += read.shape[0]
+    if lo != frames:
+        raise ValueError(f"{lo} frames streamed, {frames} expected")
+    nrec, nx = int(istate[3]), int(istate[4])
+    return Streamed(sums, gbusy, gblocked, rec_f[:nrec], rec_i[:nrec], extra_f[:nx], extra_i[:nx])
+
+

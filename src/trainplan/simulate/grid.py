@@ -24,28 +24,69 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 from trainplan.errors import UserError
+from trainplan.simulate.limits import MAX_BUFFER_FRAMES, MAX_CV, MAX_KEYFRAME_COST, MAX_SEED, MAX_SIMULATIONS
 from trainplan.simulate.queue import QueueSpec, ServiceTimes, Variability, sample_service_times, simulate
 
 QUEUE_KEYS = ("buffer", "cv", "read_cv", "read_ahead", "keyframe_cost", "seed")
 ALIASES = {"data.buffer": "buffer", "cores": "cluster.cores"}
 WHOLE_KEYS = ("buffer", "read_ahead", "seed")
 ROW_FIGURES = ("busy", "formula_busy", "difference", "throughput_fps", "mean_buffer_frames", "bottleneck")
+SIMULATIONS_ENV = "TRAINPLAN_MAX_SIMULATIONS"  # overrides limits.MAX_SIMULATIONS
+# A queue's decoders cost a pointer to a float and one to a name each (queue_spec_from_pipeline repeats
+# one float and one name object for a group): 16 B, in every workload combination's spec.
+BYTES_PER_DECODER = 16
 CHUNKS_PER_JOB = 4  # chunks handed to each worker: enough to even out, few enough to stay cheap
 
 
 @dataclass(frozen=True)
 class Vary:
     key: str  # canonical: a queue key or a workload key
-    values: tuple[float, ...]
+    values: tuple[int | float, ...]
+
+
+def max_simulations() -> int:
+    """The most simulations one grid runs: limits.MAX_SIMULATIONS, or TRAINPLAN_MAX_SIMULATIONS."""
+    from trainplan import machine
+
+    return machine.limit(SIMULATIONS_ENV, MAX_SIMULATIONS)
+
+
+def _number(key: str, text: str, whole: bool) -> int | float:
+    """One value as written: a whole number exactly (a seed of 2^63 - 1 stays itself), else a float."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    value = float(text)  # ValueError: not a number (the caller says what was expected)
+    if whole:
+        if not math.isfinite(value) or value != int(value) or abs(value) > 2**53:
+            raise UserError(f"--vary {key}", f"whole numbers, got {text!r}")
+        return int(value)
+    return value
+
+
+def _ranges(key: str) -> tuple[float, float, bool, str] | None:
+    """(lowest, highest, lowest included, in words) of a queue key, as `trainplan simulate` enforces them."""
+    if key == "buffer":
+        return 1, MAX_BUFFER_FRAMES, True, f"buffer sizes from 1 to {MAX_BUFFER_FRAMES:,} frames"
+    if key == "read_ahead":
+        return 0, MAX_BUFFER_FRAMES, True, f"read-ahead from 0 (unbounded) to {MAX_BUFFER_FRAMES:,} frames"
+    if key == "seed":
+        return 0, MAX_SEED, True, "seeds from 0 to 2^63-1"
+    if key in ("cv", "read_cv"):
+        return 0, MAX_CV, True, f"coefficients of variation from 0 to {MAX_CV:g}"
+    if key == "keyframe_cost":
+        return 0, MAX_KEYFRAME_COST, False, f"costs above 0 and at most {MAX_KEYFRAME_COST:g} (times an ordinary frame)"
+    return None
 
 
 def parse_vary(text: str) -> Vary:
-    """'buffer=1,4,16' / 'cores=4:32:4' -> Vary."""
+    """'buffer=1,4,16' / 'cores=4:32:4' -> Vary. Values are checked against the ranges `simulate`
+    enforces and counted before any list of them is built (`buffer=1:1e9` is refused, not allocated)."""
     key, sep, spec = text.partition("=")
     key = key.strip()
     if not sep or not key or not spec.strip():
@@ -55,35 +96,47 @@ def parse_vary(text: str) -> Vary:
         raise UserError("--vary", f"a queue key ({', '.join(QUEUE_KEYS)}), cores, or a workload key "
                         f"such as cluster.cores, got {key!r}")
     spec = spec.replace(" ", "")
+    whole = key in WHOLE_KEYS
+    cap = max_simulations()
     try:
         if ":" in spec:
-            parts = [float(p) for p in spec.split(":")]
-            if len(parts) not in (2, 3) or any(p != int(p) for p in parts):
+            parts = [_number(key, p, True) for p in spec.split(":")]
+            if len(parts) not in (2, 3):
                 raise ValueError
             lo, hi = int(parts[0]), int(parts[1])
             step = int(parts[2]) if len(parts) == 3 else 1
             if step <= 0 or hi < lo:
                 raise ValueError
-            values = tuple(float(v) for v in range(lo, hi + 1, step))
+            count = (hi - lo) // step + 1
+            if count > cap:
+                raise UserError(f"--vary {key}", f"at most {cap:,} values (the grid's limit of simulations, "
+                                f"{SIMULATIONS_ENV} to change it), got {count:,} from {spec!r}")
+            values: tuple[int | float, ...] = tuple(range(lo, hi + 1, step))
         else:
-            values = tuple(float(v) for v in spec.split(",") if v)
+            items = spec.split(",")
+            if len(items) > cap:
+                raise UserError(f"--vary {key}", f"at most {cap:,} values (the grid's limit of simulations, "
+                                f"{SIMULATIONS_ENV} to change it), got {len(items):,}")
+            if any(not item for item in items):
+                raise UserError(f"--vary {key}", f"values separated by single commas, with none empty, got {spec!r}")
+            values = tuple(_number(key, item, whole) for item in items)
     except ValueError:
         raise UserError(f"--vary {key}", f"numbers separated by commas, or LO:HI[:STEP] in whole numbers, "
                         f"got {spec!r}") from None
     if not values or not all(math.isfinite(v) for v in values):
         raise UserError(f"--vary {key}", f"at least one finite value, got {spec!r}")
-    if key in WHOLE_KEYS and any(v != int(v) for v in values):
+    if whole and any(v != int(v) for v in values):
         raise UserError(f"--vary {key}", f"whole numbers, got {spec!r}")
-    if key == "buffer" and min(values) < 1:
-        raise UserError("--vary buffer", "buffer sizes >= 1 frame")
-    if key in ("cv", "read_cv", "read_ahead") and min(values) < 0:
-        raise UserError(f"--vary {key}", "values >= 0")
-    if key == "keyframe_cost" and min(values) <= 0:
-        raise UserError("--vary keyframe_cost", "costs > 0 (times an ordinary frame)")
+    bounds = _ranges(key)
+    if bounds is not None:
+        low, high, closed, words = bounds
+        bad = next((v for v in values if v > high or v < low or (v == low and not closed)), None)
+        if bad is not None:
+            raise UserError(f"--vary {key}", f"{words}, got {number(bad)}")
     return Vary(key, values)
 
 
-def number(v: float) -> int | float:
+def number(v: int | float) -> int | float:
     return int(v) if v == int(v) else v
 
 
@@ -118,15 +171,29 @@ def grid_specs(
         if v.key in seen:
             raise UserError("--vary", f"{v.key} given twice")
         seen.add(v.key)
+    total = math.prod(len(v.values) for v in varies)
+    cap = max_simulations()
+    if total > cap:
+        raise UserError("--vary", f"at most {cap:,} simulations in one grid ({SIMULATIONS_ENV} to change it), "
+                        f"got {' x '.join(f'{len(v.values):,}' for v in varies)} = {total:,}")
     workload_vs = [v for v in varies if v.key not in QUEUE_KEYS]
     # buffer and read-ahead vary fastest: they reuse the sample of the configuration before
     rank = {"buffer": 3, "read_ahead": 2}
     queue_vs = sorted((v for v in varies if v.key in QUEUE_KEYS), key=lambda v: rank.get(v.key, 0))
     points: list[dict[str, int | float]] = []
     specs: list[QueueSpec] = []
+    from trainplan import machine
+
+    budget = machine.budget_bytes()
+    held = 0  # decoders in the queues built so far (the queue keys' specs share their workload's)
     for wvals in itertools.product(*(v.values for v in workload_vs)):
         sets = [f"{v.key}={number(x)}" for v, x in zip(workload_vs, wvals)]
         spec0 = base_spec(sets)
+        held += len(spec0.decoder_seconds_per_frame)
+        if held * BYTES_PER_DECODER > budget:
+            raise UserError("--vary", f"the grid's queues would hold more than {budget // BYTES_PER_DECODER:,} "
+                            f"decoders ({BYTES_PER_DECODER} B each in half this machine's available memory; "
+                            f"{machine.MEMORY_ENV} to change it): fewer workload values or fewer cores")
         for qvals in itertools.product(*(v.values for v in queue_vs)):
             spec = spec0
             for v, x in zip(queue_vs, qvals):
@@ -143,10 +210,15 @@ def _sample_key(spec: QueueSpec) -> tuple[Any, ...]:
 
 
 def run_chunk(specs: Sequence[QueueSpec], engine: str) -> list[dict[str, Any]]:
-    """Simulate each spec (timeline off); consecutive specs sharing a sample reuse it."""
+    """Simulate each spec (timeline off). The compiled engine draws each sample as it streams (a few MB,
+    whatever the frames); the pure-Python one reuses the sample of consecutive specs that share it."""
     rows = []
     last: tuple[tuple[Any, ...], ServiceTimes] | None = None
     for spec in specs:
+        if engine == "compiled":
+            r = simulate(spec, None, timeline_limit=0, engine=engine)
+            rows.append({k: getattr(r, k) for k in ROW_FIGURES})
+            continue
         key = _sample_key(spec)
         if last is None or last[0] != key:
             last = (key, sample_service_times(spec))
@@ -156,6 +228,31 @@ def run_chunk(specs: Sequence[QueueSpec], engine: str) -> list[dict[str, Any]]:
         r = simulate(spec, times, timeline_limit=0, engine=engine)
         rows.append({k: getattr(r, k) for k in ROW_FIGURES})
     return rows
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while the workers ran."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated()
+
+
+_STOPPING = frozenset({2, 15})  # SIGINT, SIGTERM (numbered as POSIX does; signal imported where used)
+
+
+def _worker_signals() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; no traceback from each worker
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # forked while the parent held them
+
+
+def _run_indexed(job: tuple[int, list[QueueSpec], str]) -> tuple[int, list[dict[str, Any]]]:
+    i, chunk, engine = job
+    return i, run_chunk(chunk, engine)
 
 
 def default_jobs() -> int:
@@ -198,16 +295,45 @@ def run_grid(
     size = max(1, math.ceil(len(specs) / (jobs * CHUNKS_PER_JOB)))
     chunks = [list(specs[i:i + size]) for i in range(0, len(specs), size)]
     import multiprocessing
+    import signal
+    import threading
 
-    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
     results: list[list[dict[str, Any]] | None] = [None] * len(chunks)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures: dict[Future[list[dict[str, Any]]], int] = {
-            pool.submit(run_chunk, chunk, engine): i for i, chunk in enumerate(chunks)}
-        from concurrent.futures import as_completed
-
-        for fut in as_completed(futures):
-            i = futures[fut]
-            results[i] = fut.result()
+    # SIGINT (the parent's KeyboardInterrupt) and SIGTERM stop the workers at once, not after the grid
+    # (issue 29): the workers ignore SIGINT (a terminal sends it to all of them) and die on SIGTERM,
+    # and the parent terminates them on any exception, then dies of SIGTERM itself if that was it.
+    in_main = threading.current_thread() is threading.main_thread()
+    masking = in_main and hasattr(signal, "pthread_sigmask")
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main else None
+    terminated = False
+    if masking:  # held while the workers are forked: a signal then is delivered once the pool is ours to stop
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+    try:
+        pool = ctx.Pool(jobs, initializer=_worker_signals)
+    except BaseException:
+        if masking:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+        raise
+    try:
+        if masking:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
+        for i, rows in pool.imap_unordered(_run_indexed, [(i, chunk, engine) for i, chunk in enumerate(chunks)]):
+            results[i] = rows
             advance(len(chunks[i]))
+        pool.close()
+    except _Terminated:
+        terminated = True
+        pool.terminate()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+    if terminated:
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler before ours (by default: exit as terminated)
     return [row for chunk in results for row in (chunk or [])]

@@ -43,7 +43,8 @@ popped. The reads are a cumulative sum (numpy) when read-ahead is unbounded. One
 operation and a dozen float operations per frame, in plain Python; the statistics
 are numpy over the per-frame arrays. This is the reference. The same recurrence
 compiled (trainplan.simulate.fast, numba, the `fast` extra) gives bit-identical
-per-frame times and sums the statistics in the same pass; `engine="auto"` uses it
+per-frame times, sums the statistics in the same pass and streams the frames a chunk
+at a time (O(1) memory per frame, the sample drawn in chunks by `sample_chunks`); `engine="auto"` uses it
 when installed and worth its import (see docs/simulation.md).
 
 Measurement. The first `WARMUP_FRACTION` of the frames (filling the pipeline from
@@ -73,7 +74,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -85,6 +88,9 @@ WARMUP_FRACTION = 0.1  # share of frames discarded while the pipeline fills from
 # as many encoded frames as the decoded buffer holds (64 by default, docs/simulation.md); None is unbounded.
 READ_AHEAD_FRAMES = 64
 DISTRIBUTIONS = ("deterministic", "exponential", "lognormal", "empirical")
+# Frames drawn and simulated at a time by the streamed (compiled) engine: 512 KiB per array, so a run
+# holds a few MB whatever its length. Even, though any size draws the same numbers (tests/test_queue.py).
+CHUNK_FRAMES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -256,32 +262,59 @@ def _lognormal_factors(rng: np.random.Generator, cv: float, n: int) -> np.ndarra
     return rng.lognormal(mean=-sigma2 / 2, sigma=math.sqrt(sigma2), size=n)
 
 
-def sample_service_times(spec: QueueSpec) -> ServiceTimes:
-    """Per-frame service times, seeded with `np.random.default_rng(spec.seed)`."""
+def _decode_draws(v: Variability) -> bool:
+    """Whether the decode work is drawn from the generator (else it is 1 for every frame)."""
+    return v.decode in ("exponential", "empirical") or (v.decode in ("lognormal", "deterministic") and v.decode_cv > 0)
+
+
+def _draw_work(rng: np.random.Generator, v: Variability, m: int) -> np.ndarray:
+    if v.decode == "exponential":
+        return rng.exponential(1.0, m)
+    if v.decode == "empirical":
+        sample = np.asarray(v.empirical_decode_seconds, dtype=float)
+        return rng.choice(sample / sample.mean(), size=m, replace=True)
+    if _decode_draws(v):
+        return _lognormal_factors(rng, v.decode_cv, m)
+    return np.ones(m)
+
+
+def sample_chunks(spec: QueueSpec, size: int = CHUNK_FRAMES) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per-frame (read seconds, decode work) in chunks of `size` consecutive frames, seeded with
+    `np.random.default_rng(spec.seed)`; the same numbers whatever the chunk size (the generator's
+    stream does not depend on how many are drawn at a time). All decode draws come before all
+    read draws: where both vary, a second generator is first advanced past the decode draws."""
     _check(spec)
     n = int(spec.frames)
     v = spec.variability or Variability()
+    size = max(1, int(size))
     rng = np.random.default_rng(spec.seed)
-    if v.decode == "exponential":
-        work = rng.exponential(1.0, n)
-    elif v.decode == "lognormal" or (v.decode == "deterministic" and v.decode_cv > 0):
-        work = _lognormal_factors(rng, v.decode_cv, n) if v.decode_cv > 0 else np.ones(n)
-    elif v.decode == "empirical":
-        sample = np.asarray(v.empirical_decode_seconds, dtype=float)
-        work = rng.choice(sample / sample.mean(), size=n, replace=True)
-    else:
-        work = np.ones(n)
+    read_rng = rng
+    if _decode_draws(v) and v.read_cv > 0:
+        read_rng = np.random.default_rng(spec.seed)
+        for lo in range(0, n, size):
+            _draw_work(read_rng, v, min(size, n - lo))  # discarded: only the generator's state is kept
     g = v.keyframe_interval
-    if g > 1 and v.keyframe_cost != 1.0:
-        kf = np.ones(n)
-        kf[::g] = v.keyframe_cost
-        work = work * (kf * (g / (g - 1 + v.keyframe_cost)))  # a GOP's mean stays 1
-    if v.read_cv > 0:
-        read = spec.read_seconds_per_frame * _lognormal_factors(rng, v.read_cv, n)
-    else:
-        read = np.full(n, spec.read_seconds_per_frame, dtype=float)
-    if v.read_latency_seconds:
-        read = read + v.read_latency_seconds
+    keyframes = g > 1 and v.keyframe_cost != 1.0
+    scale = g / (g - 1 + v.keyframe_cost) if keyframes else 1.0  # a GOP's mean stays 1
+    for lo in range(0, n, size):
+        m = min(size, n - lo)
+        work = _draw_work(rng, v, m)
+        if keyframes:
+            kf = np.ones(m)
+            kf[(-lo) % g::g] = v.keyframe_cost  # frames 0, G, 2G, ... of the whole run
+            work = work * (kf * scale)
+        if v.read_cv > 0:
+            read = spec.read_seconds_per_frame * _lognormal_factors(read_rng, v.read_cv, m)
+        else:
+            read = np.full(m, spec.read_seconds_per_frame, dtype=float)
+        if v.read_latency_seconds:
+            read = read + v.read_latency_seconds
+        yield read, work
+
+
+def sample_service_times(spec: QueueSpec) -> ServiceTimes:
+    """Per-frame service times, seeded with `np.random.default_rng(spec.seed)` (`sample_chunks` in one chunk)."""
+    read, work = next(sample_chunks(spec, int(spec.frames)))
     return ServiceTimes(read_seconds=read, decode_work=work, step_seconds=float(spec.step_seconds_per_frame))
 
 
@@ -304,10 +337,11 @@ def _recurrence(
     step: float,
     buffer: int,
     read_ahead: int | None,
-) -> tuple[list[float] | None, list[float], list[float], list[float], list[int], list[int]]:
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     """The max-plus recurrence. Returns per frame P (entered the read-ahead queue; None
-    when unbounded, where P is `reads` itself), S (decode start), E (entered the buffer)
-    and decoder index, and per rank A (step start) and the frame's index.
+    when unbounded, where P is `reads` itself), S (decode start, after `read_ahead` leading
+    entries), E (entered the buffer) and decoder index, and per rank A (step start, after
+    `buffer` leading entries) and the frame's index, as typed arrays (`array.array`).
 
     `reads` holds P already (cumulative read completions) when `read_ahead` is None,
     else the per-frame read seconds. The lists A and S carry `buffer` and `read_ahead`
@@ -318,15 +352,17 @@ def _recurrence(
     c = min(len(dec), n)
     B = buffer
     inf = math.inf
-    A = [-inf] * B + [0.0] * n  # A[k + B]: start of the k-th step
-    E = [0.0] * n
-    order = [0] * n
-    who = [0] * n
+    # typed arrays (8 bytes an entry, read back by numpy without a copy) rather than lists of float
+    # objects (8 + 24 bytes): the reference holds every frame, so its memory is a few arrays of them
+    A = array("d", [-inf]) * B + array("d", [0.0]) * n  # A[k + B]: start of the k-th step
+    E = array("d", [0.0]) * n
+    order = array("q", [0]) * n
+    who = array("q", [0]) * n
     bounded = read_ahead is not None
     q = int(read_ahead) if bounded else 0
-    S = [-inf] * q + [0.0] * n  # S[j + q]: decode start of frame j
+    S = array("d", [-inf]) * q + array("d", [0.0]) * n  # S[j + q]: decode start of frame j
     r = reads
-    P = [0.0] * n if bounded else reads
+    P = array("d", [0.0]) * n if bounded else reads
     p_prev = 0.0
     heap: list[tuple[float, int]] = []
     for j in range(c):
@@ -392,7 +428,7 @@ def _recurrence(
         a_next = a + step
         E[i] = e
         order[k] = i
-    return (P if bounded else None), S[q:], E, A[B:], order, who
+    return (P if bounded else None), S, E, A, order, who  # S and A with their leading q and B entries
 
 
 def _groups(spec: QueueSpec) -> tuple[list[str], list[int]]:
@@ -459,8 +495,29 @@ class _Prepared:
     no_decoder: bool
 
 
+#: Bytes a frame costs the pure-Python reference engine, which holds every frame: its typed arrays
+#: of times (8 B an entry), numpy's views of them, the sample and the statistics' temporaries.
+#: Measured: 5e6 frames peaked at 0.65 GB from the command line, 0.06 GB of it the interpreter
+#: (117 B a frame; 280 B with lists of float objects before, docs/speed.md); 150 leaves room.
+PYTHON_BYTES_PER_FRAME = 150
+
+
+def python_frames_limit() -> int:
+    """The most frames the pure-Python engine runs on this machine: the memory budget
+    (trainplan.machine.budget_bytes, TRAINPLAN_MEMORY_BYTES to change it) over PYTHON_BYTES_PER_FRAME."""
+    from trainplan import machine
+
+    return machine.budget_bytes() // PYTHON_BYTES_PER_FRAME
+
+
 def _prepare(spec: QueueSpec, times: ServiceTimes | None) -> _Prepared:
     _check(spec)
+    if int(spec.frames) > python_frames_limit():
+        from trainplan.simulate import fast
+
+        raise UserError("--frames", f"at most {python_frames_limit():,} frames with the pure-Python engine on "
+                        f"this machine ({PYTHON_BYTES_PER_FRAME} B a frame in half its available memory), got "
+                        f"{int(spec.frames):,}; the compiled engine streams any number: {fast.INSTALL_HINT}")
     if times is None:
         times = sample_service_times(spec)
     n = int(spec.frames)
@@ -496,34 +553,86 @@ def _trace(pr: _Prepared, P: np.ndarray, S: np.ndarray, C: np.ndarray, E: np.nda
     return QueueTrace(read_done - read, read_done, P, S, C, E, A_f, who, order, step)
 
 
+def _typed(values: np.ndarray) -> array:
+    """A float64 array as a typed array: 8 bytes an entry, not a list of float objects."""
+    out = array("d")
+    out.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.float64)).cast("B"))  # one copy
+    return out
+
+
 def _run_python(pr: _Prepared) -> QueueTrace:
     n = pr.n
     P_l, S_l, E_l, A_l, order_l, who_l = _recurrence(
-        pr.reads.tolist(), pr.work.tolist(), pr.decoders, pr.step, pr.buffer, pr.read_ahead)
-    P = pr.reads if P_l is None else np.fromiter(P_l, float, n)
-    S = np.fromiter(S_l, float, n)
-    E = np.fromiter(E_l, float, n)
-    A = np.fromiter(A_l, float, n)  # by rank
-    order = np.fromiter(order_l, np.intp, n)
-    who = np.fromiter(who_l, np.intp, n)
-    del P_l, S_l, E_l, A_l, order_l, who_l
+        _typed(pr.reads), _typed(pr.work), pr.decoders, pr.step, pr.buffer, pr.read_ahead)
+    # views of the typed arrays, no copies (numpy keeps them alive)
+    P = pr.reads if P_l is None else np.frombuffer(P_l, float)
+    S = np.frombuffer(S_l, float)[S_l.buffer_info()[1] - n:]
+    E = np.frombuffer(E_l, float)
+    A = np.frombuffer(A_l, float)[A_l.buffer_info()[1] - n:]  # by rank
+    order = np.frombuffer(order_l, np.int64).astype(np.intp, copy=False)
+    who = np.frombuffer(who_l, np.int64).astype(np.intp, copy=False)
     C = S + pr.work * np.asarray(pr.decoders)[who]
     A_f = np.empty(n)
     A_f[order] = A
     return _trace(pr, P, S, C, E, A_f, order, who)
 
 
-def _run_compiled(pr: _Prepared, group: np.ndarray | None = None, groups: int = 1,
-                  window: tuple[int, int] = (0, 0), fused: bool = False,
-                  ) -> tuple[QueueTrace, np.ndarray, np.ndarray, np.ndarray]:
+def _stream(spec: QueueSpec, times: ServiceTimes | None, window: tuple[int, int], record_from: int, records: int,
+            extra_reads: int) -> Any:
+    """One compiled run, streamed: the sample is drawn (or `times` read) a chunk at a time."""
     from trainplan.simulate import fast
 
-    if group is None:
-        group = np.zeros(len(pr.decoders), np.intp)
-    P, S, C, E, A_f, order, who, sums, gbusy, gblocked = fast.run_arrays(
-        pr.reads, pr.read, pr.work, np.asarray(pr.decoders, dtype=float), group, groups, pr.step, pr.buffer,
-        pr.read_ahead, pr.no_decoder, window, fused)
-    return _trace(pr, P, S, C, E, A_f, order, who), sums, gbusy, gblocked
+    _check(spec)
+    n = int(spec.frames)
+    if times is not None:
+        if len(times.read_seconds) != n or len(times.decode_work) != n:
+            raise UserError("simulate.times", f"{n} service times per stage, as spec.frames says")
+        step = float(times.step_seconds)
+        read_all, work_all = times.read_seconds, times.decode_work
+        chunks: Any = ((read_all[i:i + CHUNK_FRAMES], work_all[i:i + CHUNK_FRAMES]) for i in range(0, n, CHUNK_FRAMES))
+    else:
+        step = float(spec.step_seconds_per_frame)
+        chunks = sample_chunks(spec)
+    decoders = tuple(float(d) for d in spec.decoder_seconds_per_frame)
+    no_decoder = not decoders
+    if no_decoder:  # pre-decoded frames: the reader is the one "decoder", feeding the buffer
+        chunks = ((r, r) for r, _w in chunks)
+        decoders, read_ahead = (1.0,), None
+    else:
+        read_ahead = spec.read_ahead_frames
+    names, gidx = _groups(spec)
+    return fast.run_stream(chunks, n, np.asarray(decoders), np.asarray(gidx or [0], np.int64), len(names), step,
+                           int(spec.buffer_frames), read_ahead, no_decoder, window, record_from, records, extra_reads)
+
+
+def _recorded(spec: QueueSpec, out: Any, step: float) -> QueueTrace:
+    """The recorded frames of a streamed run as a trace, in frame order (the reads far ahead of the
+    decoders last, as frames whose other intervals lie beyond any timeline: at +inf)."""
+    from trainplan.simulate import fast
+
+    rec, ids = out.records, out.record_ids
+    if out.extra_reads.shape[0]:
+        x = np.full((out.extra_reads.shape[0], 7), math.inf)
+        x[:, fast.REC_READ_START] = out.extra_reads[:, 0]
+        x[:, fast.REC_READ_DONE] = out.extra_reads[:, 1]
+        x[:, fast.REC_QUEUED] = out.extra_reads[:, 1]
+        xi = np.zeros((x.shape[0], 3), np.int64)
+        xi[:, 0] = out.extra_ids
+        xi[:, 2] = -1
+        rec, ids = np.concatenate([rec, x]), np.concatenate([ids, xi])
+    by_frame = np.argsort(ids[:, 0], kind="stable")
+    rec, ids = rec[by_frame], ids[by_frame]
+    col = rec.T
+    ranks = ids[:, 2]
+    order = np.empty(ranks.size, np.intp)  # order[rank] = frame, where every frame is recorded
+    if ranks.size and ranks.min() >= 0 and ranks.max() < ranks.size:
+        order[ranks] = ids[:, 0]
+    if not spec.decoder_seconds_per_frame:
+        S, C, E = col[fast.REC_DECODE_START], col[fast.REC_DECODE_DONE], col[fast.REC_ENTER]
+        return QueueTrace(S, C, E, E, E, E, col[fast.REC_STEP], np.full(ranks.size, -1), order, step)
+    return QueueTrace(col[fast.REC_READ_START], col[fast.REC_READ_DONE], col[fast.REC_QUEUED],
+                      col[fast.REC_DECODE_START], col[fast.REC_DECODE_DONE], col[fast.REC_ENTER], col[fast.REC_STEP],
+                      ids[:, 1].astype(np.intp), order, step)
 
 
 def run(spec: QueueSpec, times: ServiceTimes | None = None, engine: str = "auto") -> QueueTrace:
@@ -531,10 +640,13 @@ def run(spec: QueueSpec, times: ServiceTimes | None = None, engine: str = "auto"
 
     `engine`: "python" (the reference), "compiled" (numba, the `fast` extra; bit-identical
     times) or "auto" (compiled when installed and worth its import)."""
-    pr = _prepare(spec, times)
-    if _engine(engine, pr.n):
-        return _run_compiled(pr)[0]
-    return _run_python(pr)
+    _check(spec)
+    n = int(spec.frames)
+    if _engine(engine, n):  # every frame recorded from rank 0; no statistics (the window opens after the end)
+        out = _stream(spec, times, (n, n), 0, n, 0)
+        step = float(times.step_seconds) if times is not None else float(spec.step_seconds_per_frame)
+        return _recorded(spec, out, step)
+    return _run_python(_prepare(spec, times))
 
 
 def _window(spec: QueueSpec) -> tuple[int, int, int, int]:
@@ -563,16 +675,26 @@ def simulate(spec: QueueSpec, times: ServiceTimes | None = None, timeline_limit:
     `mean_decoder_blocked_seconds` (per frame).
 
     `engine` as for `run`; the compiled engine sums the statistics in the same pass as the
-    recurrence (equal to the reference's numpy sums up to rounding).
+    recurrence (equal to the reference's numpy sums up to rounding), streaming the frames a chunk
+    at a time: it keeps only the frames the timeline can show, never an array per frame.
     """
-    pr = _prepare(spec, times)
+    _check(spec)
     warmup, cooldown, k0, k1 = _window(spec)
-    if _engine(engine, pr.n):
-        names, gidx = _groups(spec)
-        tr, sums, gbusy, gblocked = _run_compiled(pr, np.asarray(gidx or [0], np.intp), len(names), (k0, k1),
-                                                  fused=True)
-        return _result(spec, tr, warmup, cooldown, k0, k1, timeline_limit, (sums, gbusy, gblocked))
-    return _result(spec, _run_python(pr), warmup, cooldown, k0, k1, timeline_limit, None)
+    if _engine(engine, int(spec.frames)):
+        limit = max(int(timeline_limit), 0)
+        records = extra = 0
+        if limit:
+            # every frame that can reach the first `limit` intervals or the buffer's trace beside them:
+            # those decoding at rank k0 and the next limit + read-ahead + buffer + 2 decoders handed out
+            # (docs/simulation.md); with unbounded read-ahead, the first limit + 1 reads beyond them
+            c = len(spec.decoder_seconds_per_frame)
+            records = min(int(spec.frames), limit + (spec.read_ahead_frames or 0) + int(spec.buffer_frames) + 2 * c + 4)
+            extra = limit + 1 if spec.read_ahead_frames is None and c else 0
+        out = _stream(spec, times, (k0, k1), k0, records, extra)
+        step = float(times.step_seconds) if times is not None else float(spec.step_seconds_per_frame)
+        return _result(spec, _recorded(spec, out, step), warmup, cooldown, k0, k1, limit,
+                       (out.sums, out.group_busy, out.group_blocked))
+    return _result(spec, _run_python(_prepare(spec, times)), warmup, cooldown, k0, k1, timeline_limit, None)
 
 
 class _Totals(NamedTuple):
@@ -595,7 +717,8 @@ class _Totals(NamedTuple):
 
 def _result(spec: QueueSpec, tr: QueueTrace, warmup: int, cooldown: int, k0: int, k1: int, timeline_limit: int,
             fused: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> QueueResult:
-    """Statistics of a run: numpy over the per-frame arrays, or the sums the compiled pass fused."""
+    """Statistics of a run: numpy over the per-frame arrays, or the sums the compiled pass fused (then
+    `tr` holds only the recorded frames, enough for the timeline)."""
     n = int(spec.frames)
     step = tr.step_seconds
     no_decoder = not spec.decoder_seconds_per_frame
@@ -813,10 +936,11 @@ def buffer_sweep(spec: QueueSpec, buffers: tuple[int, ...], times: ServiceTimes 
     """Busy at several buffer sizes on one service-time sample (the sample does not depend on B)."""
     from dataclasses import replace
 
-    times = times if times is not None else sample_service_times(spec)
     rows = []
     if engine == "auto" and _engine("auto", int(spec.frames) * len(buffers)):
         engine = "compiled"
+    if times is None and engine != "compiled":  # the compiled engine draws the sample as it streams
+        times = sample_service_times(spec)
     for b in buffers:
         r = simulate(replace(spec, buffer_frames=int(b)), times, timeline_limit=0, engine=engine)
         rows.append({"buffer_frames": int(b), "busy": r.busy, "formula_busy": r.formula_busy,

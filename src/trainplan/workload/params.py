@@ -38,7 +38,7 @@ tied to the embedding (then the same tensor is stored once).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -208,6 +208,13 @@ class ParamCount:
     experts_per_token: int = 1  # experts each token is routed to (1 for dense)
     matmul_active: int | None = None  # N of 6 N (set where the generic rule does not fit); see matmul_params
     head_params: int | None = None  # the output head's matmul parameters when matmul_active is set
+    # issue 24: read off the real module where transformers builds it (count_with_transformers)
+    groups: dict[str, int] | None = None  # parameters by group (PARAMETER_GROUPS), shared tensors once
+    attention_width_value: int | None = None  # d_attn of the attention FLOPs; see attention_width
+    largest_module: int | None = None  # the module with most parameters of its own (DeepSpeed ZeRO-3)
+    # per layer: KV values a token adds, cached-token cap (None: all); from a config.json, not part of the count
+    kv_layers: tuple[tuple[int, int | None], ...] | None = field(default=None, compare=False)
+    fused_projections: tuple[str, ...] = field(default=(), compare=False)  # accounts/training_state.FUSED_GROUPS
 
 
 # --------------------------------------------------------------------------- #
@@ -663,6 +670,25 @@ def count_from_hf_config(config: dict[str, Any]) -> ParamCount:
     """
     if not isinstance(config, dict):
         raise UserError("config", f"a JSON object (the contents of config.json), got {type(config).__name__}")
+    import dataclasses
+
+    count = _count_hf_config(config)
+    fused = count.fused_projections or FUSED_PROJECTIONS.get(str(config.get("model_type")), ())
+    return dataclasses.replace(count, kv_layers=kv_layout_of_config(config, count), fused_projections=fused)
+
+
+#: The fused projections of the families counted by hand, as their modules are built (modeling_<family>.py):
+#: Phi-3 qkv_proj and gate_up_proj, Falcon and GPT-NeoX query_key_value, GPT-2 c_attn.
+FUSED_PROJECTIONS: Final[dict[str, tuple[str, ...]]] = {"phi3": ("qkv", "gate_up"), "falcon": ("qkv",),
+                                                       "gpt_neox": ("qkv",), "gpt2": ("qkv",)}
+#: Families whose MLP is plain (up, down; no gate), as their modules are built.
+PLAIN_MLP_FAMILIES: Final[tuple[str, ...]] = ("standard", "gpt2", "gpt_neox", "falcon", "gptj")
+#: Module names that are a fused projection, in any family transformers builds (read_module).
+FUSED_MODULE_NAMES: Final[dict[str, str]] = {"qkv_proj": "qkv", "query_key_value": "qkv", "c_attn": "qkv",
+                                             "Wqkv": "qkv", "W_pack": "qkv", "gate_up_proj": "gate_up"}
+
+
+def _count_hf_config(config: dict[str, Any]) -> ParamCount:
     model_type = config.get("model_type")
     if model_type in MORE_FAMILIES:
         return MORE_FAMILIES[model_type](config)
@@ -1102,9 +1128,218 @@ MORE_FAMILIES: Final[dict[str, Any]] = {
 MODEL_EXTRA_HINT: Final[str] = "pip install 'trainplan[model]' (torch and transformers) to count it on the meta device"
 
 
+#: Layer types whose KV cache keeps a window of tokens (transformers cache_utils.get_layer_types_and_kwargs).
+SLIDING_LAYER_TYPES: Final[tuple[str, ...]] = ("sliding_attention", "hybrid_sliding", "reference_sliding_attention")
+#: Layer types that keep a fixed-size recurrent or convolution state, not a cache per token
+#: (transformers cache_utils: linear attention, Mamba-style and convolution layers of hybrid models).
+RECURRENT_LAYER_TYPES: Final[tuple[str, ...]] = ("linear_attention", "conv", "mamba", "hybrid", "recurrent")
+#: The families counted by hand: their configuration class's sliding-window default (transformers 5.x,
+#: configuration_<family>.py) and which layers slide (sliding_layer). Mistral defaults to a 4096-token
+#: window (Mistral-7B v0.1; later releases write null); Qwen2 and Qwen2-MoE slide only with
+#: use_sliding_window; families not named here have no sliding window.
+SLIDING_WINDOW_DEFAULTS: Final[dict[str, int | None]] = {"mistral": 4096, "mixtral": None, "phi3": None,
+                                                       "qwen2": 4096, "qwen2_moe": 4096, "gemma2": 4096}
+
+
+def _sliding_layer(model_type: str, config: dict[str, Any], i: int) -> bool:
+    """Whether layer i of a hand-counted family slides, as its configuration class sets layer_types."""
+    if model_type == "gemma2":
+        return bool((i + 1) % 2)  # Gemma2Config: sliding, full, sliding, ...
+    if model_type == "qwen2":  # Qwen2Config: from max_window_layers on, with use_sliding_window
+        return bool(config.get("use_sliding_window", False)) and i >= config.get("max_window_layers", 28)
+    if model_type == "qwen2_moe":  # Qwen2MoeConfig: every other layer below max_window_layers
+        return (bool((i + 1) % 2) and i < config.get("max_window_layers", 28)
+                and bool(config.get("use_sliding_window", False)))
+    return True  # Mistral, Mixtral, Phi-3: every layer once a window is set
+
+
+def _text_config(config: dict[str, Any]) -> Any:
+    """transformers' configuration object for config.json (its class's defaults filled in), or None
+    without transformers or for a type it does not know."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        cfg = transformers.AutoConfig.for_model(config["model_type"], **kwargs)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+
+
+def _layer_types(config: dict[str, Any], text: Any, layers: int) -> tuple[list[str], int | None]:
+    """Each layer's attention type and the sliding window, as transformers' configuration class resolves
+    them (with transformers installed), else from config.json by the family's rule (SLIDING_EVERY)."""
+    if text is not None:
+        window = getattr(text, "sliding_window", None)
+        types = getattr(text, "layer_types", None)
+        if types is None:  # the cache's own inference: a window makes every layer slide
+            types = ["sliding_attention" if window is not None else "full_attention"] * layers
+        return list(types), window
+    model_type = str(config.get("model_type"))
+    window = config.get("sliding_window", SLIDING_WINDOW_DEFAULTS.get(model_type))
+    if isinstance(config.get("layer_types"), list):
+        return list(config["layer_types"]), window
+    if model_type not in SLIDING_WINDOW_DEFAULTS or not window:
+        return ["full_attention"] * layers, None
+    return ["sliding_attention" if _sliding_layer(model_type, config, i) else "full_attention"
+            for i in range(layers)], window
+
+
+def kv_layout_of_config(config: dict[str, Any], count: ParamCount) -> tuple[tuple[int, int | None], ...]:
+    """Per layer: the KV-cache values one token adds, and the most tokens the layer keeps (None: all).
+
+    * attention: K and V at the KV heads, 2 g k values a token;
+    * multi-head latent attention (DeepSeek-V2/V3: kv_lora_rank in the config): the compressed latent
+      and the shared rope key, kv_lora_rank + qk_rope_head_dim values a token (what the module caches);
+    * a sliding-window layer keeps the last W - 1 tokens between steps (transformers'
+      DynamicSlidingWindowLayer; the running step attends W); full-attention layers keep every token;
+    * a recurrent or convolution layer of a hybrid model keeps a state of fixed size, not counted here."""
+    layers = count.layers
+    hand_counted = config.get("model_type") in SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES)
+    # the families counted by hand follow their configuration class's rules written out here (no
+    # transformers import on the plan's path); any other was just built by transformers: ask its config
+    text = None if hand_counted else _text_config(config)
+    rank, rope = (config.get(k, getattr(text, k, None)) for k in ("kv_lora_rank", "qk_rope_head_dim"))
+    if isinstance(rank, int) and isinstance(rope, int):
+        values = rank + rope
+    else:
+        values = 2 * count.kv_heads * count.head_dim
+    types, window = _layer_types(config, text, layers)
+    out = []
+    for i in range(layers):
+        kind = types[i] if i < len(types) else "full_attention"
+        if kind in ("moe", "mlp", "dummy") or kind in RECURRENT_LAYER_TYPES:
+            out.append((0, None))  # no per-token cache (a recurrent layer's fixed state is not counted)
+        elif kind in SLIDING_LAYER_TYPES and isinstance(window, int):
+            out.append((values, max(window - 1, 1)))
+        elif kind == "chunked_attention" and isinstance(config.get("attention_chunk_size"), int):
+            out.append((values, max(int(config["attention_chunk_size"]) - 1, 1)))
+        else:
+            out.append((values, None))
+    return tuple(out)
+
+
+#: Parameter groups of a model read off its modules (count_with_transformers), in report order.
+PARAMETER_GROUPS: Final[tuple[str, ...]] = ("embedding", "head", "attention", "dense_mlp", "routed_experts",
+                                            "shared_experts", "router", "norms", "other")
+#: Config attributes naming the experts a token is routed to (transformers' MoE configuration classes:
+#: num_experts_per_tok in Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3, OLMoE, ...; moe_topk in Hunyuan; top_k in some).
+TOP_K_ATTRIBUTES: Final[tuple[str, ...]] = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k",
+                                            "experts_per_token")
+
+
+def _group_of(path: str, module: Any, param: Any, torch: Any, experts: int) -> str:
+    """The parameter group of one parameter, by where it sits (module path and class) and its shape."""
+    lower = path.lower()
+    kind = type(module).__name__.lower()
+    if isinstance(module, torch.nn.Embedding):
+        return "embedding"
+    if "shared_expert" in lower:
+        return "shared_experts"  # Qwen2-MoE shared_expert (+ its gate), DeepSeek shared_experts
+    if param.dim() == 3 or ".experts." in f"{lower}." and "shared" not in lower:
+        return "routed_experts"  # fused (E, out, in) expert tensors, or a ModuleList of experts
+    if "router" in kind or "router" in lower or (lower.endswith(".gate") and param.dim() == 2
+                                                 and experts > 1 and param.shape[0] == experts):
+        return "router"
+    if "norm" in kind or "norm" in (lower.rsplit(".", 2) + [""])[-2]:
+        return "norms"
+    if "attn" in lower or "attention" in lower:
+        return "attention"
+    if any(n in lower for n in ("mlp", "feed_forward", "ffn", "fc1", "fc2", "dense_h_to_4h", "dense_4h_to_h")):
+        return "dense_mlp"
+    return "other"
+
+
+def read_module(model: Any, cfg: Any, torch: Any) -> dict[str, Any]:
+    """Parameter groups, active parameters, matmul parameters per token and the largest module of a
+    transformers model (built on the meta device: shapes only).
+
+    * groups: each parameter once (a tied head is the embedding's tensor: counted as embedding);
+    * routed experts: 3-D (E, out, in) tensors of the fused experts modules (or ModuleList experts);
+      a token runs k of E, so active = total - (1 - k / E) routed;
+    * matmul: every 2-D weight of a module that is not an embedding (linear, Conv1D, router), once per
+      module that multiplies with it (a tied head's product counted once, by the head), 3-D expert
+      tensors at k / E; the N of 6 N;
+    * largest module: the most parameters any module holds of its own (recurse=False), DeepSpeed's
+      largest_layer_params (estimate_zero3_model_states_mem_needs_all_live)."""
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    experts = 0
+    for p in model.parameters():
+        if p.dim() == 3:
+            experts = max(experts, int(p.shape[0]))
+    top_k = next((int(getattr(text, a)) for a in TOP_K_ATTRIBUTES if isinstance(getattr(text, a, None), int)
+                  and not isinstance(getattr(text, a), bool)), 0)
+    if experts == 0:  # a ModuleList of experts: count its entries
+        for name, m in model.named_modules():
+            if name.endswith(".experts") and isinstance(m, torch.nn.ModuleList):
+                experts = max(experts, len(m))
+    share = min(top_k, experts) / experts if experts and top_k else 1.0
+    groups = dict.fromkeys(PARAMETER_GROUPS, 0)
+    seen: set[int] = set()
+    matmul = 0.0
+    largest = 0
+    out = model.get_output_embeddings()
+    for path, module in model.named_modules():
+        own = list(module.named_parameters(recurse=False))
+        largest = max(largest, sum(p.numel() for _, p in own))
+        for name, p in own:
+            group = "head" if module is out else _group_of(f"{path}.{name}", module, p, torch, experts)
+            if id(p) not in seen:
+                seen.add(id(p))
+                groups["embedding" if (module is out and p is getattr(model.get_input_embeddings(), "weight", None))
+                       else group] += p.numel()
+            if isinstance(module, torch.nn.Embedding) or p.dim() < 2:
+                continue
+            matmul += p.numel() * (share if group == "routed_experts" else 1.0)
+    total = sum(groups.values())
+    active = total - round((1.0 - share) * groups["routed_experts"])
+    fused = sorted({FUSED_MODULE_NAMES[n.rsplit(".", 1)[-1]] for n, m in model.named_modules()
+                    if n.rsplit(".", 1)[-1] in FUSED_MODULE_NAMES and ".experts" not in n})
+    return {"groups": groups, "total": total, "active": active, "matmul": round(matmul), "experts": experts,
+            "top_k": min(top_k, experts) if experts else 1, "largest": largest, "fused": tuple(fused)}
+
+
+def attention_width_of_config(text: Any, heads: int, head_dim: int) -> int:
+    """d_attn of the attention FLOPs, 4 d_attn S forward per token and layer: 2 S (h k_qk) for the scores
+    and 2 S (h k_v) for the weighted values, so d_attn = h (k_qk + k_v) / 2. Multi-head latent attention
+    (DeepSeek-V2/V3) has k_qk = qk_nope_head_dim + qk_rope_head_dim and k_v = v_head_dim; config.head_dim
+    is the rope part alone there."""
+    nope, rope, v = (getattr(text, a, None) for a in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+    if all(isinstance(x, int) for x in (nope, rope, v)):
+        return heads * (nope + rope + v) // 2
+    return heads * head_dim
+
+
+def attention_width(count: ParamCount) -> int:
+    """d_attn of compute.flops_per_token for this count (h k unless the module says otherwise)."""
+    if count.attention_width_value is not None:
+        return count.attention_width_value
+    return count.heads * count.head_dim
+
+
+def largest_module_params(count: ParamCount) -> int:
+    """DeepSpeed's largest_layer_params: the most parameters one module holds of its own. Read off the
+    module where it was built; else the token embedding (V d), the head, or the experts module
+    (transformers >= 5 fuses a layer's E experts into one module: E x 3 d f for gated experts), or
+    one MLP matrix (d f) of a dense model."""
+    if count.largest_module is not None:
+        return count.largest_module
+    traits = _TRAITS.get(count.family)
+    matrices = traits.mlp_matrices if traits is not None else GATED_MLP_MATRICES
+    mlp = count.width * count.ffn_width * (matrices * count.experts if count.experts > 1 else 1)
+    return max(count.vocab * count.width, count.lm_head, mlp)
+
+
 def count_with_transformers(config: dict[str, Any]) -> ParamCount:
     """Any other family: build AutoModelForCausalLM on the meta device (no memory, no download) and
-    count its parameters, shared tensors once. Without transformers: UserError naming the extra."""
+    count its parameters, shared tensors once, by group (read_module). Without transformers:
+    UserError naming the extra."""
     model_type = config.get("model_type")
     try:
         import torch
@@ -1132,13 +1367,14 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
                         f"causal language model transformers can build; got {model_type!r} ({err})") from None
     finally:
         transformers.logging.set_verbosity(verbosity)
-    unique = {id(p): p for p in model.parameters()}  # parameters() yields a shared tensor once
-    total = sum(p.numel() for p in unique.values())
+    read = read_module(model, cfg, torch)
+    groups = read["groups"]
+    total = read["total"]
     emb = model.get_input_embeddings()
     out = model.get_output_embeddings()
-    embedding = emb.weight.numel() if emb is not None else 0
+    embedding = groups["embedding"]
     tied = out is not None and emb is not None and out.weight is emb.weight
-    lm_head = 0 if (out is None or tied) else sum(p.numel() for p in out.parameters())
+    lm_head = groups["head"]
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     width = int(getattr(text, "hidden_size", 0) or 0)
     heads = int(getattr(text, "num_attention_heads", 0) or 0)
@@ -1146,12 +1382,15 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
     head_dim = int(getattr(text, "head_dim", 0) or (width // heads if heads else 0))
     layers = int(getattr(text, "num_hidden_layers", 0) or 0)
     vocab = int(getattr(text, "vocab_size", 0) or 0)
-    ffn = int(getattr(text, "intermediate_size", 0) or 4 * width)
+    experts = max(read["experts"], 1)
+    moe_ffn = getattr(text, "moe_intermediate_size", None) if experts > 1 else None
+    ffn = int(moe_ffn or getattr(text, "intermediate_size", 0) or 4 * width)
     per_layer = (total - embedding - lm_head) // layers if layers else 0
-    matmul = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
-    if tied and out is not None:
-        matmul += out.weight.numel()  # the tied head's product runs though its weight is the embedding's
-    return ParamCount(total=total, active=total, embedding=embedding, lm_head=lm_head, per_layer=per_layer,
+    head_params = out.weight.numel() if out is not None else 0
+    return ParamCount(total=total, active=read["active"], embedding=embedding, lm_head=lm_head, per_layer=per_layer,
                       family=f"{model_type} (transformers, meta device)", layers=layers, width=width, vocab=vocab,
                       ffn_width=ffn, heads=heads, kv_heads=kv, head_dim=head_dim, tied=tied,
-                      matmul_active=matmul, head_params=vocab * width)
+                      experts=experts, experts_per_token=read["top_k"] if experts > 1 else 1,
+                      matmul_active=read["matmul"], head_params=head_params, groups=groups,
+                      attention_width_value=attention_width_of_config(text, heads, head_dim),
+                      largest_module=read["largest"], fused_projections=read["fused"])

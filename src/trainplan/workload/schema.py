@@ -88,6 +88,21 @@ def _whole_sequence(value: Any) -> Any:
     return int(number)
 
 
+# Video codec names as users write them (the codec, not the decoder library: AV1 is av1 whether libdav1d
+# or libaom decodes it), and the other spellings taken for them.
+CODECS = ("h264", "hevc", "av1", "vp9", "vp8", "mpeg4", "mpeg2video", "mjpeg", "prores", "jpeg", "png", "webp")
+CODEC_ALIASES = {"avc": "h264", "h.264": "h264", "x264": "h264", "h265": "hevc", "h.265": "hevc", "x265": "hevc",
+                 "libdav1d": "av1", "libaom-av1": "av1", "mpeg2": "mpeg2video",
+                 "jpg": "jpeg"}
+
+
+def _codec(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    name = value.strip().lower()
+    return CODEC_ALIASES.get(name, name)
+
+
 def _bytes_per_token(value: Any) -> Any:
     """Bytes per token, "4", "4 B" or "4 bytes/token": small on purpose, so no size floor here."""
     if isinstance(value, str):
@@ -249,7 +264,8 @@ class TrainingSection(Section):
     lora_rank: Whole = Q(16, "assumed: LoRA rank 16 (Hu et al. 2021 use 1-64)", gt=0)
     lora_targets: list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = Q(
         ["q", "k", "v", "o"], "assumed: the attention projections, LoRA's original targets (Hu et al. 2021 §7.1)")
-    state_recipe: Literal["mixed_fp32_master", "autocast_fp32", "pure_bf16", "adam_8bit", "sgd_momentum"] | None = Q(
+    state_recipe: Literal["mixed_fp32_master", "autocast_fp32", "pure_bf16", "adam_8bit", "sgd_momentum",
+                          "bf16_fp32_master_grads", "fp8_te"] | None = Q(
         None, "derived: from training.precision and training.optimizer (catalogue/state_recipes.toml)")
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] | None = Q(
         None, "derived: from training.zero (0 none, 1-3 DeepSpeed ZeRO stages)")
@@ -318,6 +334,13 @@ class DataSection(Section):
     fps: PerSecond = Q(30.0, "reference workload: 30 frames/s", gt=0)
     bitrate: BitRate = Q(8e6, "reference workload: H.264 at 8 Mbit/s", gt=0)
     gop: Whole = Q(30, "assumed: a keyframe every 30 frames (one a second at 30 fps)", gt=0)
+    codec: Annotated[Literal[CODECS], BeforeValidator(_codec)] = Q(  # type: ignore[valid-type]
+        "h264", "reference workload: H.264 (the codec a decode rate is measured and applied on)")
+    random_decodes: float | None = Q(
+        None, "derived: (gop + 1) / 2 frames decoded per frame used at random access (one GOP length); data "
+        "inspect measures it frame-weighted over the corpus's GOPs", ge=1)
+    pixels_per_frame: float | None = Q(
+        None, "derived: width x height; data inspect writes the frame-weighted mean of a mixed-size corpus", gt=0)
     access: Literal["sequential", "random", "decoded"] = Q("sequential", "reference workload: frames in order")
     side: Whole = Q(224, "reference workload: 224 px images", gt=0)
     patch: Whole = Q(14, "reference workload: 14 px patches", gt=0)
@@ -345,6 +368,9 @@ class StorageSection(Section):
     cache_rate: ByteRate = Q(
         10e9, "assumed: 10 GB/s reading cached bytes (page cache: a memory copy; local NVMe Gen4 reads "
         "~7 GB/s); measure it with `trainplan probe read` (warm)", gt=0)
+    cache_order: Literal["shuffle", "fixed", "sharded", "uniform"] = Q(
+        "shuffle", "assumed: a fresh shuffle each epoch (a shuffling DataLoader); the order sets how often "
+        "an LRU cache of a fraction of the data hits (docs/measurement.md)")
 
 
 class PricesSection(Section):
@@ -587,7 +613,9 @@ def load_workload(
 
         # a --set names what the user wants for this run: it wins over a measured value, which wins
         # over the workload file
-        measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys}
+        # a figure measured on another kind of machine or tier is left out, and the plan says so (issue 25)
+        left = calibration_module.left_out(calibration, doc)
+        measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys | set(left)}
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
     measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
@@ -595,6 +623,11 @@ def load_workload(
     workload = build_workload(doc)
     workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
+    if calibration is not None:
+        for key, why in left.items():
+            if key in workload._provenance and key not in set_keys:
+                was = workload._provenance[key]
+                workload._provenance[key] = Provenance(was.kind, f"{was.source}; {why}")
     from trainplan.workload.model_source import reconcile_params_with_config  # imports this module
 
     workload = reconcile_params_with_config(workload)  # model.params beside model.hf_config must agree
@@ -735,7 +768,8 @@ PLAUSIBLE_RANGES: dict[str, tuple[float | None, float | None]] = {
     "cluster.host_to_device": (1e3, 1e17), "cluster.runtime_buffers": (None, 1e16),
     # data: 1e5 px is 6x the widest video format (16K); 1e4 frames/s is a high-speed camera's
     "data.cameras": (None, 1e5), "data.width": (None, 1e5), "data.height": (None, 1e5),
-    "data.fps": (1e-3, 1e5), "data.bitrate": (1e3, 1e13), "data.gop": (None, 1e6), "data.side": (None, 1e5),
+    "data.fps": (1e-3, 1e5), "data.bitrate": (1e3, 1e13), "data.gop": (None, 1e6), "data.random_decodes": (None, 1e6),
+    "data.pixels_per_frame": (None, 1e10), "data.side": (None, 1e5),
     "data.patch": (None, 1e5), "data.buffer": (None, 1e7), "data.bytes_per_token": (1e-3, 1e7),
     "data.tokenizer_rate": (1e-3, 1e13), "data.hours": (1e-6, 1e10),
     # a loader's hand-over of one frame: about 0.2 ms measured (docs/measurement.md); a second is 5,000x that

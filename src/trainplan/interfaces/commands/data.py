@@ -97,6 +97,8 @@ def inspect_cmd(
     tokenizer: Annotated[Optional[Path], typer.Option(help="a tokenizer.json to count text tokens (default: "
                                                       "GPT-2 pre-tokenizer pieces)")] = None,
     near: Annotated[bool, typer.Option(help="look for near duplicates (MinHash + LSH)")] = True,
+    cameras: Annotated[Optional[int], typer.Option("--cameras", help="streams (cameras) the video holds "
+                                                   "(default: one for each folder holding files)")] = None,
     files: Annotated[bool, typer.Option("--files/--no-files", help="list each file in the table")] = True,
     format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",  # noqa: A002
 ) -> None:
@@ -111,16 +113,67 @@ def inspect_cmd(
         raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
     report = _with_progress(lambda progress: insp.inspect_paths(
         paths, sample_files=sample_files, seed=seed, dtype=dtype, eos=eos,
-        tokenizer=str(tokenizer) if tokenizer else None, near=near, progress=progress))
+        tokenizer=str(tokenizer) if tokenizer else None, near=near, progress=progress, on_skip=_skip_line,
+        cameras=cameras))
+    if report.get("files_skipped") or report.get("truncated"):
+        _report_skips(report)
     if output is not None:
         where = ", ".join(str(p) for p in paths)
         insp.to_workload(report, output, f"measured by `trainplan data inspect` on {where} "
                          f"({report['files_inspected']} of {report['files_found']} files)")
         report["workload_written"] = str(output)
+    if report["kind"] == "video" and len(report["aggregate"].get("groups", [])) > 1:
+        report["aggregate"]["group_plans"] = group_plans(report, output)
     if format == "json":
         typer.echo(json.dumps(insp.finite(report), indent=2))
     else:
         typer.echo(inspect_table(report, files))
+
+
+def group_plans(report: dict[str, Any], workload: Optional[Path]) -> list[dict[str, Any]]:
+    """A plan of each format group alone (issue 25): the workload (the one written, else the built-in
+    default) with the group's [data] keys, in order and at random access; the input pipeline's busy
+    fraction, binding stage and cores needed for each. The corpus as a whole is the mix, weighted by
+    each group's share of the decode work."""
+    from trainplan.accounts import pipeline
+    from trainplan.planning import evaluate as plan
+    from trainplan.workload.schema import load_workload
+
+    out = []
+    for g in report["aggregate"]["groups"]:
+        row: dict[str, Any] = {"format": g["format"], "decode_share_sequential": g["decode_share_sequential"],
+                               "decode_share_random": g["decode_share_random"]}
+        for access in ("sequential", "random"):
+            sets = [f"data.{k}={json.dumps(v)}" for k, v in g["workload"].items()]
+            sets += [f'data.access="{access}"', "data.pixels_per_frame=" + str(float(g["width"] * g["height"]))]
+            w = load_workload(workload if workload is not None and workload.exists() else None, sets)
+            a = pipeline.pipeline_account(**plan.pipeline_inputs(w))
+            row[access] = {"busy": a.busy, "bottleneck": a.bottleneck, "cores_needed": a.cores_needed,
+                           "supply_fps": a.supply_fps}
+        out.append(row)
+    return out
+
+
+def _skip_line(path: Path, reason: str) -> None:
+    """One line on stderr for each file passed over (the inspection goes on with the rest)."""
+    import sys
+
+    from trainplan.workload.limits import printable
+
+    print(f"data inspect: skipped {printable(str(path), one_line=True)}: {reason}", file=sys.stderr)
+
+
+def _report_skips(report: dict[str, Any]) -> None:
+    import sys
+
+    from trainplan.workload.limits import printable
+
+    for t in report.get("truncated", []):
+        print(f"data inspect: truncated {printable(t['path'], one_line=True)}: {t['reason']} (measured as far as it "
+              "goes)", file=sys.stderr)
+    if report.get("files_skipped"):
+        print(f"data inspect: {report['files_skipped']} of {report['files_inspected']} file(s) skipped, "
+              f"{report['files_inspected'] - report['files_skipped']} inspected", file=sys.stderr)
 
 
 def _with_progress(run: Any) -> Any:
@@ -150,9 +203,23 @@ def _num(v: Any, fmt: str = ".3g") -> str:
 
 def inspect_table(r: dict[str, Any], files: bool = True) -> str:
     a = r["aggregate"]
-    head = f"{r['files_inspected']} of {r['files_found']} file(s) inspected"
+    skipped = r.get("files_skipped") or 0
+    head = f"{r['files_inspected'] - skipped} of {r['files_found']} file(s) inspected" + (
+        f", {skipped} skipped (unreadable)" if skipped else "")
     lines = [head]
-    if r["kind"] == "video":
+    if r["kind"] == "image":
+        if files:
+            for f in r["files"]:
+                lines.append(f"  {Path(f['path']).name[-36:]:<36} {f['codec']:<5} {f['width']}x{f['height']:<6} "
+                             f"{f['mode']:<5} {f['bytes']:>10,} B {f['bits_per_pixel']:>7.3f} bits/px")
+        lines.append(f"  corpus: {a['images']:,} images, mostly {a['codec']} {a['width']}x{a['height']}; "
+                     f"{a['pixels_per_frame'] / 1e6:.3g} Mpx and {a['bytes_per_image'] / 1e3:.3g} kB an image "
+                     f"(mean), {a['bits_per_pixel']:.3g} bits per pixel")
+        if len(a["groups"]) > 1:
+            for g in a["groups"]:
+                lines.append(f"    {g['format']:<24} {g['files']:>6} image(s) {g['decode_share_sequential'] * 100:>5.1f} % "
+                             "of the pixels decoded")
+    elif r["kind"] == "video":
         if files:
             lines.append(f"  {'file':<28} {'codec':<6} {'size':>10} {'fps':>6} {'frames':>7} {'Mbit/s':>7} "
                          f"{'bits/px':>8} {'GOP med':>7} {'min-max':>8}")
@@ -166,8 +233,24 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
         lines.append(f"  bit rate {a['bitrate'] / 1e6:.3g} Mbit/s, {a['bits_per_pixel']:.4f} bits per pixel; keyframe "
                      f"every {_num(a['gop_median'], 'g')} frames (median; min {_num(a['gop_min'], 'd')}, max "
                      f"{_num(a['gop_max'], 'd')}, IQR {_num(a['gop_iqr'], 'g')})")
-        if len(a["formats"]) > 1:
-            lines.append(f"  {len(a['formats'])} formats; the figures above are the longest-running one's")
+        lines.append(f"  as a loader drawing frames sees it: GOP {a['gop_frame_weighted']:.3g} frame-weighted, "
+                     f"{a['random_decodes_pixel_weighted']:.3g} frames decoded per frame used at random access, "
+                     f"{a['pixels_per_frame'] / 1e6:.3g} Mpx a frame; {a.get('streams', 1)} stream(s) "
+                     f"({a.get('streams_basis', '')})")
+        groups = a.get("groups", [])
+        if len(groups) > 1:
+            lines.append(f"  {len(groups)} formats (share of frames / of decode work in order / at random access):")
+            for g in groups:
+                lines.append(f"    {g['format']:<28} {g['files']:>4} file(s) {g['frame_share'] * 100:>5.1f} % "
+                             f"{g['decode_share_sequential'] * 100:>5.1f} % {g['decode_share_random'] * 100:>5.1f} %  "
+                             f"GOP {g['gop_frame_weighted']:.3g} frame-weighted")
+            lines.append(f"  binding format: {a['binding_group_sequential']} in order, "
+                         f"{a['binding_group_random']} at random access (the most decode work)")
+            for gp in a.get("group_plans", []):
+                s, rnd = gp["sequential"], gp["random"]
+                lines.append(f"    planned alone: {gp['format']:<28} busy {s['busy']:.3g} in order "
+                             f"({s['cores_needed']:.3g} cores needed), {rnd['busy']:.3g} at random access "
+                             f"({rnd['cores_needed']:.3g} cores)")
     else:
         if files:
             for f in r["files"]:

@@ -126,9 +126,16 @@ def run_decode_files(videos: list[Path], file: Path | None, sets: list[str], sid
         raise UserError("--access", f"expected sequential or random, got {chosen!r}")
     if postprocess not in probe.POSTPROCESS_TEXT:
         raise UserError("--postprocess", f"expected one of {', '.join(probe.POSTPROCESS_TEXT)}, got {postprocess!r}")
+    images = insp.collect(videos, insp.IMAGE_SUFFIXES)
     found = insp.collect(videos, insp.VIDEO_SUFFIXES)
+    if images and not found:  # an image folder: PIL, every image up to --sample x 16 of them
+        chosen_images = insp.sample(images, sample * IMAGES_A_FILE_SAMPLED)
+        d = probe.decode_images(chosen_images, side=side or w.data.side, postprocess=postprocess)  # type: ignore[arg-type]
+        d["files_found"] = len(images)
+        return d
     if not found:
-        raise UserError("PATH", "expected video files (.mp4, .mkv, .mov, ...) or folders holding them")
+        raise UserError("PATH", "expected video files (.mp4, .mkv, .mov, ...), images (.jpg, .png, .webp) or "
+                        "folders holding them")
     chosen_files = insp.sample(found, sample)
     for f in chosen_files:
         insp.inspect_video(f)  # a file PyAV cannot open is refused here, in one line
@@ -138,10 +145,60 @@ def run_decode_files(videos: list[Path], file: Path | None, sets: list[str], sid
     return d
 
 
+def run_loader(factory: str, file: Path | None, sets: list[str], seconds: float, items: int) -> dict[str, Any]:
+    """The loader probe (measure/loader.py) and the 1080p rate it gives the workload's frames."""
+    from trainplan.accounts import pipeline
+    from trainplan.measure import loader
+    from trainplan.workload.schema import load_workload
+
+    w = load_workload(file, sets)
+    r = loader.probe_loader(factory, seconds=seconds, max_items=items).to_dict()
+    d = w.data
+    g = float(pipeline.decoded_per_used(d.access if d.access != "decoded" else "sequential", d.gop, d.random_decodes))
+    pixels = float(d.pixels_per_frame or d.width * d.height)
+    r.update(width=d.width, height=d.height, codec=d.codec, access=d.access, gop=d.gop, decoded_per_used=g,
+             pixels_per_frame=pixels, side=d.side, core_fps_1080p=loader.core_fps_1080p(r["items_per_cpu_second"], g,
+                                                                                         pixels),
+             decoder=f"the user's loader {factory}")
+    return r
+
+
+def write_loader(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
+    """The loader's rate as the decode probe of the calibration (one decode rate a file; the format check
+    then holds it to the workload's frame size and codec)."""
+    settings = {k: d[k] for k in ("width", "height", "codec", "gop", "access", "side")}
+    settings.update(source="loader", decoder=d["decoder"], threads=1, postprocess="the loader's own")
+    note = (f"the user's loader {d['factory']}, {d['items']} items one after another: {d['cpu_per_item'] * 1e3:.3g} ms "
+            f"CPU and {d['wall_per_item'] * 1e3:.3g} ms wall an item ({d['wait_share'] * 100:.0f} % waiting); "
+            f"{d['items_per_cpu_second']:.1f} items per CPU-second x {d['decoded_per_used']:g} decoded a frame used x "
+            f"{d['pixels_per_frame'] / 1e6:.3g} Mpx / 2.07 Mpx")
+    calibration.write(path, "decode", settings=settings, results=d,
+                      values=[{"key": "cluster.core_fps_1080p", "value": float(d["core_fps_1080p"]), "note": note}],
+                      machine=machine)
+
+
+def loader_table(d: dict[str, Any]) -> str:
+    lo, hi = d["cpu_per_item_spread"]
+    return "\n".join([
+        f"loader probe: {d['factory']}, {d['items']} items one after another in this process",
+        f"  CPU {d['cpu_per_item'] * 1e3:.3g} ms an item (10-90 %: {lo * 1e3:.3g}-{hi * 1e3:.3g}), wall "
+        f"{d['wall_per_item'] * 1e3:.3g} ms: {d['items_per_cpu_second']:.1f} items per CPU-second, "
+        f"{d['items_per_wall_second']:.1f} per wall-second",
+        f"  waiting (fetch) {d['wait_share'] * 100:.1f} % of an item's time, computing (prep) "
+        f"{(1 - d['wait_share']) * 100:.1f} %",
+        f"  cluster.core_fps_1080p for the plan ({d['access']}, {d['width']}x{d['height']} {d['codec']}): "
+        f"{d['core_fps_1080p']:.1f} frames/s"])
+
+
+# Images decoded by the image decode probe for each video file `--sample` names: images are small, so more of them
+IMAGES_A_FILE_SAMPLED = 16
+
+
 def write_decode_files(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
     settings = {k: d[k] for k in ("width", "height", "codec", "gop", "access", "side", "postprocess", "threads",
                                   "contention_decoders")}
-    settings["source"] = "files"
+    settings["source"] = d.get("source", "files")
+    settings["decoder"] = d.get("decoder", "PyAV")  # which decoder (or loader) the rate is of
     settings["files"] = len(d["files"])
     calibration.write(path, "decode", settings=settings, results=d, values=calibration.decode_files_values(d),
                       machine=machine)
@@ -149,7 +206,7 @@ def write_decode_files(path: Path, d: dict[str, Any], machine: dict[str, Any]) -
 
 def decode_files_table(d: dict[str, Any]) -> str:
     lines = [f"decode probe on {len(d['files'])} of {d['files_found']} file(s): {d['codec']} {d['width']}x{d['height']}, "
-             f"keyframe every {d['gop']:g} frames (median), {d['postprocess_text']}",
+             f"keyframe every {d['gop']:g} frames (median), {d['postprocess_text']}; decoder {d.get('decoder', 'PyAV')}",
              f"  {'decoder':<18} {'access':<11} {'frames/CPU-s':>13} {'at 1080p':>9} {'frames/wall-s':>14} "
              f"{'decoded/used':>13} {'(G+1)/2':>8} {'used/CPU-s':>11}"]
     for r in d["results"]:
@@ -325,6 +382,26 @@ def register(app: typer.Typer) -> None:
         if output is not None:
             write_decode(output, d, probe.machine())
         _emit(d, format, decode_table)
+
+    @probe_app.command("loader")
+    def loader_cmd(
+        factory: Annotated[str, typer.Argument(metavar="MODULE:FACTORY", help="a callable returning your Dataset "
+                                               "(map-style or iterable), e.g. mydata:make_dataset")],
+        file: Annotated[Optional[Path], typer.Argument(help="the workload TOML whose data the loader reads "
+                                                       "(frame size, codec, access)")] = None,
+        set_: SetOpt = None,
+        seconds: Annotated[float, typer.Option(help="seconds of items timed", min=0)] = 2.0,
+        items: Annotated[int, typer.Option(help="at most this many items timed", min=1)] = 10_000,
+        format: FormatOpt = "table",  # noqa: A002
+        output: OutputOpt = None,
+    ) -> None:
+        """Your own Dataset and transform, per item: CPU and wall seconds, the wait share; its rate as the
+        plan's decode rate (cluster.core_fps_1080p) at the workload's frame size and access."""
+        _check_format(format)
+        d = run_loader(factory, file, set_ or [], seconds, items)
+        if output is not None:
+            write_loader(output, d, probe.machine())
+        _emit(d, format, loader_table)
 
     @probe_app.command("handover")
     def handover_cmd(

@@ -1,7 +1,9 @@
 """`trainplan probe model [CONFIG.json] [--set key=value]`: measure a model's training footprint (issue 12).
 
-Builds the model from its config with random weights (no download), on CPU (and the GPU when
-present), and prints beside each measured figure the plan's own formula. With --output it
+Traces the model's own code on the meta device (no weights, no memory, no download), counts its
+FLOPs there, runs one AdamW step per parameter dtype on CPU (and one training step on the GPU when
+present), says what it measures before it starts, and prints beside each measured figure the
+plan's own formula. With --output it
 records the activation figures as training.activation_bytes_per_layer_token and
 training.activation_bytes_outside_token, which `plan --calibration FILE` uses (provenance measured).
 """
@@ -22,21 +24,24 @@ def formula_beside(config: dict[str, Any], probe: Any, attention: str) -> dict[s
     from trainplan.accounts import activations as act
     from trainplan.accounts import compute
     from trainplan.accounts import training_state as ts
-    from trainplan.workload.params import count_from_hf_config, matmul_params
+    from trainplan.workload.params import attention_width, count_from_hf_config, matmul_params
 
     out: dict[str, Any] = {}
     count = count_from_hf_config(config)
     out["params"] = count.total
-    if config.get("model_type") in act.families():
+    if config.get("model_type") in act.families() and probe.recompute == "none" and probe.precision != "autocast":
+        a = 4.0 if probe.precision == "fp32" else 2.0
         shape = act.shape_from_hf_config(config)
-        out["activation_bytes_per_layer_token"] = act.layer_bytes_per_token(shape, probe.seq_len, attention).total
-        out["activation_bytes_outside_token"] = act.outside_bytes_per_token(shape, probe.micro_batch)
+        out["activation_bytes_per_layer_token"] = act.layer_bytes_per_token(shape, probe.seq_len, attention, a).total
+        out["activation_bytes_outside_token"] = act.outside_bytes_per_token(shape, probe.micro_batch, a)
     n, head = matmul_params(count)
-    out["flops_per_token"] = {s: compute.flops_per_token(n, count.layers, count.heads * count.head_dim, int(s),
+    out["flops_per_token"] = {s: compute.flops_per_token(n, count.layers, attention_width(count), int(s),
                                                          head_params=head).model
                               for s in probe.flops_per_token}
-    # torch's AdamW keeps two moments in the parameters' dtype: bf16 here, the pure_bf16 recipe
-    out["optimizer_state_bytes"] = ts.recipe("pure_bf16").moments * count.total
+    # torch's AdamW keeps two moments in the parameters' dtype: the pure_bf16 recipe's in bf16,
+    # autocast_fp32's over fp32 weights
+    recipe = ts.recipe("pure_bf16" if probe.precision == "bf16" else "autocast_fp32")
+    out["optimizer_state_bytes"] = recipe.moments * count.total
     return out
 
 
@@ -50,8 +55,9 @@ def _table(d: dict[str, Any]) -> str:
         shown = f"{formula:,.0f}" if formula is not None else "-"
         return f"  {name:<34} {measured:>14,.0f} {shown:>14} {diff:>9}  {unit}"
 
-    lines = [f"model probe: {m['model_type']}, {m['attention']}, b={m['micro_batch']} S={m['seq_len']}, "
-             f"{m['layers']} layers, {m['params']:,} parameters",
+    lines = [f"model probe: {m['model_type']}, {m['attention']}, {m['precision']}, recompute {m['recompute']}, "
+             f"b={m['micro_batch']} S={m['seq_len']}, {m['layers']} layers, {m['params']:,} parameters "
+             f"({m['measured_on']})",
              f"  {'figure':<34} {'measured':>14} {'formula':>14} {'diff':>9}",
              row("saved activations per layer-token", m["activation_bytes_per_layer_token"],
                  f.get("activation_bytes_per_layer_token"), "B"),
@@ -73,6 +79,9 @@ def register(probe_app: typer.Typer) -> None:
         batch: Annotated[int, typer.Option("--batch", help="sequences in the measured micro-batch", min=1)] = 2,
         seq_len: Annotated[int, typer.Option("--seq-len", help="tokens per measured sequence", min=2)] = 128,
         attention: Annotated[str, typer.Option(help="sdpa or eager")] = "sdpa",
+        precision: Annotated[str, typer.Option(help="bf16, fp32, or autocast (bf16 autocast over fp32 weights)")]
+        = "bf16",
+        recompute: Annotated[str, typer.Option(help="none, selective or full")] = "none",
         flop_seq_lens: Annotated[str, typer.Option("--flop-seq-lens", help="comma-separated S for FLOP counts")]
         = "512,2048,8192",
         format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",  # noqa: A002
@@ -93,8 +102,14 @@ def register(probe_app: typer.Typer) -> None:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers, got {flop_seq_lens!r}") from None
         if not lens or min(lens) < 2:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers of 2 or more, got {flop_seq_lens!r}")
+        if precision not in ("bf16", "fp32", "autocast"):
+            raise UserError("--precision", f"expected bf16, fp32 or autocast (bf16 autocast over fp32 weights), "
+                            f"got {precision!r}")
+        if recompute not in ("none", "selective", "full"):
+            raise UserError("--recompute", f"expected none, selective or full, got {recompute!r}")
         cfg = model_probe.load_config(config, sets or [])
-        measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens)
+        typer.echo(model_probe.announce(cfg, batch, seq_len, attention, precision, recompute, lens), err=True)
+        measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens, precision, recompute)
         d = {"measured": measured.as_dict(), "formula": formula_beside(cfg, measured, attention)}
         if output is not None:
             write_calibration(output, cfg, measured)
@@ -109,12 +124,14 @@ def register(probe_app: typer.Typer) -> None:
 def write_calibration(path: Path, config: dict[str, Any], measured: Any) -> None:
     from trainplan.measure import calibration, probe
 
-    note = (f"saved tensors of {measured.model_type} ({measured.attention}, b={measured.micro_batch}, "
-            f"S={measured.seq_len}), bf16 on CPU, deduplicated by storage")
+    note = (f"saved tensors of {measured.model_type} ({measured.attention}, {measured.precision}, recompute "
+            f"{measured.recompute}, b={measured.micro_batch}, S={measured.seq_len}), the real module traced on the "
+            "meta device, deduplicated by storage")
     values = [{"key": "training.activation_bytes_per_layer_token", "value": measured.activation_bytes_per_layer_token,
                "note": note},
               {"key": "training.activation_bytes_outside_token", "value": measured.activation_bytes_outside_token,
                "note": note}]
     calibration.write(path, "model", settings={"config": config, "micro_batch": measured.micro_batch,
-                                               "seq_len": measured.seq_len, "attention": measured.attention},
+                                               "seq_len": measured.seq_len, "attention": measured.attention,
+                                               "precision": measured.precision, "recompute": measured.recompute},
                       results=measured.as_dict(), values=values, machine=probe.machine())

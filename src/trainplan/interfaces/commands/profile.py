@@ -54,7 +54,7 @@ def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int
 
 
 def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, sync: str,
-                  frames_per_batch: float | None, format: str) -> None:  # noqa: A002
+                  frames_per_batch: float | None, format: str, repeats: int = 3) -> None:  # noqa: A002
     """`--stalls`: DS-Analyzer's differential passes (see profiler.differential_stalls)."""
     if not script.is_file():
         raise UserError(str(script), "no such script")
@@ -69,7 +69,7 @@ def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, 
 
     try:
         out = profile_mod.differential_stalls(one, files, warmup=warmup, sync=sync,  # type: ignore[arg-type]
-                                              frames_per_batch=frames_per_batch)
+                                              frames_per_batch=frames_per_batch, repeats=repeats)
     except RuntimeError as err:
         raise UserError(str(script), f"{err}; a script without a DataLoader can wrap its loop with "
                         "trainplan.measure.profiler.current().wrap(iterable)") from None
@@ -77,12 +77,21 @@ def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, 
     if format == "json":
         typer.echo(json.dumps(clean(out), indent=2))
     else:
-        t = out["seconds_per_step"]
-        lines = [f"profile --stalls: {script.name}, three passes",
-                 f"  seconds per step: synthetic {t['synthetic'] * 1e3:.2f} ms, warm {t['warm'] * 1e3:.2f} ms, "
-                 f"cold {t['cold'] * 1e3:.2f} ms",
-                 f"  busy (AU) {out['busy'] * 100:.1f} %   fetch stall {out['stall']['fetch'] * 100:.1f} %   "
-                 f"prep stall {out['stall']['prep'] * 100:.1f} %"]
+        t, sp = out["seconds_per_step"], out["seconds_per_step_spread"]
+        st = out["stall"]
+
+        def ms(name: str) -> str:
+            return (f"{name} {t[name] * 1e3:.2f} ms ({sp[name]['min'] * 1e3:.2f}-{sp[name]['max'] * 1e3:.2f} "
+                    f"over {sp[name]['runs']})")
+
+        prep = (f"prep stall {st['prep'] * 100:.1f} %" if st["prep"] is not None
+                else f"not split {st['unsplit'] * 100:.1f} %")
+        each = ", ".join(f"{b * 100:.0f}" for b in out["busy_of_each_repeat"])
+        lines = [f"profile --stalls: {script.name}, {out['method']}",
+                 f"  seconds per step (median, min-max): {ms('synthetic')}, {ms('warm')}, {ms('cold')}",
+                 f"  busy (AU) {out['busy'] * 100:.1f} % (each repeat: {each} %)   fetch stall "
+                 f"{st['fetch'] * 100:.1f} %   {prep}  (sum {out['sums_to_one'] * 100:.0f} %)",
+                 f"  split by {out['split']}"]
         if out["cores_needed_prep"] is not None:
             lines.append(f"  cores needed to remove the prep stall: {out['cores_needed_prep']:.2f}")
         lines.extend(f"  {n}" for n in out["notes"])
@@ -113,13 +122,15 @@ def register(app: typer.Typer) -> None:
                                              "fetch and prep stalls")] = False,
         data: Annotated[Optional[list[Path]], typer.Option("--data", help="the script's data files or folders "
                                                            "(warmed and dropped from the page cache by --stalls)")] = None,
+        repeats: Annotated[int, typer.Option(help="--stalls: runs of each pass (the median used, the spread "
+                                             "shown)", min=1)] = 3,
     ) -> None:
         """Run a training script and report its busy fraction, slowest hop and cores needed."""
         if format not in ("table", "json"):
             from trainplan.interfaces.options import check_format
             check_format(format, ("table", "json"))
         if stalls:
-            _stall_passes(script, list(ctx.args), data or [], warmup, sync, frames_per_batch, format)
+            _stall_passes(script, list(ctx.args), data or [], warmup, sync, frames_per_batch, format, repeats)
             return
         if sync not in ("auto", "none", "cuda-sync", "cuda-events"):
             raise UserError("--sync", f"expected auto, none, cuda-sync or cuda-events, got {sync!r}")

@@ -38,17 +38,11 @@ BLOCKED_COLOUR = "#bbbbbb"
 ENGINES = ("auto", "python", "compiled")  # trainplan.simulate.queue.ENGINES
 READ_AHEAD_DEFAULT = 64  # trainplan.simulate.queue.READ_AHEAD_FRAMES (not imported here: the CLI starts light)
 
-# Plausible ranges of the flags (issue 16): beyond them a run is a typo, not a question, and
-# the arrays of a run (several float64 per frame) would exhaust memory.
-MAX_SEED = 2**63 - 1  # numpy's generators take any seed >= 0; one that fits in int64 is plenty
-MAX_FRAMES = 20_000_000  # ~ 10 float64 arrays of this length: ~ 1.6 GB, minutes of simulation
-MAX_BUFFER_FRAMES = 1_000_000  # a frame buffer of a million decoded frames is ~ 150 GB at 224 px
-MAX_TIMELINE = 1_000_000  # timeline intervals kept for --plot
-MIN_MEAN_FRAME_SECONDS = 1e-9  # the mean of an empirical sample: a billion frames a second per core
-MAX_FRAME_SECONDS = 3600.0  # a decode time or read latency above an hour per frame is not a measurement
-MAX_CV = 100.0  # a coefficient of variation beyond 100 is a heavy tail no sample of this size estimates
-MAX_KEYFRAME_COST = 1e4  # a keyframe costing ten thousand ordinary frames
-MAX_BUFFER_SIZES = 64  # --buffers: each size is one more run of the queue
+# Plausible ranges of the flags (issues 16 and 29): trainplan.simulate.limits, shared with --vary.
+from trainplan.simulate.limits import (  # noqa: E402
+    MAX_BUFFER_FRAMES, MAX_BUFFER_SIZES, MAX_CV, MAX_FRAME_SECONDS, MAX_FRAMES, MAX_KEYFRAME_COST, MAX_SEED,
+    MAX_TIMELINE, MIN_MEAN_FRAME_SECONDS,
+)
 
 
 def _variability(decode_dist: str | None, cv: float | None, empirical: Path | None, read_cv: float | None,
@@ -135,11 +129,11 @@ def simulation_report(workload: Any, frames: int, seed: int, variability: Any, b
                       timeline: int = 2000, read_ahead: int | None = READ_AHEAD_DEFAULT, engine: str = "auto",
                       ) -> tuple[dict[str, Any], Any]:
     """The JSON object of `trainplan simulate` and the QueueResult behind it."""
-    from trainplan.simulate.queue import buffer_sweep, queue_spec_from_workload, sample_service_times, simulate
+    from trainplan.simulate.queue import buffer_sweep, queue_spec_from_workload, simulate
 
     spec, account, notes = queue_spec_from_workload(workload, frames=frames, seed=seed, variability=variability,
                                                     read_ahead_frames=read_ahead)
-    times = sample_service_times(spec)
+    times = None  # each run draws the sample from the seed as it goes (the compiled engine streams it)
     result = simulate(spec, times, timeline_limit=timeline, engine=engine)
     out = result.to_dict()
     out = {
