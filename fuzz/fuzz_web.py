@@ -46,7 +46,12 @@ PATHS = ["/", "/api/plan", "/api/options", "/static/app.js", "/static/style.css"
 METHODS = ["GET", "POST", "PUT", "DELETE", "OPTIONS", "HEAD", "PATCH"]
 KEYS = schema.leaf_keys() + ["cluster.accelerator.memory", "cluster.accelerator.peak_flops", "bogus", "", "a.b.c.d"]
 VALUES: list[object] = [0, -1, 1, 16, 1e308, -1e308, 5e-324, 2**80, True, False, None, "", "x", "8 Mbit/s", "1e400",
-                        "/etc/passwd", "/dev/zero", "/tmp", "\x00", "\x1b[2J", [], [1], {}, {"a": 1}, "h100-sxm"]
+                        "/etc/passwd", "/dev/zero", "/tmp", "\x00", "\x1b[2J", [], [1], {}, {"a": 1}, "h100-sxm",
+                        # issue 29: past float range, past 4,300 digits (as JSON text), subnormal, -0
+                        10**400, -(10**400), 2**53 + 1, "1" + "0" * 400, "5e-324", -0.0]
+ORIGINS = [None, f"http://127.0.0.1:{PORT}", "http://evil.example", "null", f"http://localhost:{PORT + 1}"]
+CONTENT_TYPES = ["application/json", "application/json; charset=utf-8", "text/plain", "multipart/form-data; boundary=x",
+                 "application/x-www-form-urlencoded", ""]
 
 
 def _body(rng) -> bytes:  # noqa: ANN001 - a random.Random
@@ -73,7 +78,12 @@ def one_input(data: bytes) -> None:
     foreign = rng.random() < 0.15
     host = rng.choice(BAD_HOSTS) if foreign else rng.choice(GOOD_HOSTS)
     body = _body(rng) if method in ("POST", "PUT", "PATCH") else b""
-    res = CLIENT.request(method, path, content=body, headers={"host": host, "content-type": "application/json"})
+    if rng.random() < 0.05:  # an integer of more digits than json.dumps may write
+        body = b'{"set": {"cluster.cores": ' + b"7" * rng.choice([401, 4301, 6000]) + b"}}"
+    origin = rng.choice(ORIGINS) if rng.random() < 0.3 else None
+    kind = rng.choice(CONTENT_TYPES) if rng.random() < 0.3 else "application/json"
+    headers = {"host": host, "content-type": kind, **({"origin": origin} if origin else {})}
+    res = CLIENT.request(method, path, content=body, headers=headers)
     if res.status_code >= 500:
         raise AssertionError(f"{method} {path[:80]} host={host!r} body={body[:200]!r} -> {res.status_code} {res.text[:200]}")
     for header in ("content-security-policy", "x-frame-options", "x-content-type-options"):
@@ -81,6 +91,10 @@ def one_input(data: bytes) -> None:
             raise AssertionError(f"{method} {path[:80]} -> {res.status_code} without {header}")
     if foreign and res.status_code != 403:
         raise AssertionError(f"host {host!r} answered {res.status_code}")
+    cross = origin not in (None, f"http://127.0.0.1:{PORT}") or kind.split(";")[0] in (
+        "text/plain", "multipart/form-data", "application/x-www-form-urlencoded")
+    if cross and method not in ("GET", "HEAD") and res.status_code < 400:
+        raise AssertionError(f"a cross-site {method} (origin {origin!r}, {kind!r}) answered {res.status_code}")
     if path.startswith("/api/") and method != "HEAD":
         res.json()  # an API answer is JSON, whatever the status
 

@@ -1,6 +1,9 @@
 """A fresh batch of hostile inputs for the command line and the web page (issue 16).
 
-    PYTHONPATH=src python fuzz/hostile_batch.py [-j 2]
+    PYTHONPATH=src python fuzz/hostile_batch.py [-j 2] [--second | --third]
+
+--third runs only the batch of issue 29 (the numeric boundary, cross-checks, sizes, --output before the
+work, cross-site web requests); --second only that of the second round.
 
 Each CLI case runs `python -m trainplan ...` in a fresh temporary folder, as a user would. It
 is correct when: exit status 2, stdout empty, exactly one stderr line `trainplan: ...` that
@@ -371,6 +374,84 @@ SECOND: list[Case] = [
 ]
 
 
+# ---- issue 29: the numeric boundary, cross-checks, files, sizes, --output before the work
+BIG = "1" + "0" * 400  # past float64
+HUGE = "9" * 5000  # past Python's 4,300-digit int(str)
+MIX = {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2,
+       "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000, "num_local_experts": 2}
+THIRD: list[Case] = [
+    W(f"[model]\nparams = {BIG}\n", "model.params"),
+    W(f"[model]\nparams = {HUGE}\n", "w.toml"),
+    W(f"[cluster]\nmfu = {BIG}\n", "cluster.mfu"),
+    W(f"[energy]\npue = {BIG}\n", "energy.pue"),
+    W(f"[training]\nzero = {BIG}\n", "training.zero"),
+    W(f"[storage]\nsave_every = {BIG}\n", "storage.save_every"),
+    W(f'[cluster]\naccelerator = {{ peak_flops = {BIG}, memory = "80 GB" }}\n', "cluster.accelerator.peak_flops"),
+    W("[data]\nbitrate = 5e-324\n", "data.bitrate"),
+    W('[training]\nmethod = "lora"\nlora_targets = ["q", "v", "q"]\n[model]\nlayers = 2\nwidth = 256\n',
+      "training.lora_targets"),
+    W(CFG + "layers = 5\n", "model.layers", **{"cfg.json": json.dumps(LLAMA)}),
+    W(CFG + "width = 512\n", "model.width", **{"cfg.json": json.dumps(LLAMA)}),
+    W(CFG + "heads = 8\n", "model.heads", **{"cfg.json": json.dumps(LLAMA)}),
+    W(CFG + "vocab = 32000\n", "model.vocab", **{"cfg.json": json.dumps(LLAMA)}),
+    W(CFG + 'family = "qwen2"\n', "model.family", **{"cfg.json": json.dumps(LLAMA)}),
+    W(CFG, "vocab", **{"cfg.json": json.dumps({**LLAMA, "vocab_size": 0})}),
+    W(CFG, "vocab", **{"cfg.json": json.dumps({**LLAMA, "vocab_size": 10**13})}),
+    W(CFG, "model_type", **{"cfg.json": json.dumps({**LLAMA, "model_type": ["llama"]})}),
+    W(CFG, "pad_token_id", **{"cfg.json": json.dumps({**LLAMA, "pad_token_id": 1000})}),
+    W(CFG, "num_experts_per_tok", **{"cfg.json": json.dumps({**MIX, "num_experts_per_tok": 3})}),
+    W(CFG, "hidden_size", **{"cfg.json": json.dumps({**LLAMA, "hidden_size": 10**400})}),
+    W(CFG, "cfg.json", **{"cfg.json": json.dumps(LLAMA).replace('"vocab_size": 1000', f'"vocab_size": {HUGE}')}),
+    S("cluster.count", f"cluster.count={BIG}"),
+    S("model.params", f"model.params={HUGE}"),
+    S("cluster.cores", "cluster.cores=8\ncluster.count=3"),
+    S("cluster.cores", "cluster.cores=2e-320"),
+    Case(["validate", "w.toml"], "model.layers", {"w.toml": f"[model]\nlayers = {BIG}\n"}),
+    Case(["layout", "--devices", BIG], "--devices"),
+    Case(["serve", "--set", f"serving.context={BIG}"], "serving.context"),
+    Case(["data", "demos", BIG], "COUNT"),
+    Case(["data", "demos", "100", "--success", "5e-324"], "--success"),
+    Case(["scaling", "optimal", "--budget", "5e-324"], "--budget"),
+    Case(["scaling", "optimal", "--budget", BIG], "--budget"),
+    Case(["scaling", "loss", "--params", "5e-324", "--tokens", "1e9"], "--params"),
+    Case(["solve", "cluster.cores", "--for", "pipeline.bottleneck>=1"], "--for"),
+    Case(["solve", "cluster.cores", "--for", "pipeline.busy>=nan"], "--for"),
+    Case(["sweep", "--vary", "cluster.cores=1,,2"], "cluster.cores"),
+    Case(["simulate", "--vary", "seed=-1", "--frames", "2000"], "--vary seed"),
+    Case(["simulate", "--vary", f"seed={2**64}", "--frames", "2000"], "--vary seed"),
+    Case(["simulate", "--vary", "cv=1000", "--frames", "2000"], "--vary cv"),
+    Case(["simulate", "--vary", "read_cv=1000", "--frames", "2000"], "--vary read_cv"),
+    Case(["simulate", "--vary", "keyframe_cost=1e9", "--frames", "2000"], "--vary keyframe_cost"),
+    Case(["simulate", "--vary", "buffer=1:1000000000", "--frames", "2000"], "--vary buffer"),
+    Case(["simulate", "--vary", "seed=0:999999", "--frames", "2000"], "--vary seed"),
+    Case(["simulate", "--empirical", "e.txt", "--frames", "2000"], "e.txt", {"e.txt": "0,004\n0,005\n"}),
+    Case(["simulate", "--empirical", "e.json", "--frames", "2000"], "e.json", {"e.json": f"[{BIG}]"}),
+    Case(["probe", "matmul", "--n", "1048576"], "--n"),
+    Case(["probe", "handover", "--side", "100000"], "--side"),
+    Case(["probe", "handover", "--batch", "10000000"], "--batch"),
+    Case(["probe", "handover", "--seconds", "inf"], "--seconds"),
+    Case(["probe", "decode", "--height", "100000"], "--height"),
+    Case(["probe", "decode", "--width", "0"], "--width"),
+    Case(["probe", "decode", "--fps", "0"], "--fps"),
+    Case(["probe", "decode", "--gop", "0"], "--gop"),
+    Case(["probe", "decode", "--side", "0"], "--side"),
+    Case(["probe", "decode", "--frames", "1000000000"], "--frames"),
+    Case(["probe", "decode", "--seconds", "inf"], "--seconds"),
+    Case(["probe", "model", "--set", "model_type=llama", "--set", "num_hidden_layers=100000", "--set",
+          "hidden_size=4096", "--set", "intermediate_size=11008", "--set", "num_attention_heads=32"], "--set"),
+    Case(["probe", "read", ".", "--size", "1 EB"], "--size"),
+    Case(["data", "inspect", "e.bin"], "e.bin", {"e.bin": b""}),
+    Case(["data", "inspect", "t.txt"], "t.txt", {"t.txt": b"\xff\xfe hello\n"}),
+    Case(["data", "inspect", "a.bin", "--output", "a.bin"], "--output", {"a.bin": bytes(range(256)) * 8}),
+    Case(["data", "inspect", "a.bin", "--output", "p"], "--output", {"a.bin": bytes(range(256)) * 8},
+         special="fifo:p"),
+    Case(["data", "inspect", "a.bin", "--output", "d.toml"], "--output", {"a.bin": bytes(range(256)) * 8},
+         special="link:d.toml:nowhere"),
+    Case(["sweep", "--vary", "cluster.cores=1:2:0.0000001", "--output", "/dev/full"], "--output"),
+    Case(["probe", "decode", "--output", "p"], "--output", special="fifo:p"),
+]
+
+
 def _prepare(folder: Path, case: Case) -> None:
     for name, content in case.files.items():
         p = folder / name
@@ -465,7 +546,8 @@ def web_cases_second() -> list[WebCase]:
         WebCase("POST", "/api/plan", 422, "model", j({"set": {"model.hf_config\u0000": "x"}}), J),
         WebCase("POST", "/api/plan", 422, "workload", j({"workload": "w.toml"}), J),
         WebCase("POST", "/api/plan", 422, "set2", j({"set": {"cluster.cores": 4}, "set2": 1}), J),
-        WebCase("POST", "/api/plan", 422, "request", b"--x\r\nContent-Disposition: form-data; name=a\r\n\r\n1\r\n--x--",
+        # (issue 29: a form body is refused before it is read, 415, as a cross-site form would send it)
+        WebCase("POST", "/api/plan", 415, "request", b"--x\r\nContent-Disposition: form-data; name=a\r\n\r\n1\r\n--x--",
                 {"content-type": "multipart/form-data; boundary=x"}),
         WebCase("GET", "/api/options", 403, "host", headers={"host": "localhost.:8765"}),
         WebCase("GET", "/api/options?" + "q=1&" * 2000, 200),
@@ -506,7 +588,7 @@ def web_cases(secret_path: str, fifo: str) -> list[WebCase]:
         WebCase("POST", "/api/plan", 422, "request", b"{" * 50000, J),
         WebCase("POST", "/api/plan", 422, "request", b'{"a": ' * 40 + b"1" + b"}" * 40, J),
         WebCase("POST", "/api/plan", 422, "request", b"true", J),
-        WebCase("POST", "/api/plan", 422, "request", b"12", {"content-type": "text/plain"}),
+        WebCase("POST", "/api/plan", 415, "request", b"12", {"content-type": "text/plain"}),  # (issue 29)
         WebCase("POST", "/api/plan", 413, "request", b"{}", {**J, "content-length": "99999999999999999999"}),
         WebCase("POST", "/api/plan", 413, "request", b"{}", {**J, "content-length": "-1"}),
         WebCase("POST", "/api/plan", 413, "request", b" " * (3 * 2**20), J),
@@ -529,7 +611,25 @@ def web_cases(secret_path: str, fifo: str) -> list[WebCase]:
     ]
 
 
-def run_web(second: bool = False) -> tuple[int, int, list[str]]:
+def web_cases_third() -> list[WebCase]:
+    """Issue 29: cross-site requests, the numeric boundary, one Host."""
+    J = {"content-type": "application/json"}
+    body = b'{"set": {"cluster.cores": 16}}'
+    return [
+        WebCase("POST", "/api/plan", 422, "cluster.cores", b'{"set": {"cluster.cores": ' + b"1" * 401 + b"}}", J),
+        WebCase("POST", "/api/plan", 422, "request", b'{"set": {"cluster.cores": ' + b"1" * 5000 + b"}}", J),
+        WebCase("POST", "/api/plan", 422, "cluster.count", b'{"config": "[cluster]\\ncount = ' + b"1" * 401 + b'"}', J),
+        WebCase("POST", "/api/plan", 422, "cluster.cores", b'{"set": {"cluster.cores": 5e-324}}', J),
+        WebCase("POST", "/api/plan", 403, "origin", body, {**J, "origin": "http://evil.example"}),
+        WebCase("POST", "/api/plan", 403, "origin", body, {**J, "origin": "null"}),
+        WebCase("POST", "/api/plan", 403, "origin", body, {**J, "sec-fetch-site": "cross-site"}),
+        WebCase("POST", "/api/plan", 415, "request", body, {"content-type": "text/plain;charset=UTF-8"}),
+        WebCase("POST", "/api/plan", 415, "request", b"set=1", {"content-type": "application/x-www-form-urlencoded"}),
+        WebCase("POST", "/api/plan", 200, "", body, {**J, "origin": "http://127.0.0.1:8765"}),
+    ]
+
+
+def run_web(second: bool = False, third: bool = False) -> tuple[int, int, list[str]]:
     from fastapi.testclient import TestClient
 
     from trainplan.interfaces.web import create_app
@@ -541,7 +641,7 @@ def run_web(second: bool = False) -> tuple[int, int, list[str]]:
         secret.write_text(json.dumps({**LLAMA, "note": SECRET}))
         fifo = Path(tmp) / "fifo"
         os.mkfifo(fifo)
-        cases = web_cases_second() if second else web_cases(str(secret), str(fifo))
+        cases = web_cases_third() if third else web_cases_second() if second else web_cases(str(secret), str(fifo))
         for c in cases:
             try:
                 res = client.request(c.method, c.path, content=c.body, headers=c.headers)
@@ -575,15 +675,15 @@ def run_web(second: bool = False) -> tuple[int, int, list[str]]:
 def main() -> None:
     jobs = int(sys.argv[sys.argv.index("-j") + 1]) if "-j" in sys.argv else 2
     second = "--second" in sys.argv  # only the second batch
-    cases = SECOND if second else CASES + SECOND
+    third = "--third" in sys.argv  # only the third (issue 29)
+    cases = THIRD if third else SECOND if second else CASES + SECOND + THIRD
     with ThreadPoolExecutor(jobs) as pool:
         results = list(pool.map(run_cli, cases))
     cli_failures = [f"{' '.join(c.args)[:120]} {list(c.files)}: {r}" for c, r in zip(cases, results) if r]
-    web_tried, web_correct, web_failures = run_web(second=True)
-    if not second:
-        first = run_web()
-        web_tried, web_correct, web_failures = (web_tried + first[0], web_correct + first[1],
-                                                web_failures + first[2])
+    batches = [run_web(third=True)] if third else [run_web(second=True)] if second else [
+        run_web(), run_web(second=True), run_web(third=True)]
+    web_tried, web_correct = sum(b[0] for b in batches), sum(b[1] for b in batches)
+    web_failures = [f for b in batches for f in b[2]]
     for f in cli_failures + web_failures:
         print("FAIL", f)
     cli_tried, cli_correct = len(cases), len(cases) - len(cli_failures)

@@ -232,7 +232,7 @@ def refused_in_process(args: list[str], key: str, also: str = "") -> None:
 HARDENING = [
     # values the schema once accepted and the accounts could not take
     (["plan", "--set", "model.params=1e308"], "model.params", "below 1e+15"),
-    (["plan", "--set", "cluster.accelerator.peak_flops=1e-320"], "cluster.accelerator.peak_flops", "plausible"),
+    (["plan", "--set", "cluster.accelerator.peak_flops=1e-320"], "cluster.accelerator.peak_flops", "subnormal"),
     (["simulate", "--set", "cluster.link=1e-9"], "cluster.link", "above 1000"),
     (["simulate", "--set", "cluster.cores=1e9"], "cluster.cores", "below 1e+07"),
     (["plan", "--set", "cluster.count=1e300"], "cluster.count", ""),

@@ -809,7 +809,7 @@ def test_a_signal_stops_the_vary_workers_at_once(signame):
             os.kill(proc.pid, sig)
         _out, err = proc.communicate(timeout=60)  # the grid alone would take minutes
         if sig == signal.SIGTERM:  # (SIGINT's exit status is cli.main's: issue 29 asks it not to be 0)
-            assert proc.returncode == -signal.SIGTERM
+            assert proc.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM)  # killed, or cli.main's 143
         assert "Traceback" not in err.decode()
         deadline = time.monotonic() + 10
         while _group(proc.pid) and time.monotonic() < deadline:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Literal
 
 from trainplan.errors import UserError
@@ -171,6 +172,77 @@ def _unit_factor(unit: str, dimension: Dimension) -> float | None:
     return None
 
 
+# ---------------------------------------------------------------- the numeric boundary (issue 29)
+# Every number trainplan reads passes `number` once, before any arithmetic: an integer past float
+# range (OverflowError in float()), a string of more digits than Python converts (ValueError past
+# sys.get_int_max_str_digits(), 4,300 by default), inf, nan and a subnormal (5e-324: a divisor that
+# is "positive" yet overflows every quotient) are refused with one line naming the key.
+
+#: The largest magnitude a number may have: float64's largest finite value (about 1.8e308).
+LARGEST_NUMBER = sys.float_info.max
+#: The smallest non-zero magnitude: float64's smallest normal value (about 2.2e-308). Below it a
+#: float has lost precision (a subnormal) and 1/x overflows; no quantity trainplan plans is near it.
+SMALLEST_NUMBER = sys.float_info.min
+#: The largest whole number a count may be: 2^53, the last integer float64 holds exactly (and far
+#: below int64's 2^63, where numpy's integer arrays and C longs overflow).
+LARGEST_WHOLE = 2**53
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """`value` as a message shows it: repr, but an integer too long to print (repr raises past
+    4,300 digits) or to read is described by its size, and long text is cut."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > 200:  # about 60 digits
+            digits = int(value.bit_length() * math.log10(2)) + 1
+            return f"an integer of about {digits:,} digits"
+        return repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # a container holding such an integer
+        return f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def number(value: object, key: str = "value", whole: bool = False) -> float:
+    """`value` (an int, a float, or the text of one) as a finite float, refused with a UserError
+    naming `key` when it is past float range, has too many digits, is inf or nan, or is a subnormal.
+    With `whole`, an integer is also refused past LARGEST_WHOLE."""
+    if isinstance(value, bool):
+        raise UserError(key, f"expected a number, got {value!r}")
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        try:
+            parsed = float(text)  # float() reads any number of digits (int() stops at 4,300)
+        except ValueError:
+            raise UserError(key, f"expected a number, got {shown(value)}") from None
+        if math.isinf(parsed) and "inf" not in text.lower():  # "1e400", or 400 digits
+            raise UserError(key, f"expected a number below {LARGEST_NUMBER:.3g} (float range), got {shown(value)}")
+        value = parsed
+    if isinstance(value, int):
+        if whole and abs(value) > LARGEST_WHOLE:
+            raise UserError(key, f"expected a whole number below 2^53 ({LARGEST_WHOLE:.3g}), got {shown(value)}")
+        try:
+            result = float(value)
+        except OverflowError:
+            raise UserError(key, f"expected a number below {LARGEST_NUMBER:.3g} (float range), got "
+                            f"{shown(value)}") from None
+    elif isinstance(value, float):
+        result = value
+    else:
+        try:
+            result = float(value)  # numpy scalars and the like
+        except (TypeError, ValueError, OverflowError):
+            raise UserError(key, f"expected a number, got {type(value).__name__}") from None
+    if not math.isfinite(result):
+        raise UserError(key, f"expected a finite number, got {shown(value)}")
+    if result != 0 and abs(result) < SMALLEST_NUMBER:
+        raise UserError(key, f"expected zero or a number of at least {SMALLEST_NUMBER:.3g} in size, got {result!r} "
+                        "(a subnormal float: dividing by it overflows)")
+    if whole and abs(result) > LARGEST_WHOLE:
+        raise UserError(key, f"expected a whole number below 2^53 ({LARGEST_WHOLE:.3g}), got {shown(value)}")
+    return result + 0.0  # -0.0 is 0: "-0 cores" are no cores, not "-0"
+
+
 def parse(value: object, dimension: Dimension, key: str = "value") -> float:
     """Turn a number or a string with a unit into a float in SI base units.
 
@@ -179,7 +251,7 @@ def parse(value: object, dimension: Dimension, key: str = "value") -> float:
     if isinstance(value, bool):
         raise UserError(key, f"expected {EXPECTED[dimension]}, got {value!r}")
     if isinstance(value, (int, float)):
-        result = float(value)
+        result = number(value, key)
     elif isinstance(value, str):
         text = value.strip()
         if dimension == "dollars" and text.startswith("$"):
@@ -193,11 +265,14 @@ def parse(value: object, dimension: Dimension, key: str = "value") -> float:
         factor = 1.0 if unit == "" else _unit_factor(unit, dimension)
         if factor is None:
             raise UserError(key, f"expected {EXPECTED[dimension]}, got unit {unit!r} in {value!r}")
-        result = float(m.group("num").replace("_", "")) * factor
+        if m.group("num").lstrip("+-").lower() in ("inf", "nan"):
+            raise UserError(key, f"expected a finite number ({EXPECTED[dimension]}), got {shown(value)}")
+        result = number(m.group("num"), key) * factor
+        if not math.isfinite(result):  # "1e300 TB"
+            raise UserError(key, f"expected a number below {LARGEST_NUMBER:.3g} in SI units, got {shown(value)}")
+        result = number(result, key)
     else:
         raise UserError(key, f"expected {EXPECTED[dimension]}, got {type(value).__name__}")
-    if not math.isfinite(result):
-        raise UserError(key, f"expected a finite number ({EXPECTED[dimension]}), got {value!r}")
     return result
 
 

@@ -62,6 +62,59 @@ def _command_from_module(name: str) -> Any:
     return group.commands.get(name)
 
 
+def _option_name(param: Any) -> str:
+    """How the user wrote a parameter: its longest option name, or its metavar for an argument."""
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("--")] or list(getattr(param, "opts", []))
+    if getattr(param, "param_type_name", "") == "argument" or not opts:
+        return (getattr(param, "metavar", None) or param.name or "argument").upper()
+    return max(opts, key=len)
+
+
+def _check_number_params(ctx: Any) -> None:
+    """The numeric boundary for options and arguments (issue 29): an int or float option passes
+    units.number (finite, within float range, no subnormal; an int within 2^53) before the command
+    runs, so `--devices 1e40`-sized ints, `--seconds inf` and `--budget 5e-324` are one line, exit 2."""
+    from trainplan import units
+
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                units.number(item, _option_name(param), whole=isinstance(item, int))
+
+
+def _check_output_params(ctx: Any) -> None:
+    """A file to write (`--output`, `-o`, a `--plot` file) is checked before the command's work: a
+    device, a FIFO, a link to nothing, a read-only file or a missing folder fails at once, not after
+    a 13-second sweep or an 18-second probe (issue 29). The writer checks again when it writes."""
+    from trainplan.present.outputs import FILE_OPTIONS, STDOUT_NAME, check_output_path
+
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if not isinstance(value, Path) or not set(getattr(param, "opts", [])) & set(FILE_OPTIONS):
+            continue
+        if str(value) != STDOUT_NAME:
+            check_output_path(value, _option_name(param), may_replace_input=True)  # no input is read yet
+
+
+def _with_number_check(command: Any) -> Any:
+    """`command` (and every subcommand of a group) checking its numeric parameters before it runs."""
+    if command is None or getattr(command, "_numbers_checked", False):
+        return command
+    original = command.invoke
+
+    def invoke(ctx: Any) -> Any:
+        _check_number_params(ctx)
+        _check_output_params(ctx)
+        return original(ctx)
+
+    command.invoke = invoke
+    command._numbers_checked = True
+    for sub in getattr(command, "commands", {}).values():
+        _with_number_check(sub)
+    return command
+
+
 class LazyGroup(WordedGroup):
     """The top-level group: commands of COMMANDS are listed from the table and built on first use."""
 
@@ -74,7 +127,7 @@ class LazyGroup(WordedGroup):
             command = _command_from_module(cmd_name)
             if command is not None:
                 self.commands[cmd_name] = command
-        return command
+        return _with_number_check(command)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = []
@@ -218,11 +271,24 @@ def main(argv: list[str] | None = None) -> None:
     # numpy's overflow/invalid warnings are never the user's business: the figures they would
     # flag are refused at the boundary or shown as "n.a." (issue 16)
     warnings.simplefilter("ignore", RuntimeWarning)
+    previous = _on_sigterm()
     try:
         from trainplan.present.outputs import check_output_arguments
 
         check_output_arguments(list(sys.argv[1:] if argv is None else argv))
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        # typer returns the status of an Exit it caught, and turns Ctrl-C (KeyboardInterrupt) into
+        # Exit(130): the status is kept, not dropped for 0 (issue 29)
+        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+            if code == EXIT_INTERRUPTED:
+                print("trainplan: interrupted", file=sys.stderr)
+            sys.exit(code)
+    except KeyboardInterrupt:  # Ctrl-C outside a command (while parsing, or before typer runs)
+        print("trainplan: interrupted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except Terminated:
+        print("trainplan: terminated", file=sys.stderr)
+        sys.exit(EXIT_TERMINATED)
     except UserError as err:
         print(f"trainplan: {err}", file=sys.stderr)
         sys.exit(2)
@@ -247,10 +313,57 @@ def main(argv: list[str] | None = None) -> None:
     except RecursionError:
         print("trainplan: input: nested too deeply to read", file=sys.stderr)
         sys.exit(2)
+    except MemoryError:  # past the checked sizes (TRAINPLAN_MEMORY_LIMIT raised above what the machine has)
+        print("trainplan: memory: the run asked for more memory than this machine gave it; lower the sizes "
+              "asked for (or TRAINPLAN_MEMORY_LIMIT, if it was raised)", file=sys.stderr)
+        sys.exit(2)
     except Exception as err:  # an internal error: one line, traceback only on request
         if os.environ.get("TRAINPLAN_DEBUG"):
             raise
         print(f"trainplan: internal error: {type(err).__name__}: {err} (set TRAINPLAN_DEBUG=1 for a traceback)",
               file=sys.stderr)
         sys.exit(1)
+    finally:
+        _restore_sigterm(previous)
     sys.exit(0)
+
+
+#: Exit statuses of a run stopped by a signal: 128 + the signal's number, as a shell reports it.
+EXIT_INTERRUPTED = 130  # SIGINT (2), Ctrl-C
+EXIT_TERMINATED = 143  # SIGTERM (15)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every `finally` runs (a temporary file removed, a
+    worker pool stopped) before the process exits with EXIT_TERMINATED. A BaseException, as
+    KeyboardInterrupt is: no `except Exception` swallows it."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _on_sigterm() -> Any:
+    """Install the SIGTERM handler (main thread only, and only over the default action); the handler
+    it replaced, to restore, or None when nothing was installed."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None
+        return signal.signal(signal.SIGTERM, _raise_terminated)
+    except (ValueError, OSError):  # pragma: no cover - no signals here
+        return None
+
+
+def _restore_sigterm(previous: Any) -> None:
+    import signal
+
+    if previous is not None:
+        try:
+            signal.signal(signal.SIGTERM, previous)
+        except (ValueError, OSError):  # pragma: no cover
+            pass

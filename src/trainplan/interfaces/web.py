@@ -27,6 +27,7 @@ limits.MAX_NESTING is refused (422); no path or body gives a 500.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -102,8 +103,9 @@ def overrides_from_json(settings: Any) -> list[str]:
         if isinstance(value, bool):
             text = "true" if value else "false"
         elif isinstance(value, (int, float)):
-            if not math.isfinite(value):
-                raise UserError(key, f"expected a finite number, got {value!r}")
+            from trainplan import units
+
+            units.number(value, key)  # the numeric boundary: a 401-digit integer is a 422, not a 500 (issue 29)
             text = repr(value)
         elif isinstance(value, str):
             text = json.dumps(value)  # a TOML basic string
@@ -333,10 +335,18 @@ class Guard:
             return
         if scope["type"] != "http":  # no websockets
             return
-        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        raw_headers = [(k.lower(), v) for k, v in scope.get("headers", [])]
+        headers = dict(raw_headers)
+        if sum(1 for k, _ in raw_headers if k == b"host") > 1:  # which one is meant is anyone's guess
+            await _plain(send, 400, "host: expected one Host header")
+            return
         host = headers.get(b"host", b"").decode("latin-1").strip().lower()
         if host not in self.hosts:
             await _plain(send, 403, "host: this page answers only 127.0.0.1, localhost or [::1] with its port")
+            return
+        refusal = _cross_site(scope.get("method", "GET"), headers, self.hosts)
+        if refusal is not None:
+            await _plain(send, *refusal)
             return
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
@@ -345,7 +355,11 @@ class Guard:
         body = b""
         more = True
         while more:
-            message = await receive()
+            try:  # a body that trickles in is cut off: a slow client holds no connection open (issue 29)
+                message = await asyncio.wait_for(receive(), READ_TIMEOUT_SECONDS)
+            except asyncio.TimeoutError:
+                await _plain(send, 408, f"request: expected the body within {READ_TIMEOUT_SECONDS:g} s")
+                return
             if message["type"] == "http.disconnect":
                 return
             body += message.get("body", b"")
@@ -378,6 +392,91 @@ class Guard:
         except Exception as err:  # noqa: BLE001 - a bug: one line, never a traceback to the client
             if not started:
                 await _plain(send, 500, f"internal error: {type(err).__name__}")
+
+
+#: Content types a page on another site can POST without asking first (a form, or text/plain):
+#: the API takes JSON only, so a cross-site form cannot make the server compute (issue 29).
+FORM_TYPES = frozenset({b"text/plain", b"application/x-www-form-urlencoded", b"multipart/form-data"})
+#: Seconds a client has to send a request's headers, and then its body: a page sends both in
+#: milliseconds; ten seconds leave room for a slow link and close what a slow-loris client holds open.
+READ_TIMEOUT_SECONDS = 10.0
+
+
+def _cross_site(method: str, headers: dict[bytes, bytes], hosts: frozenset[str]) -> tuple[int, str] | None:
+    """(status, detail) refusing a request another site's page made, or None. A request that changes or
+    computes anything (not GET or HEAD) must come from the page's own origin when it names one (Origin,
+    Sec-Fetch-Site), and must be JSON: browsers send a cross-site JSON request only after asking (CORS),
+    which this server never grants."""
+    if method in ("GET", "HEAD"):
+        return None
+    origin = headers.get(b"origin")
+    if origin is not None and origin.decode("latin-1").strip().lower() not in {f"http://{h}" for h in hosts}:
+        return 403, "origin: this page answers requests from its own origin only"
+    if headers.get(b"sec-fetch-site", b"").strip().lower() == b"cross-site":
+        return 403, "origin: this page answers requests from its own origin only (Sec-Fetch-Site: cross-site)"
+    kind = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
+    if kind in FORM_TYPES:
+        return 415, "request: expected content-type application/json"
+    return None
+
+
+def http_protocol() -> type:
+    """uvicorn's h11 protocol with the security headers on its own 400s (a missing Host, a malformed
+    request) and a deadline for a request's headers: a connection that has not sent a whole request
+    READ_TIMEOUT_SECONDS after its first byte is closed (issue 29). For uvicorn.Config(http=...)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        _deadline: Any = None
+
+        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(READ_TIMEOUT_SECONDS, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _answering(self) -> bool:
+            return self.cycle is not None and not self.cycle.response_complete
+
+        def _too_slow(self) -> None:
+            self._deadline = None
+            if not self._answering() and not self.transport.is_closing():
+                self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            if not self._answering():
+                self._arm()  # a request begins (or goes on arriving): its headers have a deadline
+            super().data_received(data)
+            if self._answering():
+                self._disarm()  # a whole request arrived; Guard bounds its body
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def send_400_response(self, msg: str) -> None:
+            import h11
+
+            body = json.dumps({"detail": f"request: {msg}", "key": "request"}).encode("utf-8")
+            event = h11.Response(status_code=400, reason=b"Bad Request", headers=[
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"), *SECURITY_HEADERS])
+            try:
+                self.transport.write(self.conn.send(event))
+                self.transport.write(self.conn.send(h11.Data(data=body)))
+                self.transport.write(self.conn.send(h11.EndOfMessage()))
+            except h11.LocalProtocolError:  # the connection's state forbids a response: just close it
+                pass
+            self.transport.close()
+
+    return GuardedH11Protocol
 
 
 async def _plain(send: Any, status: int, detail: str) -> None:

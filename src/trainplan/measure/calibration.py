@@ -370,12 +370,21 @@ def left_out(path: str | Path, workload_doc: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _source_text(entry: dict[str, Any]) -> str:
-    where = entry.get("hostname") or "an unnamed machine"
-    cpu = entry.get("cpu_model")
-    machine = f"{where} ({cpu})" if cpu else where
+def _source_text(entry: dict[str, Any], path: str | Path | None = None) -> str:
+    """Where a measured value came from, saying only what the entry records: an entry that names no
+    probe is "given in" the file, not "measured by `trainplan probe`" (issue 29)."""
+    from trainplan.workload.limits import printable
+
+    host, cpu, date, probe = (entry.get(k) or "" for k in ("hostname", "cpu_model", "date", "probe"))
+    machine = f"{host} ({cpu})" if host and cpu else (host or (f"a machine with {cpu}" if cpu else ""))
+    if probe:
+        text = f"measured by {_command(probe)} on {machine or 'a machine it does not name'}, {date or 'undated'}"
+    else:
+        recorded = ", ".join(x for x in (f"on {machine}" if machine else "", date) if x)
+        shown = f" {printable(str(path), one_line=True)}" if path is not None else ""
+        text = f"given in calibration file{shown}" + (f" ({recorded}; no probe recorded)" if recorded else
+                                                      " (no probe, machine or date recorded)")
     note = entry.get("note")
-    text = f"measured by {_command(entry.get('probe', ''))} on {machine}, {entry.get('date', 'undated')}"
     return f"{text}: {note}" if note else text
 
 
@@ -393,7 +402,7 @@ def load(path: str | Path) -> dict[str, Measured]:
     out: dict[str, Measured] = {}
     for entry in cal.values:
         fields = entry.model_dump()
-        out[entry.key] = Measured(key=entry.key, value=entry.value, source=_source_text(fields), unit=entry.unit,
+        out[entry.key] = Measured(key=entry.key, value=entry.value, source=_source_text(fields, path), unit=entry.unit,
                                   probe=entry.probe, date=entry.date, hostname=entry.hostname)
     return out
 
@@ -524,6 +533,16 @@ def read_values(result: dict[str, Any]) -> list[dict[str, Any]]:
             f"{result['path']}: the rate of cached bytes in the cache what-if")
     return [{"key": "cluster.link", "value": float(result["cold_bytes_per_second"]), "note": note},
             {"key": "storage.cache_rate", "value": float(result["warm_bytes_per_second"]), "note": warm}]
+
+
+def location_read_values(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """`probe read URL` (issue 26): cluster.link is the best total rate over the connection counts tried,
+    at the location measured (named in the note; the settings keep it too)."""
+    note = (f"read from {result['location']} ({result['object_bytes'] / 1e6:.3g} MB object): "
+            f"{result['best_connections']} concurrent requests, whole objects; one connection "
+            f"{result['per_connection_bytes_per_second'] / 1e6:.3g} MB/s, time to first byte "
+            f"{result['first_byte_seconds'] * 1e3:.3g} ms")
+    return [{"key": "cluster.link", "value": float(result["link_bytes_per_second"]), "note": note}]
 
 
 def allreduce_values(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -45,6 +45,7 @@ IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
 # An image folder is planned as a stream of intra-coded frames (docs/measurement.md): one image a "frame",
 # at this many frames a second of "data", so data.hours x 3600 is the number of images.
 IMAGES_PER_SECOND = 1.0
+TABLE_SUFFIXES = frozenset({".parquet", ".arrow"})  # token tables: a token-id list column or a text column
 SECONDS_PER_HOUR = 3600.0
 BITS_PER_BYTE = 8.0
 
@@ -97,6 +98,8 @@ def kind_of(path: Path) -> str:
         return "text"
     if s in IMAGE_SUFFIXES:
         return "image"
+    if s in TABLE_SUFFIXES:
+        return "table"
     return "video"
 
 
@@ -429,6 +432,8 @@ def read_token_ids(path: Path, dtype: str | None = None) -> np.ndarray:
     size = path.stat().st_size
     if size % dt.itemsize:
         raise UserError(str(path), f"expected a whole number of {dt.itemsize}-byte token ids, got {size} bytes")
+    if size == 0:  # an empty file cannot be mapped (issue 29)
+        raise UserError(str(path), "expected token ids, got an empty file")
     return np.memmap(path, dtype=dt, mode="r")
 
 
@@ -451,7 +456,16 @@ def token_id_documents(ids: np.ndarray, eos: int | None, chunk: int = DEFAULT_CH
 
 
 def text_documents(path: Path) -> Iterator[str]:
-    """Documents of a text file: each JSONL line's "text" (or its first string value); in .txt, blank-line-separated."""
+    """Documents of a text file: each JSONL line's "text" (or its first string value); in .txt, blank-line-separated.
+    A file that is not UTF-8 is refused naming it (issue 29)."""
+    try:
+        yield from _text_documents(path)
+    except UnicodeDecodeError as err:
+        raise UserError(str(path), f"expected UTF-8 text, got byte {err.object[err.start]:#04x} at offset "
+                        f"{err.start:,} of a chunk that is not UTF-8") from None
+
+
+def _text_documents(path: Path) -> Iterator[str]:
     if path.suffix.lower() == ".jsonl":
         with open(path, encoding="utf-8") as f:
             for lineno, line in enumerate(f, 1):
@@ -492,8 +506,11 @@ def make_counter(tokenizer: str | None) -> tuple[Callable[[str], int], str]:
             from tokenizers import Tokenizer
         except ImportError:
             raise UserError("--tokenizer", "the tokenizers package is not installed (pip install tokenizers)") from None
+        from trainplan.workload import limits  # a regular file of bounded size: never a FIFO (issue 29)
+
+        text = limits.read_text(tokenizer, "tokenizer")
         try:
-            tok = Tokenizer.from_file(str(tokenizer))
+            tok = Tokenizer.from_str(text)
         except Exception as err:  # noqa: BLE001 - the library raises its own exception types
             raise UserError("--tokenizer", f"expected a tokenizer.json file ({err})") from None
         return (lambda text: len(tok.encode(text, add_special_tokens=False).ids)), f"tokens of {tokenizer}"
@@ -538,7 +555,9 @@ class Dedup:
                 return
             self._lsh = MinHashLSH(threshold=NEAR_DUPLICATE_JACCARD, num_perm=MINHASH_PERMUTATIONS)
 
-    def add(self, doc: Document) -> None:
+    def add(self, doc: Document, signature: Any = None) -> None:
+        """Count one document; `signature`, its MinHash when already computed (a worker of the distributed
+        pass, measure/distributed.py), else it is computed here from the document's shingles."""
         self.documents += 1
         self.tokens += doc.tokens
         self.bytes += doc.bytes
@@ -548,12 +567,14 @@ class Dedup:
             self.exact_tokens += doc.tokens
             return
         self._seen.add(digest)
-        if not self.near or not doc.shingles:
+        if not self.near or not (doc.shingles or signature is not None):
             return
         from datasketch import MinHash
 
-        m = MinHash(num_perm=MINHASH_PERMUTATIONS, seed=self.seed)
-        m.update_batch(list(doc.shingles))
+        m = signature
+        if m is None:
+            m = MinHash(num_perm=MINHASH_PERMUTATIONS, seed=self.seed)
+            m.update_batch(list(doc.shingles))
         if self._lsh.query(m):
             self.near_documents += 1
             self.near_tokens += doc.tokens
@@ -579,15 +600,16 @@ class Dedup:
 
 def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | None = None,
                    tokenizer: str | None = None, near: bool = True,
-                   progress: Callable[[Path], None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[Path], None] | None = None, dedup: Dedup | None = None) -> dict[str, Any]:
     """Tokens, bytes per token and duplicate shares of a token corpus (ids or text), per file and in total."""
-    dedup = Dedup(near=near)
+    dedup = dedup if dedup is not None else Dedup(near=near)
     per_file = []
     counter: tuple[Callable[[str], int], str] | None = None
     counted = "token ids"
     stored_bytes = 0
     for f in files:
-        before = (dedup.documents, dedup.tokens)
+        before = (dedup.documents, dedup.tokens, dedup.exact_documents + dedup.near_documents,
+                  dedup.exact_tokens + dedup.near_tokens)
         size = f.stat().st_size
         stored_bytes += size
         if kind_of(f) == "token_ids":
@@ -595,6 +617,14 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
             for doc in token_id_documents(ids, eos):
                 dedup.add(doc)
             width = ids.dtype.itemsize
+        elif kind_of(f) == "table":
+            from trainplan.measure import shards
+
+            counter = counter or make_counter(tokenizer)
+            width = None
+            for doc, width in shards.table_documents(f, counter[0]):
+                counted = counted if width else counter[1]
+                dedup.add(doc)
         else:
             counter = counter or make_counter(tokenizer)
             counted = counter[1]
@@ -604,14 +634,21 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
         tokens = dedup.tokens - before[1]
         per_file.append({"path": str(f), "kind": kind_of(f), "bytes": size, "documents": dedup.documents - before[0],
                          "tokens": tokens, "bytes_per_token": size / tokens if tokens else None,
-                         "token_id_bytes": width})
+                         "token_id_bytes": width,
+                         "duplicate_documents": dedup.exact_documents + dedup.near_documents - before[2],
+                         "duplicate_tokens": dedup.exact_tokens + dedup.near_tokens - before[3]})
         if progress is not None:
             progress(f)
+    return {"kind": "tokens", "files": per_file, "aggregate": token_aggregate(dedup, stored_bytes, counted)}
+
+
+def token_aggregate(dedup: Dedup, stored_bytes: int, counted: str) -> dict[str, Any]:
+    """The corpus figures of a token corpus from its deduplication and its stored bytes."""
     out = dedup.result()
     out["stored_bytes"] = stored_bytes
     out["bytes_per_token"] = stored_bytes / out["tokens"] if out["tokens"] else None
     out["tokens_counted_as"] = counted
-    return {"kind": "tokens", "files": per_file, "aggregate": out}
+    return out
 
 
 # ---------------------------------------------------------------- the whole command
@@ -772,9 +809,11 @@ def to_workload(report: dict[str, Any], path: str | Path, source: str) -> Path:
             measured[f"data.{key}"] = source
     text = ("# written by `trainplan data inspect`; [measured] names the keys measured on the data\n"
             + tomli_w.dumps(doc))
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
+    from trainplan.present.outputs import write_output
+
+    # the safe writer (issue 29): regular files only, atomically through a fresh temporary file,
+    # mode and links kept, nothing left behind on a full disk
+    write_output(text, p)
     return p
 
 

@@ -70,6 +70,10 @@ def load_config(path: str | Path | None, sets: list[str] | tuple[str, ...] = ())
             config[key.strip()] = raw.strip()
     if "model_type" not in config:
         raise UserError("model_type", "a config.json or --set model_type=NAME (llama, gpt2, ...)")
+    from trainplan import units
+    from trainplan.workload import limits
+
+    limits.check_numbers(config, "--set", units.LARGEST_WHOLE)  # the numeric boundary (issue 29)
     return config
 
 

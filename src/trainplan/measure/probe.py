@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import socket
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -1054,23 +1055,26 @@ def read(path: str | Path, *, size: int = 64 * 2**20, block: int = 4 * 2**20) ->
         if size < 4096:
             raise UserError("size", f"expected a test file of at least 4096 bytes, got {size}")
         block = min(block, size)
-        fd, name = tempfile.mkstemp(prefix="trainplan-read-probe-", dir=p)
+        free = shutil.disk_usage(p).free
+        if size > free:  # refused before a byte is written (issue 29)
+            raise UserError("--size", f"expected at most the {free:,} bytes free in {p}, got {size:,}")
+        try:
+            fd, name = tempfile.mkstemp(prefix="trainplan-read-probe-", dir=p)
+        except OSError as err:
+            from trainplan.workload.limits import os_error_text
+
+            raise UserError(str(path), f"cannot write a test file there: {os_error_text(err)}") from None
         target = Path(name)
         created = True
-        rng = np.random.default_rng(0)
-        chunk = rng.integers(0, 256, size=block, dtype=np.uint8).tobytes()
-        with os.fdopen(fd, "wb") as f:
-            written = 0
-            while written < size:
-                f.write(chunk[: min(block, size - written)])
-                written += min(block, size - written)
-            f.flush()
-            os.fsync(f.fileno())
     elif p.is_file():
         target = p
     else:
         raise UserError(str(path), "expected an existing file or directory to read from")
+    # the test file goes whatever stops the probe: Ctrl-C, SIGTERM (cli.main raises it as an
+    # exception), a full disk while it is written, a failed read (issue 29)
     try:
+        if created:
+            _write_test_file(fd, size, block, str(path))
         method = _drop_from_cache(target)
         cold, nbytes = _timed_read(target, block)
         warm, _ = _timed_read(target, block)
@@ -1080,6 +1084,24 @@ def read(path: str | Path, *, size: int = 64 * 2**20, block: int = 4 * 2**20) ->
     if nbytes == 0:
         raise UserError(str(path), "expected a non-empty file")
     return ReadResult(str(target), nbytes, block, created, nbytes / cold, nbytes / warm, method)
+
+
+def _write_test_file(fd: int, size: int, block: int, shown: str) -> None:
+    """`size` random bytes into the open file `fd`, fsynced; a full disk is the user's UserError."""
+    rng = np.random.default_rng(0)
+    chunk = rng.integers(0, 256, size=block, dtype=np.uint8).tobytes()
+    try:
+        with os.fdopen(fd, "wb") as f:
+            written = 0
+            while written < size:
+                f.write(chunk[: min(block, size - written)])
+                written += min(block, size - written)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        from trainplan.workload.limits import os_error_text
+
+        raise UserError(shown, f"cannot write a {size:,}-byte test file there: {os_error_text(err)}") from None
 
 
 def _drop_from_cache(path: Path) -> str:

@@ -74,7 +74,10 @@ def parse_target(text: str) -> Target:
                         f"numeric or yes/no figure such as pipeline.busy>=0.95, got {text!r}")
     if op is None:
         return Target(figure, ">=", 1.0, text, bare=True)
-    return Target(figure, op, _figure_value(figure, raw), text)
+    value = _figure_value(figure, raw)
+    if not math.isfinite(value):
+        raise UserError("--for", f"{figure}: expected a finite number, got {raw.strip()!r}")
+    return Target(figure, op, value, text)
 
 
 def _figure_value(figure: str, raw: str) -> float:

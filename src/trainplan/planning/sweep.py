@@ -79,7 +79,8 @@ def parse_value(key: str, text: Any) -> Any:
     except ValidationError as err:
         e = err.errors()[0]
         msg = e["msg"].removeprefix("Value error, ")
-        raise UserError("--vary", f"{key}: {msg[0].lower() + msg[1:]}, got {text!r}") from None
+        shown = f", got {text!r}" if "got" not in msg else ""
+        raise UserError("--vary", f"{key}: {msg[0].lower() + msg[1:]}{shown}") from None
     return value
 
 
@@ -121,7 +122,7 @@ def parse_vary(spec: str) -> Axis:
     if len(items) > MAX_POINTS:
         raise UserError("--vary", f"{key}: {len(items):,} values; expected at most {MAX_POINTS:,}")
     if any(not item for item in items):  # "1,,2" or a trailing comma: a value left out, not a list
-        raise UserError("--vary", f"{key}: expected values separated by single commas, with none empty, got {grid!r}")
+        raise UserError("--vary", f"{key}: expected values separated by single commas, got an empty item in {grid!r}")
     if numeric and not key.startswith("cluster.accelerator."):
         values = tuple(float(parse_value(key, s)) for s in items)
     else:

@@ -91,6 +91,27 @@ def check_output_path(path: str | Path, option: str = "--output",
     return target, info
 
 
+def refuse_inspected(path: str | Path, inputs: list[Path], option: str = "--output") -> None:
+    """UserError when `path` may not be written (check_output_path) or is one of the files `inputs`
+    names (a folder: every file under it): a command that reads data files and writes a workload
+    must not replace the data it measured."""
+    from trainplan.workload.limits import printable
+
+    _target, info = check_output_path(path, option)
+    if info is None:
+        return
+    for given in inputs:
+        try:
+            found = [given] if not given.is_dir() else (f for f in given.rglob("*"))
+            for f in found:
+                st = os.stat(f)
+                if (st.st_dev, st.st_ino) == (info.st_dev, info.st_ino):
+                    raise UserError(option, f"expected a file other than the inspected "
+                                    f"{printable(os.fspath(f), one_line=True)}")
+        except OSError:
+            continue  # an input that cannot be read is the inspection's to refuse
+
+
 def check_output_arguments(argv: list[str]) -> None:
     """A file option whose value ends in '/' names a directory; the command line's Path type drops
     the slash, so it is checked on the raw arguments (called by cli.main before parsing)."""

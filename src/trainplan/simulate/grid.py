@@ -118,7 +118,7 @@ def parse_vary(text: str) -> Vary:
                 raise UserError(f"--vary {key}", f"at most {cap:,} values (the grid's limit of simulations, "
                                 f"{SIMULATIONS_ENV} to change it), got {len(items):,}")
             if any(not item for item in items):
-                raise UserError(f"--vary {key}", f"values separated by single commas, with none empty, got {spec!r}")
+                raise UserError(f"--vary {key}", f"values separated by single commas, got an empty item in {spec!r}")
             values = tuple(_number(key, item, whole) for item in items)
     except ValueError:
         raise UserError(f"--vary {key}", f"numbers separated by commas, or LO:HI[:STEP] in whole numbers, "

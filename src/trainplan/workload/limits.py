@@ -26,6 +26,7 @@ import contextlib
 import contextvars
 import errno
 import json
+import math
 import os
 import re
 import stat
@@ -44,6 +45,8 @@ MAX_BYTES: Final[dict[str, int]] = {
     "calibration": 4 * 2**20,
     "empirical": 64 * 2**20,
     "hf_config": 4 * 2**20,
+    # a tokenizer.json: Llama 3's is 9 MB, the largest published ones about 30 MB
+    "tokenizer": 64 * 2**20,
 }
 
 #: Deepest nesting accepted in a TOML or JSON input: a workload is 3 levels deep
@@ -51,11 +54,16 @@ MAX_BYTES: Final[dict[str, int]] = {
 #: config.json rarely more than 4 (rope_scaling, quantization_config).
 MAX_NESTING: Final[int] = 32
 
+#: The most digits an integer in an input may have: Python's own cap on converting text to int
+#: (sys.get_int_max_str_digits(), 4,300 by default); no quantity has more than 400.
+MAX_DIGITS: Final[int] = 4300
+
 _WHAT: Final[dict[str, str]] = {
     "workload": "workload file",
     "calibration": "calibration file",
     "empirical": "file of per-frame decode seconds",
     "hf_config": "Hugging Face config.json",
+    "tokenizer": "tokenizer.json",
 }
 
 # Identities (device, inode) of the files read in this process: --output refuses to replace one.
@@ -181,6 +189,8 @@ def loads_toml(text: str, where: str, what: str = "TOML") -> dict[str, Any]:
         raise UserError(printable(where), f"malformed {what} ({printable(str(err))})") from None
     except RecursionError:
         raise _too_deep(printable(where)) from None
+    except ValueError:  # an integer of more digits than Python converts (4,300): no quantity has them
+        raise UserError(printable(where), f"expected numbers of at most {MAX_DIGITS:,} digits in the {what}") from None
     check_nesting(doc, where)
     return doc
 
@@ -198,9 +208,32 @@ def loads_json(text: str, where: str) -> Any:
     except json.JSONDecodeError as err:
         raise UserError(printable(where), f"valid JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
     except ValueError as err:
+        if "digits" in str(err):  # int() past sys.get_int_max_str_digits()
+            raise UserError(printable(where), f"expected numbers of at most {MAX_DIGITS:,} digits") from None
         raise UserError(printable(where), f"valid JSON ({err})") from None
     check_nesting(doc, where)
     return doc
+
+
+def check_numbers(obj: Any, where: str, largest: int) -> None:
+    """UserError naming the first number in `obj` (a parsed JSON or TOML document) that is an integer
+    past `largest` in size, or a float that is not finite: the dotted path of keys names it."""
+    from trainplan import units
+
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(node))))
+        elif isinstance(node, bool):
+            continue
+        elif isinstance(node, int) and abs(node) > largest:
+            raise UserError(f"{printable(where)}: {printable(path or 'value')}",
+                            f"expected a whole number of at most {largest:.3g}, got {units.shown(node)}")
+        elif isinstance(node, float):
+            units.number(node, f"{printable(where)}: {printable(path or 'value')}")
 
 
 # ESC-introduced sequences (CSI, OSC, DCS..., two-character escapes) and every other C0/C1
@@ -218,3 +251,62 @@ def printable(text: str, one_line: bool = False) -> str:
         text = str(text)
     text = _CONTROL.sub("?", _ESCAPE.sub("?", text))
     return _LINE_BREAK.sub(" ", text).replace("\t", " ") if one_line else text
+
+
+# ---------------------------------------------------------------- sizes before allocating (issue 29)
+# A size a person types (a matrix side, a batch, a clip's frames) becomes memory: each is checked
+# against a limit derived from this machine's memory before anything is allocated, and refused
+# naming the key, what it would take and the limit. TRAINPLAN_MEMORY_LIMIT overrides the limit
+# ("8 GB", "512 GiB") for a run that is meant to be large.
+
+#: Share of the machine's physical memory one run's allocations may take by default: half, which
+#: leaves the rest to the operating system, the page cache and whatever else the machine runs.
+MEMORY_SHARE: Final[float] = 0.5
+#: The environment variable that overrides the limit: a size with its unit.
+MEMORY_LIMIT_ENV: Final[str] = "TRAINPLAN_MEMORY_LIMIT"
+#: Used when the system does not say how much memory it has (sysconf missing): 8 GiB, a laptop's.
+FALLBACK_MEMORY: Final[float] = 8 * 2**30
+#: The longest a probe may measure, in seconds (`--seconds`): an hour; a steady figure takes seconds.
+MAX_PROBE_SECONDS: Final[float] = 3600.0
+
+
+def physical_memory() -> float:
+    """Bytes of physical memory of this machine (FALLBACK_MEMORY when the system does not say)."""
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return FALLBACK_MEMORY
+
+
+def memory_limit() -> tuple[float, str]:
+    """(bytes one run may allocate, where that limit comes from)."""
+    from trainplan import units
+
+    given = os.environ.get(MEMORY_LIMIT_ENV)
+    if given is not None and given.strip():
+        limit = units.parse_size(given, MEMORY_LIMIT_ENV)
+        if not limit > 0:
+            raise UserError(MEMORY_LIMIT_ENV, f"expected a size above 0 such as 8 GB, got {given!r}")
+        return limit, f"{MEMORY_LIMIT_ENV}={printable(given, one_line=True)}"
+    total = physical_memory()
+    return MEMORY_SHARE * total, (f"{MEMORY_SHARE:.0%} of this machine's {units.format_quantity(total, 'bytes')}; "
+                                  f"set {MEMORY_LIMIT_ENV} to change it")
+
+
+def check_allocation(key: str, needed_bytes: float, what: str) -> None:
+    """UserError naming `key` when `what` would take more than memory_limit()."""
+    from trainplan import units
+
+    limit, source = memory_limit()
+    if not needed_bytes <= limit:
+        raise UserError(key, f"expected a smaller value: {what} would take "
+                        f"{units.format_quantity(needed_bytes, 'bytes')}, above the limit of "
+                        f"{units.format_quantity(limit, 'bytes')} ({source})")
+
+
+def check_seconds(key: str, seconds: float, low: float = 0.0, low_included: bool = True) -> None:
+    """UserError unless `seconds` is finite, at least `low` and at most MAX_PROBE_SECONDS."""
+    if not (math.isfinite(seconds) and (seconds >= low if low_included else seconds > low)
+            and seconds <= MAX_PROBE_SECONDS):
+        raise UserError(key, f"expected {'at least' if low_included else 'more than'} {low:g} s and at most "
+                        f"{MAX_PROBE_SECONDS:g} s (an hour), got {seconds!r}")

@@ -45,14 +45,50 @@ def config_count(workload: Workload) -> ParamCount | None:
         raise UserError(where, err.expected) from None
 
 
-def reconcile_params_with_config(workload: Workload) -> Workload:
+# The shape keys checked against a config.json (issue 29): each one given beside model.hf_config must
+# say what the config says, else the two name different models and neither silently wins.
+CHECKED_KEYS = ("layers", "width", "heads", "kv_heads", "vocab", "ffn_width", "family", "tied", "experts",
+                "experts_per_token", "head_dim")
+
+
+def check_keys_against_config(workload: Workload, count: ParamCount) -> None:
+    """UserError naming the first model key given beside model.hf_config that disagrees with the
+    config's figure, or the first figure of the config outside the range the same workload key takes."""
+    from trainplan.workload.schema import PLAUSIBLE_RANGES
+
+    name = workload.model.hf_config
+    for key in CHECKED_KEYS:
+        limits = PLAUSIBLE_RANGES.get(f"model.{key}")
+        value = getattr(count, key, None)
+        if limits is not None and isinstance(value, int) and not isinstance(value, bool):
+            low = 0 if limits[0] is None else limits[0]
+            if not (low < value < (limits[1] or float("inf"))):
+                raise UserError(f"model.hf_config ({name}): {key}",
+                                f"expected a value above {low:g} and below {limits[1]:g} (the range of model.{key}), "
+                                f"got {value:,}")
+    for key in CHECKED_KEYS:
+        if not _user_given(workload, f"model.{key}"):
+            continue
+        given, said = getattr(workload.model, key), getattr(count, key, None)
+        if key == "family":  # the config's family may say how it was counted: "gemma (transformers, ...)"
+            said = str(said).split(" ")[0]
+        if given is not None and said is not None and given != said:
+            raise UserError(f"model.{key}", f"expected {said!r} as model.hf_config {name} says, got {given!r}; "
+                            "give one of the two")
+
+
+def reconcile_params_with_config(workload: Workload, count: ParamCount | None = None) -> Workload:
     """Refuse a model.params that disagrees with model.hf_config; when they agree, plan the config's
-    exact count (the given figure is dropped and the provenance says it agreed)."""
-    given = workload.model.params
-    if given is None or workload.model.hf_config is None:
+    exact count (the given figure is dropped and the provenance says it agreed). `count`: the config's
+    count when the caller has it."""
+    if workload.model.hf_config is None:
         return workload
-    count = config_count(workload)
+    count = count if count is not None else config_count(workload)
     assert count is not None
+    check_keys_against_config(workload, count)
+    given = workload.model.params
+    if given is None:
+        return workload
     name = workload.model.hf_config
     candidates = {"total": float(count.total)}
     if count.active != count.total:  # a mixture of experts is also named by its active count

@@ -690,6 +690,26 @@ FUSED_MODULE_NAMES: Final[dict[str, str]] = {"qkv_proj": "qkv", "query_key_value
 
 def _count_hf_config(config: dict[str, Any]) -> ParamCount:
     model_type = config.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):  # a list is not a family (issue 29)
+        raise UserError("model_type", f"the name of a model family (text), got {type(model_type).__name__}")
+    count = _count_by_family(config, model_type)
+    _check_token_ids(config, count.vocab)
+    return count
+
+
+def _check_token_ids(config: dict[str, Any], vocab: int) -> None:
+    """A padding id must index the embedding: transformers' nn.Embedding asserts
+    -vocab <= padding_idx < vocab, so a config past it builds no model (issue 29)."""
+    pad = config.get("pad_token_id")
+    if pad is None or vocab <= 0:
+        return
+    if isinstance(pad, bool) or not isinstance(pad, int):
+        raise UserError("pad_token_id", f"a whole number (a token id) or null, got {pad!r}")
+    if not -vocab <= pad < vocab:
+        raise UserError("pad_token_id", f"a token id below vocab_size ({vocab:,}), got {pad:,}")
+
+
+def _count_by_family(config: dict[str, Any], model_type: str | None) -> ParamCount:
     if model_type in MORE_FAMILIES:
         return MORE_FAMILIES[model_type](config)
     if model_type not in SUPPORTED_MODEL_TYPES:
@@ -854,6 +874,12 @@ def load_hf_config(path: str | Path) -> dict[str, Any]:
     config = limits.loads_json(limits.read_text(file, "hf_config"), where)
     if not isinstance(config, dict):
         raise UserError(where, f"a JSON object of model settings, got a JSON {type(config).__name__}")
+    from trainplan import units
+
+    limits.check_numbers(config, where, units.LARGEST_WHOLE)  # every count exact in float64 (issue 29)
+    if "model_type" in config and not isinstance(config["model_type"], str):
+        raise UserError(f"{where}: model_type", f"expected the name of a model family (text), got "
+                        f"{units.shown(config['model_type'])}")
     return config
 
 
@@ -1362,7 +1388,8 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
         cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(cfg)
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError, AssertionError, IndexError, OverflowError,
+            RuntimeError) as err:  # a config transformers itself rejects is the config's fault, not ours
         raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, or a "
                         f"causal language model transformers can build; got {model_type!r} ({err})") from None
     finally:

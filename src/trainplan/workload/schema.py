@@ -43,7 +43,7 @@ def _unit(dimension: units.Dimension):  # noqa: ANN202 - a pydantic validator fa
 
 
 # The largest count float64 holds exactly; no real layer, camera or frame count comes near it.
-LARGEST_WHOLE = 2**53
+LARGEST_WHOLE = units.LARGEST_WHOLE
 
 
 def _whole(value: Any) -> Any:
@@ -166,6 +166,11 @@ class Section(BaseModel):
             from trainplan.workload.limits import printable
 
             return printable(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            try:  # the numeric boundary: past float range, inf, nan, subnormal (issue 29)
+                units.number(value)
+            except UserError as err:
+                raise ValueError(err.expected) from None
         return value
 
     @field_validator("*", mode="before")
@@ -273,6 +278,17 @@ class TrainingSection(Section):
         None, "none: from the architecture; `trainplan probe model --output` measures it", gt=0)
     activation_bytes_outside_token: float | None = Q(
         None, "none: from the architecture; `trainplan probe model --output` measures it", ge=0)
+
+    @field_validator("lora_targets")
+    @classmethod
+    def _each_target_once(cls, value: list[str]) -> list[str]:
+        """A target named twice would count its adapters twice (issue 29)."""
+        twice = sorted({t for t in value if value.count(t) > 1})
+        if twice:
+            raise ValueError(f"expected each projection once, got {', '.join(repr(t) for t in twice)} more than once")
+        if not value:
+            raise ValueError("expected at least one projection to adapt (q, k, v, o, gate, up, down)")
+        return value
 
 
 class ClusterSection(Section):
@@ -495,7 +511,16 @@ def apply_override(doc: dict[str, Any], assignment: str) -> str:
     parts = key.split(".")
     if len(parts) < 2 or not all(parts):
         raise UserError("--set", f"expected a dotted key such as data.bitrate, got {key!r}")
-    set_path(doc, parts, _parse_override_value(raw), key)
+    if any(ch in raw for ch in "\n\r\x00\u2028\u2029\x85"):
+        # TOML would read "8\ncluster.count = 3" as a second key: one --set sets one key (issue 29)
+        raise UserError(key, "expected a value on one line (a --set value holds no line break)")
+    try:
+        value = _parse_override_value(raw)
+    except ValueError:  # an integer of more digits than Python converts
+        from trainplan.workload.limits import MAX_DIGITS
+
+        raise UserError(key, f"expected a number of at most {MAX_DIGITS:,} digits") from None
+    set_path(doc, parts, value, key)
     return key
 
 
@@ -564,7 +589,7 @@ def _first_error(err: ValidationError, doc: dict[str, Any]) -> UserError:
     if recipe is not None:  # adam8bit is a training-state recipe, not an optimizer name
         return UserError(key, f"expected adamw, adam or sgd, got {value!r}; {value!r} is the training-state "
                          f"recipe training.state_recipe = {recipe!r}, with training.optimizer = 'adamw'")
-    shown = f", got {value!r}" if not isinstance(value, (dict, list)) and "got" not in msg else ""
+    shown = f", got {units.shown(value)}" if not isinstance(value, (dict, list)) and "got" not in msg else ""
     return UserError(key, f"{msg[0].lower() + msg[1:]}{shown}")
 
 
@@ -630,7 +655,7 @@ def load_workload(
                 workload._provenance[key] = Provenance(was.kind, f"{was.source}; {why}")
     from trainplan.workload.model_source import reconcile_params_with_config  # imports this module
 
-    workload = reconcile_params_with_config(workload)  # model.params beside model.hf_config must agree
+    workload = reconcile_params_with_config(workload)  # model keys beside model.hf_config must agree
     if calibration is not None:
         from trainplan.measure import calibration as calibration_module
 

@@ -85,11 +85,19 @@ def demos(
 
 @data_app.command("inspect")
 def inspect_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="video or token files, or folders of them")],
+    paths: Annotated[list[str], typer.Argument(help="video or token files, folders of them, shards (.tar, .parquet, "
+                                               ".arrow, MDS), or a location: s3://, gs://, az://, https://")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write (or update) a workload TOML: "
                                                    "its [data] section from the files, provenance measured")] = None,
     sample_files: Annotated[Optional[int], typer.Option("--sample", help="inspect a uniform random sample of N "
-                                                        "files (totals scaled up)")] = None,
+                                                        "files or shard members (totals scaled up, every figure "
+                                                        "with a 95 % interval)")] = None,
+    full: Annotated[bool, typer.Option("--full", help="the full pass on a Dask cluster (--scheduler)")] = False,
+    scheduler: Annotated[Optional[str], typer.Option(help="the Dask scheduler of --full: tcp://HOST:PORT, or "
+                                                     "local:N for a local cluster of N workers")] = None,
+    journal: Annotated[Optional[Path], typer.Option(help="--full: the file of finished units; a rerun with the "
+                                                    "same journal inspects only the rest")] = None,
+    batch: Annotated[int, typer.Option(help="--full: units a task (more for many small files)", min=1)] = 1,
     seed: Annotated[int, typer.Option(help="seed of the sample")] = 0,
     dtype: Annotated[Optional[str], typer.Option(help="token id type of .bin files (default uint16)")] = None,
     eos: Annotated[Optional[int], typer.Option(help="end-of-document token id of .bin/.npy files (default: "
@@ -111,16 +119,39 @@ def inspect_cmd(
         check_format(format, ("table", "json"))
     if sample_files is not None and sample_files < 1:
         raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
-    report = _with_progress(lambda progress: insp.inspect_paths(
-        paths, sample_files=sample_files, seed=seed, dtype=dtype, eos=eos,
-        tokenizer=str(tokenizer) if tokenizer else None, near=near, progress=progress, on_skip=_skip_line,
-        cameras=cameras))
+    from trainplan.measure import locations
+
+    if output is not None:  # before the work: not a device, a FIFO, read-only, nor one of the inspected files
+        from trainplan.present.outputs import refuse_inspected
+
+        refuse_inspected(output, [Path(p) for p in paths if not locations.is_url(p)])
+    from trainplan.measure import locations, shards
+
+    if scheduler is not None and not full:
+        raise UserError("--scheduler", "expected --full with it (the scheduler runs the full pass)")
+    where = ", ".join(locations.display(p) for p in paths)
+    options = dict(dtype=dtype, eos=eos, tokenizer=str(tokenizer) if tokenizer else None, near=near)
+    if full:
+        if sample_files is not None:
+            raise UserError("--sample", "expected either --sample N or --full, not both")
+        from trainplan.measure import distributed
+
+        report = _with_progress(lambda progress: distributed.full_pass(
+            shards.units(paths), where=where, scheduler=scheduler, journal=journal, progress=progress, batch=batch,
+            **options))
+    elif sample_files is not None or shards.needs_units(paths):
+        report = _with_progress(lambda progress: shards.inspect_units(
+            shards.units(paths), where=where, sample=sample_files, seed=seed, progress=progress, **options))
+    else:
+        report = _with_progress(lambda progress: insp.inspect_paths(
+            paths, sample_files=sample_files, seed=seed, progress=progress, on_skip=_skip_line, cameras=cameras,
+            **options))
     if report.get("files_skipped") or report.get("truncated"):
         _report_skips(report)
     if output is not None:
-        where = ", ".join(str(p) for p in paths)
         insp.to_workload(report, output, f"measured by `trainplan data inspect` on {where} "
-                         f"({report['files_inspected']} of {report['files_found']} files)")
+                         f"({report['files_inspected']} of {report['files_found']} files"
+                         f"{_interval_note(report['aggregate'])})")
         report["workload_written"] = str(output)
     if report["kind"] == "video" and len(report["aggregate"].get("groups", [])) > 1:
         report["aggregate"]["group_plans"] = group_plans(report, output)
@@ -206,7 +237,9 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
     skipped = r.get("files_skipped") or 0
     head = f"{r['files_inspected'] - skipped} of {r['files_found']} file(s) inspected" + (
         f", {skipped} skipped (unreadable)" if skipped else "")
-    lines = [head]
+    if r.get("units") == "shard members":
+        head = f"{r['files_inspected']} of {r['files_found']} shard member(s) inspected"
+    lines = [head + (f" at {r['location']}" if r.get("location") else "")]
     if r["kind"] == "image":
         if files:
             for f in r["files"]:
@@ -263,9 +296,37 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
                      + (f"{near * 100:.2f} %" if near is not None else "not measured") + f" ({a['near_duplicate_method']})")
         lines.append(f"  effective unique tokens {a['effective_unique_tokens']:,} "
                      f"({(1 - a['duplicate_token_share']) * 100:.1f} % of the tokens)")
+    lines.extend(_interval_lines(a, r["files_inspected"]))
     if "workload_written" in r:
         lines.append(f"  workload [data] written to {r['workload_written']} (provenance measured)")
     return "\n".join(lines)
+
+
+def _interval_note(a: dict[str, Any]) -> str:
+    """A sample's intervals of the keys a workload takes, for the provenance the plan shows."""
+    from trainplan.present.quantities import significant
+
+    names = {"hours": "hours", "bitrate": "bit rate (bit/s)", "bytes_per_token": "bytes per token"}
+    parts = [f"{label} [{significant(a['intervals'][k]['low'])}, {significant(a['intervals'][k]['high'])}]"
+             for k, label in names.items() if k in (a.get("intervals") or {})]
+    return f"; 95 % intervals: {', '.join(parts)}" if parts else ""
+
+
+def _interval_lines(a: dict[str, Any], inspected: int) -> list[str]:
+    """A sample's figures with their intervals (docs/data-where-it-lives.md), one line each."""
+    from trainplan.present.quantities import significant
+
+    intervals = a.get("intervals") or {}
+    if not intervals:
+        return []
+    lines = [f"  from a sample (seed {a.get('sample_seed', 0)}), each corpus figure with its "
+             f"{next(iter(intervals.values()))['confidence'] * 100:g} % interval:"]
+    for key, iv in intervals.items():
+        note = (f"  (fewer units than the {iv['units_needed']:,} Cochran's rule asks for: it may cover less)"
+                if iv.get("units_needed") and inspected < iv["units_needed"] else "")
+        lines.append(f"    {key:<24} {significant(iv['estimate'])}  [{significant(iv['low'])}, "
+                     f"{significant(iv['high'])}]{note}")
+    return lines
 
 
 def register(app: typer.Typer) -> None:

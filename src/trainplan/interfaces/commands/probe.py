@@ -57,6 +57,47 @@ def _parse(value: str | None, dimension: str, key: str) -> float | None:
     return None if value is None else units.parse(value, dimension, key)  # type: ignore[arg-type]
 
 
+# ---------------------------------------------------------------- sizes (issue 29)
+
+# Memory a probe's sizes lead to, checked (workload/limits.check_allocation) before it runs.
+#: matmul: a, b and out in float32 (4 bytes each) and the float64 normal sample each is cast from (8):
+#: 20 bytes per element of an n x n matrix.
+MATMUL_BYTES_PER_ELEMENT = 3 * 4 + 8
+#: hand-over: batches alive at once: the one the worker fills, the DataLoader's prefetch of 2 per worker
+#: (torch's prefetch_factor default), and the one the loop holds.
+HANDOVER_BATCHES_HELD = 4
+#: decode: frames x264 holds while encoding: its rc-lookahead (40 by default) and the reference and
+#: B frames behind it; 64 bounds them at every preset.
+ENCODER_FRAMES_HELD = 64
+#: decode: bytes of a yuv420p frame per pixel (a full luma plane and two quarter chroma planes).
+YUV420_BYTES_PER_PIXEL = 1.5
+#: decode: the most frames in a synthetic clip: an hour at 30 frames/s (the figure settles within a few
+#: thousand; the default is two keyframe intervals).
+MAX_PROBE_FRAMES = 108_000
+
+
+def _check_decode_sizes(fmt: probe.ClipFormat, frames: int | None, side: int, batch: int, seconds: float) -> None:
+    """The synthetic clip's frames, memory and time, before it is encoded."""
+    import math
+
+    from trainplan.workload import limits
+
+    limits.check_seconds("--seconds", seconds)
+    n = frames if frames is not None else max(60, 2 * fmt.gop)
+    n = int(math.ceil(n / fmt.gop) * fmt.gop)
+    if n > MAX_PROBE_FRAMES:
+        raise UserError("--frames", f"expected at most {MAX_PROBE_FRAMES:,} frames (an hour at 30 frames/s), got "
+                        f"{n:,}" + (f" (two keyframe intervals of data.gop {fmt.gop})" if frames is None else ""))
+    frame = fmt.width * fmt.height * YUV420_BYTES_PER_PIXEL
+    limits.check_allocation("--height" if fmt.height >= fmt.width else "--width", ENCODER_FRAMES_HELD * frame,
+                            f"encoding {fmt.width} x {fmt.height} px frames")
+    clip = n / fmt.fps * fmt.bitrate / 8  # the encoded clip, held in memory (and copied once)
+    limits.check_allocation("--frames", 2 * clip + ENCODER_FRAMES_HELD * frame,
+                            f"a clip of {n:,} frames at {fmt.bitrate / 1e6:g} Mbit/s")
+    limits.check_allocation("--batch", HANDOVER_BATCHES_HELD * batch * side * side * 3,
+                            f"batches of {batch:,} frames of {side} x {side} px")
+
+
 # ---------------------------------------------------------------- decode
 
 
@@ -65,15 +106,19 @@ def _decode_settings(file: Path | None, sets: list[str], width: int | None, heig
                      access: str | None) -> tuple[probe.ClipFormat, int, str]:
     from trainplan.workload.schema import load_workload
 
-    w = load_workload(file, sets)
+    from trainplan.errors import named_as
+
+    # each flag is read as its workload key is (issue 29): 0 is refused, not replaced by the default
+    flags = {"width": width, "height": height, "fps": fps, "bitrate": bitrate, "gop": gop, "side": side}
+    extra = [f"data.{k}={v}" for k, v in flags.items() if v is not None]
+    with named_as({f"data.{k}": f"--{k}" for k, v in flags.items() if v is not None}):
+        w = load_workload(file, [*sets, *extra])
     d = w.data
-    fmt = probe.ClipFormat(
-        width=width or d.width, height=height or d.height, fps=fps or d.fps,
-        bitrate=_parse(bitrate, "bit_rate", "--bitrate") or d.bitrate, gop=gop or d.gop)
+    fmt = probe.ClipFormat(width=d.width, height=d.height, fps=d.fps, bitrate=d.bitrate, gop=d.gop)
     chosen = access or ("random" if d.access == "random" else "sequential")
     if chosen not in ("sequential", "random"):
         raise UserError("--access", f"expected sequential or random, got {chosen!r}")
-    return fmt, side or d.side, chosen
+    return fmt, d.side, chosen
 
 
 def run_decode(fmt: probe.ClipFormat, side: int, access: str, frames: int | None, samples: int,
@@ -244,20 +289,45 @@ def handover_table(d: dict[str, Any]) -> str:
             f"  data.loader_cpu_per_frame for the plan: {d['loader_cpu_per_frame'] * 1e3:.3f} ms a frame")
 
 
-def run_read(path: Path, size: str) -> dict[str, Any]:
+def run_read(path: Path | str, size: str | None, repeats: int = 5) -> dict[str, Any]:
+    from trainplan.measure import locations
+
     nbytes = _parse(size, "bytes", "--size")
-    return probe.read(path, size=int(nbytes or 64 * 2**20)).to_dict()
+    if locations.is_url(path):  # where the data lives: an object store, a web server (issue 26)
+        return locations.read_probe(str(path), repeats=repeats,
+                                    size=int(nbytes or locations.READ_TEST_OBJECT_BYTES)).to_dict()
+    return probe.read(Path(path), size=int(nbytes or 64 * 2**20)).to_dict()
 
 
 def write_read(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
+    if "location" in d:
+        calibration.write(path, "read", settings={"location": d["location"], "object": d["object"],
+                                                  "object_bytes": d["object_bytes"], "repeats": d["repeats"]},
+                          results=d, values=calibration.location_read_values(d), machine=machine)
+        return
     calibration.write(path, "read", settings={"path": d["path"], "bytes": d["bytes"], "block_bytes": d["block_bytes"]},
                       results=d, values=calibration.read_values(d), machine=machine)
 
 
 def read_table(d: dict[str, Any]) -> str:
+    if "location" in d:
+        return location_read_table(d)
     return (f"read probe: {d['bytes'] / 1e6:.0f} MB from {d['path']}{' (written by the probe)' if d['created'] else ''}\n"
             f"  cold {_rate(d['cold_bytes_per_second'], 'B/s')}   warm {_rate(d['warm_bytes_per_second'], 'B/s')}\n"
             f"  cold means: {d['cold_method']}")
+
+
+def location_read_table(d: dict[str, Any]) -> str:
+    lines = [f"read probe: {d['object']} ({d['object_bytes'] / 1e6:.3g} MB{', written by the probe' if d['created'] else ''})",
+             f"  time to first byte {d['first_byte_seconds'] * 1e3:.3g} ms; one connection "
+             f"{_rate(d['per_connection_bytes_per_second'], 'B/s')} on whole objects",
+             "  by request size: " + ", ".join(f"{r['request_bytes'] / 2**10:.0f} KiB {_rate(r['bytes_per_second'], 'B/s')}"
+                                               for r in d["by_request_size"]),
+             "  by connections:  " + ", ".join(f"{r['connections']} {_rate(r['bytes_per_second'], 'B/s')}"
+                                               for r in d["by_connections"]),
+             f"  cluster.link for the plan: {_rate(d['link_bytes_per_second'], 'B/s')} "
+             f"({d['best_connections']} connections) from {d['location']}"]
+    return "\n".join(lines)
 
 
 def run_matmul(n: int, seconds: float) -> dict[str, Any]:
@@ -378,6 +448,7 @@ def register(app: typer.Typer) -> None:
         if frames is not None and frames < 1:
             raise UserError("--frames", f"expected at least 1, got {frames}")
         fmt, side_px, chosen = _decode_settings(file, set_ or [], width, height, fps, bitrate, gop, side, access)
+        _check_decode_sizes(fmt, frames, side_px, batch, seconds)
         d = run_decode(fmt, side_px, chosen, frames, samples, postprocess, preset, handoff, batch, seconds)
         if output is not None:
             write_decode(output, d, probe.machine())
@@ -415,7 +486,16 @@ def register(app: typer.Typer) -> None:
         memory, the hand-over): data.loader_cpu_per_frame."""
         _check_format(format)
         from trainplan.measure import handover
+        from trainplan.workload import limits
 
+        limits.check_seconds("--seconds", seconds, low=0.0, low_included=False)
+        if side < 1 or batch < 1:
+            raise UserError("--side" if side < 1 else "--batch", "expected at least 1")
+        frame = side * side * 3  # uint8 RGB
+        limits.check_allocation("--side", handover.DISTINCT_FRAMES * frame,
+                                f"{handover.DISTINCT_FRAMES} ready frames of {side} x {side} px")
+        limits.check_allocation("--batch", (handover.DISTINCT_FRAMES + HANDOVER_BATCHES_HELD * batch) * frame,
+                                f"{HANDOVER_BATCHES_HELD} batches of {batch:,} frames of {side} x {side} px in flight")
         try:
             d = handover.handover(side=side, batch=batch, seconds=seconds).to_dict()
         except probe.ProbeSkipped as why:
@@ -427,14 +507,18 @@ def register(app: typer.Typer) -> None:
 
     @probe_app.command("read")
     def read_cmd(
-        path: Annotated[Path, typer.Argument(help="a file to read, or a directory to write a test file in")] = Path("."),
-        size: Annotated[str, typer.Option(help="test file size when PATH is a directory")] = "64 MiB",
+        path: Annotated[str, typer.Argument(help="a file to read, or a directory to write a test file in; or a "
+                                                 "location URL (s3://, gs://, az://, https://): an object or a prefix")] = ".",
+        size: Annotated[Optional[str], typer.Option(help="test file size when PATH is a directory (default 64 MiB), "
+                                                         "or a URL prefix holding no object (default 16 MiB)")] = None,
+        repeats: Annotated[int, typer.Option(help="a URL: requests of each kind timed (their median)", min=1)] = 5,
         format: FormatOpt = "table",  # noqa: A002
         output: OutputOpt = None,
     ) -> None:
-        """Bytes/s reading a file, cold (page cache dropped for the file) and warm."""
+        """Bytes/s reading a file, cold (page cache dropped for the file) and warm; at a URL: time to
+        first byte, throughput per connection, by request size and with concurrent connections."""
         _check_format(format)
-        d = run_read(path, size)
+        d = run_read(path, size, repeats)
         if output is not None:
             write_read(output, d, probe.machine())
         _emit(d, format, read_table)
@@ -450,6 +534,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Achieved FLOP/s of numpy, and of torch on the CPU and a GPU when present."""
         _check_format(format)
+        from trainplan.workload import limits
+
+        limits.check_seconds("--seconds", seconds, low=0.01)
+        limits.check_allocation("--n", MATMUL_BYTES_PER_ELEMENT * n * n, f"the {n:,} x {n:,} matrices")
         d = run_matmul(n, seconds)
         if format == "json":  # the table lists them itself
             for s in d["skipped"]:

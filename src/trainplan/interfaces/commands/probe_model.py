@@ -71,6 +71,47 @@ def _table(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: Bytes per parameter of the probed model: bf16 weights and the gradients the backward pass makes.
+PROBE_BYTES_PER_PARAM = 2 + 2
+#: Bytes per eager attention score: the b x heads x S x S scores and their softmax, in bf16.
+EAGER_SCORE_BYTES = 2 * 2
+
+
+#: The most elements a tensor may hold: torch counts them in int64, and the S x S scores of a FLOP count
+#: at a huge S overflow it ("Storage size calculation overflowed") even on the meta device.
+MAX_TENSOR_ELEMENTS = 2**62
+
+
+def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attention: str,
+                      flop_seq_lens: tuple[int, ...] = ()) -> None:
+    """The model built and the activations one step saves, against the memory limit, before torch builds
+    anything (issue 29): weights from the exact count, activations as the schema's default of saved
+    width-sized tensors per layer and token (training.saved_tensors_per_layer) in bf16, and with eager
+    attention the S x S scores."""
+    from trainplan.workload import limits
+    from trainplan.workload.params import count_from_hf_config
+    from trainplan.workload.schema import TrainingSection
+
+    try:
+        count = count_from_hf_config(config)
+    except UserError:
+        return  # the probe refuses it itself, naming the key
+    for s in (seq_len, *flop_seq_lens):
+        if max(count.heads, 1) * s * s >= MAX_TENSOR_ELEMENTS:
+            raise UserError("--seq-len" if s == seq_len else "--flop-seq-lens",
+                            f"expected a shorter sequence: {count.heads} heads x {s:,}^2 attention scores pass the "
+                            f"2^62 elements a tensor may hold")
+    tensors = float(TrainingSection.model_fields["saved_tensors_per_layer"].default)
+    weights = PROBE_BYTES_PER_PARAM * count.total
+    limits.check_allocation("--set" if count.total > 0 else "config", weights,
+                            f"a model of {count.total:,} parameters ({count.layers:,} layers of width {count.width:,})")
+    saved = batch * seq_len * count.width * count.layers * tensors * 2
+    if attention == "eager":
+        saved += batch * count.heads * seq_len * seq_len * count.layers * EAGER_SCORE_BYTES
+    limits.check_allocation("--seq-len", weights + saved, f"{batch} x {seq_len:,} tokens through "
+                            f"{count.layers:,} layers of width {count.width:,}")
+
+
 def register(probe_app: typer.Typer) -> None:
     @probe_app.command("model")
     def model_cmd(
@@ -100,6 +141,10 @@ def register(probe_app: typer.Typer) -> None:
             lens = tuple(int(x) for x in flop_seq_lens.split(",") if x.strip())
         except ValueError:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers, got {flop_seq_lens!r}") from None
+        from trainplan import units
+
+        for s in lens:
+            units.number(s, "--flop-seq-lens", whole=True)
         if not lens or min(lens) < 2:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers of 2 or more, got {flop_seq_lens!r}")
         if precision not in ("bf16", "fp32", "autocast"):
@@ -108,6 +153,7 @@ def register(probe_app: typer.Typer) -> None:
         if recompute not in ("none", "selective", "full"):
             raise UserError("--recompute", f"expected none, selective or full, got {recompute!r}")
         cfg = model_probe.load_config(config, sets or [])
+        _check_model_size(cfg, batch, seq_len, attention, lens)
         typer.echo(model_probe.announce(cfg, batch, seq_len, attention, precision, recompute, lens), err=True)
         measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens, precision, recompute)
         d = {"measured": measured.as_dict(), "formula": formula_beside(cfg, measured, attention)}

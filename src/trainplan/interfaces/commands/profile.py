@@ -47,10 +47,37 @@ def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int
     except SystemExit as exit_:
         code = exit_.code
         status = code if isinstance(code, int) else (0 if code is None else 1)
+    except Exception as err:  # the script's own error (a SyntaxError too): its traceback, not ours (issue 29)
+        _print_script_traceback(err, script)
+        raise ScriptFailed(f"{type(err).__name__}: {err}") from None
     finally:
         uninstall()
         sys.argv, sys.path[:] = saved_argv, saved_path
     return status
+
+
+#: The exit status of a script that ends with an uncaught exception, as `python script.py` gives it.
+SCRIPT_EXCEPTION_STATUS = 1
+
+
+class ScriptFailed(Exception):
+    """The profiled script raised: its traceback is printed; nothing of the run is written."""
+
+
+def _print_script_traceback(err: BaseException, script: Path) -> None:
+    """The traceback as `python script.py` would print it: from the script's first frame (runpy's and
+    trainplan's frames left out); a SyntaxError as Python shows it (file, line, caret)."""
+    import traceback
+
+    tb = err.__traceback__
+    mine = str(script.resolve())
+    while tb is not None and str(Path(tb.tb_frame.f_code.co_filename).resolve()) != mine:
+        tb = tb.tb_next
+    if tb is None:
+        lines = traceback.format_exception_only(type(err), err)
+    else:
+        lines = traceback.format_exception(type(err), err, tb)
+    sys.stderr.write("".join(lines))
 
 
 def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, sync: str,
@@ -73,6 +100,9 @@ def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, 
     except RuntimeError as err:
         raise UserError(str(script), f"{err}; a script without a DataLoader can wrap its loop with "
                         "trainplan.measure.profiler.current().wrap(iterable)") from None
+    except ScriptFailed as err:
+        print(f"trainplan: {script}: the script failed ({err}); nothing was profiled", file=sys.stderr)
+        raise typer.Exit(SCRIPT_EXCEPTION_STATUS) from None
     out["script_exit_status"] = max(statuses) if statuses else 0
     if format == "json":
         typer.echo(json.dumps(clean(out), indent=2))
@@ -141,10 +171,22 @@ def register(app: typer.Typer) -> None:
             w, plan_account = _predicted(workload, set_ or [], cal)  # bad input is refused before the run
         prof = profile_mod.Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch)  # type: ignore[arg-type]
         try:
-            status = run_script(script, list(ctx.args), prof)
+            try:
+                status = run_script(script, list(ctx.args), prof)
+            except ScriptFailed as err:
+                print(f"trainplan: {script}: the script failed ({err}); nothing was profiled or written",
+                      file=sys.stderr)
+                raise typer.Exit(SCRIPT_EXCEPTION_STATUS) from None
+            if status != 0 and output is not None:
+                print(f"trainplan: {script}: the script exited with status {status}; {output} not written",
+                      file=sys.stderr)
+                raise typer.Exit(status)
             try:
                 result = prof.result(predicted=plan_account)
             except RuntimeError as err:
+                if status != 0:  # the script stopped itself: its status, not a profiling complaint
+                    print(f"trainplan: {script}: the script exited with status {status} ({err})", file=sys.stderr)
+                    raise typer.Exit(status) from None
                 raise UserError(str(script), f"{err}; a script without a DataLoader can wrap its loop with "
                                 "trainplan.measure.profiler.current().wrap(iterable)") from None
         finally:

@@ -94,11 +94,24 @@ def read_sample(path: Path) -> tuple[float, ...]:
             data = data.get("frame_seconds", data.get("decode_seconds"))
         if not isinstance(data, list) or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in data):
             raise UserError(where, f"{expected}, not true/false, strings or tables")
-        values = [float(x) for x in data]
-    else:
         try:
-            for line in text.splitlines():
+            values = [float(x) for x in data]
+        except OverflowError:  # an integer past float range
+            raise UserError(where, f"{expected}, each below 1.8e308") from None
+    else:
+        import re
+
+        try:
+            for number, line in enumerate(text.splitlines(), 1):
                 line = line.split("#", 1)[0].strip()
+                for token in line.split():
+                    pieces = token.split(",")
+                    # "0,004" is a comma decimal, not the numbers 0 and 4 (issue 29): a comma joins
+                    # two numbers only beside a point or an exponent ("0.004,0.005") or a space
+                    if len(pieces) > 1 and any(re.fullmatch(r"[-+]?\d+", p) for p in pieces):
+                        raise UserError(f"{where}: line {number}", f"numbers with a decimal point; {token!r} "
+                                        "reads as a comma decimal (write 0.004, and separate numbers with "
+                                        "', ' or spaces)")
                 if line:
                     values.extend(float(x) for x in line.replace(",", " ").split())
         except (ValueError, OverflowError):
@@ -114,8 +127,11 @@ def read_sample(path: Path) -> tuple[float, ...]:
 def _buffers(text: str | None) -> tuple[int, ...]:
     if not text:
         return ()
+    items = text.replace(" ", "").split(",")
+    if not all(items):  # "1,,2" is a slip, not the sizes 1 and 2 (issue 29)
+        raise UserError("--buffers", f"whole numbers of frames separated by commas, got an empty item in {text!r}")
     try:
-        out = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+        out = tuple(int(x) for x in items)
     except ValueError:
         raise UserError("--buffers", f"whole numbers of frames separated by commas, got {text!r}") from None
     if not out or any(not 1 <= b <= MAX_BUFFER_FRAMES for b in out):

@@ -63,7 +63,10 @@ def ui_command(
                         "pip install 'trainplan[ui]'") from None
     _check_port(port)
     url = f"http://{HOST}:{port}/"
-    config = uvicorn.Config(app, host=HOST, port=port, log_level="warning")
+    from trainplan.interfaces.web import http_protocol
+
+    # h11 with the security headers on the server's own 400s and a read deadline (issue 29)
+    config = uvicorn.Config(app, host=HOST, port=port, log_level="warning", http=http_protocol())
     server = uvicorn.Server(config)
     typer.echo(f"trainplan ui: serving on {url} (Ctrl+C to stop)")
     if not no_browser:

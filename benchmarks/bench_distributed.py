@@ -1,0 +1,66 @@
+"""Speed of the full pass on a 2-worker Dask local cluster against the one-process pass (issue 26).
+
+    .venv/bin/python benchmarks/bench_distributed.py        # TRAINPLAN_BENCH_CLIPS=N to change the 10,000
+
+N small clips (96x64 H.264, 24 frames at 24 fps, a keyframe every 12; encoded here with libx264,
+20 distinct clips written N/20 times each under distinct names) in a local folder. The one-process
+pass is `data inspect` without --full (shards.inspect_units); the cluster pass is
+`distributed.full_pass` on `LocalCluster(n_workers=2, threads_per_worker=1)` started before the clock,
+100 clips a task, after a warm-up pass of 4 clips (the workers' imports). Both must give the same figures (checked). Target: the cluster at least 1.6x the
+one-process pass on a machine with two free cores for the workers. CI=true: the CI machine has two
+cores in all, which also run the scheduler, the client and this script, so the ratio is printed for
+the record and only the figures are checked (the 1.6x has not yet been measured on a machine that
+can show it: docs/data-where-it-lives.md). Prints one JSON object; exits 1 when the figures differ
+or, outside CI, the target is missed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from trainplan.measure import probe, shards  # noqa: E402
+
+TARGET = 1.6
+
+
+def main() -> int:
+    from dask.distributed import LocalCluster
+
+    from trainplan.measure import distributed
+
+    n = int(os.environ.get("TRAINPLAN_BENCH_CLIPS", "10000"))
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        clips = [probe.synthesize_clip(probe.ClipFormat(96, 64, 24.0, 100e3, 12), 24, seed=s).data for s in range(20)]
+        for i in range(n):
+            (folder / f"clip{i:06d}.mp4").write_bytes(clips[i % 20])
+        units = shards.units([folder])
+        t = time.perf_counter()
+        one = shards.inspect_units(units, where=str(folder))
+        one_s = time.perf_counter() - t
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+        try:  # warm-up: each worker imports the inspection (PyAV, numpy) before the clock
+            distributed.full_pass(units[:4], where=str(folder), scheduler=cluster.scheduler_address)
+            t = time.perf_counter()
+            full = distributed.full_pass(units, where=str(folder), scheduler=cluster.scheduler_address, batch=100)
+            full_s = time.perf_counter() - t
+        finally:
+            cluster.close()
+    same = full["aggregate"] == one["aggregate"] and full["files"] == one["files"]
+    ratio = one_s / full_s
+    bound = None if os.environ.get("CI") else TARGET
+    print(json.dumps({"clips": n, "one_process_seconds": round(one_s, 2), "cluster_2_workers_seconds": round(full_s, 2),
+                      "speedup": round(ratio, 3), "bound": bound, "same_figures": same, "cpus": os.cpu_count()}))
+    return 0 if same and (bound is None or ratio >= bound) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""A seeded random sample of a corpus, and every corpus figure with a confidence interval (issue 26).
+
+`data inspect URL --sample N` inspects N of the corpus's M units (files, or members of
+shards) drawn uniformly without replacement with a seeded generator, and states each corpus
+figure with an interval at `DEFAULT_CONFIDENCE` (docs/data-where-it-lives.md):
+
+- a total (hours, frames, bytes, tokens, documents, effective unique tokens) is M times the
+  sample mean of the per-unit values y_i, with standard error M s_y / sqrt(n);
+- a ratio (bit rate = bits / seconds, bits per pixel, pixels per frame weighted by duration,
+  bytes per token, the duplicate share = duplicate documents / documents) is the ratio of the
+  sample's sums R = sum y / sum x, with the linearised standard error
+  sqrt(sum (y_i - R x_i)^2 / (n - 1) / n) / mean(x);
+- a quantile of values pooled over units (the keyframe interval's median) by a percentile
+  bootstrap over units (`BOOTSTRAP_RESAMPLES` resamples, seeded).
+
+Intervals are estimate +- t s.e. with Student's t at n - 1 degrees of freedom. The standard
+errors are those of sampling with replacement, without the finite-population factor
+(1 - n/M): larger by 1/sqrt(1 - n/M), so the interval is conservative (it covers at least its
+confidence) whatever share of the corpus is sampled; a full pass (n = M) is exact, width 0.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence, TypeVar
+
+import numpy as np
+
+from trainplan.errors import UserError
+
+# The confidence every interval is stated at (a fraction): the usual 95 %.
+DEFAULT_CONFIDENCE = 0.95
+# Resamples of the percentile bootstrap for pooled quantiles: 400 puts the Monte Carlo error of a
+# 2.5 % tail quantile at about sqrt(0.025 * 0.975 / 400) = 0.8 % of the resamples.
+BOOTSTRAP_RESAMPLES = 400
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    method: str
+    # Cochran's rule for the normal approximation of a mean of skewed values: n > 25 g1^2, g1 the
+    # sample skewness of the per-unit values (of the residuals y - R x for a ratio); None for the
+    # bootstrap and for a full pass. A sample smaller than this may cover less than its confidence.
+    units_needed: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def draw(units: Sequence[T], n: int | None, seed: int = 0) -> list[T]:
+    """A uniform random sample of `n` units without replacement (all when n is None or >= their
+    number), kept in the corpus's order so a deduplication sees documents in corpus order."""
+    if n is None or n >= len(units):
+        return list(units)
+    if n < 1:
+        raise UserError("--sample", f"expected at least 1 unit, got {n}")
+    keep = sorted(random.Random(seed).sample(range(len(units)), n))
+    return [units[i] for i in keep]
+
+
+def _t(n: int, confidence: float) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + confidence / 2, max(n - 1, 1)))
+
+
+def total(values: Sequence[float], population: int, confidence: float = DEFAULT_CONFIDENCE) -> Interval | None:
+    """The corpus total of a per-unit figure from a sample of `len(values)` of `population` units (None
+    from a sample of one unit of several: it has no spread to measure)."""
+    y = np.asarray(values, dtype=float)
+    n = len(y)
+    if n == 0:
+        raise UserError("--sample", "expected at least one unit inspected")
+    estimate = population * float(y.mean())
+    if n >= population or n < 2:
+        half = 0.0 if n >= population else math.inf
+    else:
+        s2 = float(y.var(ddof=1))
+        half = _t(n, confidence) * population * math.sqrt(s2 / n)
+        # Johnson's (1978) skewness correction: the interval's centre moves by mu3 / (6 s^2 n) (the
+        # estimate itself stays M x mean, unbiased)
+        shift = population * float(((y - y.mean()) ** 3).mean()) / (6 * s2 * n) if s2 > 0 else 0.0
+        return _interval(estimate, half, confidence, n, population,
+                         "total: M x sample mean, Johnson's skew-corrected t", _units_needed(y), shift)
+    return _interval(estimate, half, confidence, n, population, "total: M x sample mean")
+
+
+def ratio(numerators: Sequence[float], denominators: Sequence[float], population: int,
+          confidence: float = DEFAULT_CONFIDENCE) -> Interval | None:
+    """sum(y) / sum(x) over the sample, with its linearised interval; None where sum(x) is 0."""
+    y = np.asarray(numerators, dtype=float)
+    x = np.asarray(denominators, dtype=float)
+    n = len(y)
+    if n == 0 or x.sum() <= 0:
+        return None
+    r = float(y.sum() / x.sum())
+    if n >= population or n < 2:
+        half = 0.0 if n >= population else math.inf
+    else:
+        left_out = (y.sum() - y) / (x.sum() - x)  # the ratio with each unit left out
+        se = math.sqrt((n - 1) / n * float(((left_out - left_out.mean()) ** 2).sum()))
+        half = _t(n, confidence) * se
+        return _interval(r, half, confidence, n, population, "ratio of sums, jackknife s.e.", _units_needed(y - r * x))
+    return _interval(r, half, confidence, n, population, "ratio of sums, jackknife s.e.")
+
+
+def pooled_quantile(groups: Sequence[Sequence[float]], q: float, population: int, seed: int = 0,
+                    confidence: float = DEFAULT_CONFIDENCE,
+                    statistic: Callable[[np.ndarray], float] | None = None) -> Interval | None:
+    """A quantile of the values of all units pooled (units resampled by a percentile bootstrap)."""
+    arrays = [np.asarray(g, dtype=float) for g in groups]
+    pooled = np.concatenate(arrays) if arrays else np.array([])
+    if pooled.size == 0:
+        return None
+    stat = statistic or (lambda v: float(np.quantile(v, q, method="inverted_cdf")))
+    estimate = stat(pooled)
+    n = len(arrays)
+    if n >= population:
+        return _interval(estimate, 0.0, confidence, n, population, "pooled quantile (full pass)")
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        pick = [arrays[i] for i in rng.integers(0, n, n)]
+        v = np.concatenate(pick)
+        if v.size:
+            values.append(stat(v))
+    if not values:
+        return None
+    low, high = np.quantile(values, [0.5 - confidence / 2, 0.5 + confidence / 2])
+    return Interval(estimate, min(float(low), estimate), max(float(high), estimate), confidence,
+                    f"pooled quantile, percentile bootstrap over units ({BOOTSTRAP_RESAMPLES} resamples)")
+
+
+def _units_needed(values: np.ndarray) -> int | None:
+    """25 g1^2 (Cochran's rule), g1 the sample skewness; None when the values do not vary."""
+    if len(values) < 3:
+        return None
+    s = float(values.std())
+    if s <= 0:
+        return None
+    g1 = float(((values - values.mean()) ** 3).mean()) / s ** 3
+    return int(math.ceil(25 * g1 * g1))
+
+
+def _interval(estimate: float, half: float, confidence: float, n: int, population: int, method: str,
+              units_needed: int | None = None, shift: float = 0.0) -> Interval | None:
+    if n >= population:
+        return Interval(estimate, estimate, estimate, confidence, f"{method} (every unit inspected: exact)")
+    if not math.isfinite(half):  # one unit: no spread to measure, no interval
+        return None
+    # every corpus figure here is >= 0 (a count, a duration, a rate, a share): the interval stops at 0
+    return Interval(estimate, max(0.0, estimate + shift - half), estimate + shift + half, confidence,
+                    f"{method}, Student t at {n - 1} d.o.f., with-replacement s.e. (conservative)", units_needed)
+
+
+# ---------------------------------------------------------------- the corpus figures
+
+
+def video_intervals(records: Sequence[Any], population: int, seed: int = 0,
+                    confidence: float = DEFAULT_CONFIDENCE) -> dict[str, dict[str, Any]]:
+    """Intervals of a video corpus's figures from per-file records (inspect.VideoFile or dicts with
+    seconds, frames, bytes, bitrate, width, height, fps and gop_intervals)."""
+    get = (lambda r, k: r[k]) if records and isinstance(records[0], dict) else getattr
+    secs = [get(r, "seconds") for r in records]
+    bits = [get(r, "bitrate") * get(r, "seconds") for r in records]
+    pixel_seconds = [get(r, "width") * get(r, "height") * get(r, "seconds") for r in records]
+    pixel_rate_seconds = [p * get(r, "fps") for p, r in zip(pixel_seconds, records)]
+    out: dict[str, Interval | None] = {
+        "hours": total([s / 3600.0 for s in secs], population, confidence),
+        "seconds": total(secs, population, confidence),
+        "frames": total([get(r, "frames") for r in records], population, confidence),
+        "bytes": total([get(r, "bytes") for r in records], population, confidence),
+        "bitrate": ratio(bits, secs, population, confidence),
+        "bits_per_pixel": ratio(bits, pixel_rate_seconds, population, confidence),
+        "pixels_per_frame": ratio(pixel_seconds, secs, population, confidence),
+        "gop_median": pooled_quantile([get(r, "gop_intervals") for r in records], 0.5, population, seed,
+                                      confidence, statistic=lambda v: float(np.median(v))),
+    }
+    return {k: v.to_dict() for k, v in out.items() if v is not None}
+
+
+def token_intervals(per_file: Sequence[dict[str, Any]], population: int,
+                    confidence: float = DEFAULT_CONFIDENCE) -> dict[str, dict[str, Any]]:
+    """Intervals of a token corpus's figures from per-file records (tokens, documents, bytes and the
+    duplicate documents and tokens found in each file)."""
+    tokens = [f["tokens"] for f in per_file]
+    docs = [f["documents"] for f in per_file]
+    dup_docs = [f.get("duplicate_documents", 0) for f in per_file]
+    dup_tokens = [f.get("duplicate_tokens", 0) for f in per_file]
+    out: dict[str, Interval | None] = {
+        "tokens": total(tokens, population, confidence),
+        "documents": total(docs, population, confidence),
+        "stored_bytes": total([f["bytes"] for f in per_file], population, confidence),
+        "effective_unique_tokens": total([t - d for t, d in zip(tokens, dup_tokens)], population, confidence),
+        "bytes_per_token": ratio([f["bytes"] for f in per_file], tokens, population, confidence),
+        "duplicate_share": ratio(dup_docs, docs, population, confidence),
+        "duplicate_token_share": ratio(dup_tokens, tokens, population, confidence),
+    }
+    return {k: v.to_dict() for k, v in out.items() if v is not None}

@@ -1,0 +1,384 @@
+"""Corpora as they are stored: plain files, WebDataset tar shards, parquet / arrow token tables and
+MosaicML streaming (MDS) shards, at any location fsspec reads (issue 26, docs/data-where-it-lives.md).
+
+The unit of a corpus is what one inspection reads: a file, or one member of a shard (a clip or an
+image in a WebDataset tar; a sample of an MDS shard). `units(locations)` lists them without reading
+their bytes: a tar's member headers are read (one small range request each), never its members; an
+MDS index names its shards and samples. A member is read in place by a range request for its bytes
+and handed to the per-file inspection of `inspect.py` (video: `inspect_video`, tokens:
+`inspect_tokens`), so the figures of a clip are the same whether it is a file or a member.
+
+`inspect_units(units, sample=N)` inspects all units or a seeded sample of N, and states every corpus
+figure with its interval (`sampling.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from trainplan.errors import UserError
+from trainplan.measure import inspect as insp
+from trainplan.measure import locations, sampling
+
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
+SHARD_SUFFIXES = frozenset({".tar"})
+MDS_INDEX = "index.json"
+# Shards whose member headers are listed at once (concurrent requests; s3fs's pool holds 10 connections
+# by default, and a listing's requests are small).
+LISTING_CONNECTIONS = 8
+# Bytes a tar header read asks for: one 512-byte header block and room for a long-name block.
+TAR_HEADER_REQUEST_BYTES = 2**16
+# Columns a token table's ids or text are looked for in, in this order (Hugging Face and Megatron names).
+ID_COLUMNS = ("input_ids", "tokens", "token_ids", "ids")
+TEXT_COLUMNS = ("text", "content", "document")
+LISTED = (insp.VIDEO_SUFFIXES | insp.TOKEN_ID_SUFFIXES | insp.TEXT_SUFFIXES | insp.TABLE_SUFFIXES
+          | SHARD_SUFFIXES | IMAGE_SUFFIXES | {".json", ".mds"})
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One thing to inspect: a whole object, or `size` bytes at `offset` inside it (a shard member)."""
+
+    url: str  # what a person reads: the object's URL, with "#member" for a member
+    entry: locations.Entry
+    member: str | None
+    offset: int
+    size: int
+    suffix: str
+    column: str | None = None  # an MDS sample's column holding the member
+
+    @property
+    def kind(self) -> str:
+        if self.suffix in IMAGE_SUFFIXES:
+            return "image"
+        return "tokens" if insp.kind_of(Path("x" + self.suffix)) != "video" else "video"
+
+
+def _entry_unit(e: locations.Entry) -> Unit:
+    return Unit(e.url, e, None, 0, e.size, e.suffix)
+
+
+def tar_units(entry: locations.Entry, fs: Any) -> list[Unit]:
+    """The video and image members of a WebDataset tar shard, from its headers alone."""
+    out = []
+    try:
+        with fs.open(entry.path, "rb", block_size=TAR_HEADER_REQUEST_BYTES) as f, \
+                tarfile.open(fileobj=f, mode="r:") as tar:
+            for m in tar:
+                suffix = PurePosixPath(m.name).suffix.lower()
+                if m.isfile() and (suffix in insp.VIDEO_SUFFIXES or suffix in IMAGE_SUFFIXES):
+                    out.append(Unit(f"{entry.url}#{m.name}", entry, m.name, m.offset_data, m.size, suffix))
+    except tarfile.TarError as err:
+        raise UserError(locations.display(entry.url), f"expected a tar shard (WebDataset) ({err})") from None
+    except ValueError as err:  # fsspec's HTTP file: the server answers no range requests
+        raise UserError(locations.display(entry.url), f"expected a server that answers range requests, to read "
+                                                      f"a shard's members in place ({str(err)[:120]})") from None
+    return out
+
+
+def units(paths: Iterable[str | Path]) -> list[Unit]:
+    """Every unit under the locations named, in order: files, the members of tar shards, the samples of
+    MDS shards (a folder or prefix holding an `index.json`)."""
+    out: list[Unit] = []
+    for raw in paths:
+        fs, _ = locations.filesystem(raw)
+        entries = locations.listing(raw, LISTED)
+        indexes = [e for e in entries if e.name == MDS_INDEX]
+        mds_dirs = {str(PurePosixPath(e.path).parent) for e in indexes}
+        for e in indexes:
+            out.extend(mds_units(e, fs))
+        kept = [e for e in entries  # an MDS shard is read through its index; other .json files are not a corpus
+                if str(PurePosixPath(e.path).parent) not in mds_dirs and e.suffix not in (".json", ".mds")]
+        for e in kept:
+            if e.suffix not in LISTED:
+                raise UserError(locations.display(e.url), "expected a video, image or token file, a shard (.tar, "
+                                                          ".parquet, .arrow) or a folder of them")
+        tars = [e for e in kept if e.suffix in SHARD_SUFFIXES]
+        with ThreadPoolExecutor(max(1, min(LISTING_CONNECTIONS, len(tars)))) as pool:  # shards' headers at once
+            members = dict(zip((e.path for e in tars), pool.map(lambda e: tar_units(e, fs), tars)))
+        for e in kept:
+            out.extend(members[e.path] if e.suffix in SHARD_SUFFIXES else [_entry_unit(e)])
+    return out
+
+
+def needs_units(paths: Iterable[str | Path]) -> bool:
+    """True when the locations need this module rather than `inspect.inspect_paths` (plain local files
+    only): a URL, or a shard, a token table or an MDS index among the files. A local folder of video, images
+    or token files goes through inspect.inspect_paths (skipped files named, cameras from the folders)."""
+    special = SHARD_SUFFIXES | insp.TABLE_SUFFIXES
+    for raw in paths:
+        if locations.is_url(raw):
+            return True
+        p = Path(str(raw)[len("file://"):] if str(raw).startswith("file://") else raw)
+        found = p.rglob("*") if p.is_dir() else [p]
+        if any(f.suffix.lower() in special or f.name == MDS_INDEX for f in found):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- MDS (MosaicML streaming)
+
+
+def mds_units(index: locations.Entry, fs: Any) -> list[Unit]:
+    """The samples of the MDS shards an `index.json` lists, one unit per sample's video, image or token
+    column (read from each shard's sample offsets; nothing else of a shard is read).
+
+    An MDS shard (format `mds`, version 2) is: uint32 n; n + 1 uint32 byte offsets of the samples
+    from the shard's start; the samples. A sample is the uint32 sizes of its variable-size columns,
+    in column order, then each column's bytes (a fixed-size column has no size entry)."""
+    try:
+        doc = json.loads(fs.cat_file(index.path))
+        shards = doc["shards"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError(locations.display(index.url), f"expected an MDS index.json with a shards list ({err})") from None
+    base = PurePosixPath(index.path).parent
+    out: list[Unit] = []
+    for i, shard in enumerate(shards):
+        where = f"{locations.display(index.url)}: shards[{i}]"
+        if shard.get("format") != "mds":
+            raise UserError(where, f"expected format \"mds\", got {shard.get('format')!r}")
+        if shard.get("compression"):
+            raise UserError(where, "expected an uncompressed MDS shard (compression is not read in place)")
+        names, encodings, sizes = shard["column_names"], shard["column_encodings"], shard["column_sizes"]
+        pick = [j for j, name in enumerate(names) if _mds_suffix(name, encodings[j]) is not None]
+        if not pick:
+            raise UserError(where, "expected a column of video, image, token ids or text")
+        path = str(base / shard["raw_data"]["basename"])
+        entry = locations.Entry(index.url.rsplit("/", 1)[0] + "/" + shard["raw_data"]["basename"], path,
+                                int(shard["raw_data"]["bytes"]))
+        n = int(shard["samples"])
+        head = fs.cat_file(path, start=0, end=4 * (n + 2))
+        count = int(np.frombuffer(head[:4], "<u4")[0])
+        if count != n:
+            raise UserError(where, f"expected {n} samples in {entry.url}, its header says {count}")
+        offsets = np.frombuffer(head[4: 4 * (n + 2)], "<u4").astype(np.int64)
+        variable = [j for j, s in enumerate(sizes) if s is None]
+        # one unit a sample: its video column before an image column before a text column
+        first = min(pick, key=lambda j: (_mds_suffix(names[j], encodings[j]) not in insp.VIDEO_SUFFIXES,
+                                         _mds_suffix(names[j], encodings[j]) not in IMAGE_SUFFIXES, j))
+        for k in range(n):
+            start, end = int(offsets[k]), int(offsets[k + 1])
+            sample = fs.cat_file(path, start=start, end=end) if variable else b""
+            lens = np.frombuffer(sample[: 4 * len(variable)], "<u4") if variable else []
+            pos = start + 4 * len(variable)
+            for j in range(len(names)):
+                length = int(sizes[j]) if sizes[j] is not None else int(lens[variable.index(j)])
+                if j == first:
+                    suffix = _mds_suffix(names[j], encodings[j])
+                    out.append(Unit(f"{entry.url}#{k}.{names[j]}", entry, f"{k}.{names[j]}", pos, length,
+                                    suffix or "", column=encodings[j]))
+                pos += length
+    return out
+
+
+def _mds_suffix(name: str, encoding: str) -> str | None:
+    """The suffix a member of an MDS column is inspected as: video bytes by the column's name, images
+    by their encoding, text (a str column named as in TEXT_COLUMNS) as .txt."""
+    low = name.lower()
+    if encoding in ("jpeg", "png", "pil"):
+        return ".jpg" if encoding == "jpeg" else ".png"
+    if encoding == "bytes" and (low in ("video", "clip") or f".{low}" in insp.VIDEO_SUFFIXES):
+        return ".mp4" if low in ("video", "clip") else f".{low}"
+    if encoding == "str" and low in TEXT_COLUMNS:
+        return ".txt"
+    return None
+
+
+# ---------------------------------------------------------------- token tables (parquet, arrow)
+
+
+def _open_table(path: Path) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if path.suffix.lower() == ".parquet":
+            pf = pq.ParquetFile(path)
+            return pf.schema_arrow, (lambda cols: pf.iter_batches(batch_size=1024, columns=cols))
+        try:
+            reader = pa.ipc.open_file(path)
+            return reader.schema, (lambda cols: (reader.get_batch(i).select(cols) for i in range(reader.num_record_batches)))
+        except pa.ArrowInvalid:
+            stream = pa.ipc.open_stream(path)
+            return stream.schema, (lambda cols: (b.select(cols) for b in stream))
+    except (pa.ArrowInvalid, OSError) as err:
+        raise UserError(str(path), f"expected a parquet or arrow table ({err})") from None
+
+
+def table_documents(path: Path, count: Callable[[str], int]) -> Iterator[tuple[insp.Document, int | None]]:
+    """A token table's rows as documents, with the token id width in bytes (None for text): the
+    first of `ID_COLUMNS` that holds lists of integers, else the first of `TEXT_COLUMNS` holding
+    strings; one row is one document."""
+    import pyarrow as pa
+
+    schema, batches = _open_table(path)
+    fields = {f.name: f.type for f in schema}
+    column, width = None, None
+    for name in ID_COLUMNS:
+        t = fields.get(name)
+        if t is not None and (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type):
+            column, width = name, t.value_type.bit_width // 8
+            break
+    if column is None:
+        column = next((n for n in TEXT_COLUMNS
+                       if n in fields and (pa.types.is_string(fields[n]) or pa.types.is_large_string(fields[n]))), None)
+    if column is None:
+        raise UserError(str(path), f"expected a token id list column ({', '.join(ID_COLUMNS)}) or a text column "
+                                   f"({', '.join(TEXT_COLUMNS)}), got columns {', '.join(fields) or 'none'}")
+    for batch in batches([column]):
+        values = batch.column(0)
+        if width is not None:
+            dtype = np.dtype(f"<i{width}") if pa.types.is_signed_integer(values.type.value_type) else np.dtype(f"<u{width}")
+            for row in values:
+                ids = np.asarray(row.values.to_numpy(zero_copy_only=False), dtype=dtype)
+                if ids.size:
+                    yield next(insp.token_id_documents(ids, None, chunk=ids.size)), width
+        else:
+            for text in values.to_pylist():
+                if text:
+                    yield insp.text_document(text, count), None
+
+
+# ---------------------------------------------------------------- reading a unit
+
+
+@contextlib.contextmanager
+def staged(unit: Unit, fs: Any | None = None) -> Iterator[Path]:
+    """A local path holding the unit's bytes for the per-file inspection: the file itself when it is a
+    local file, else its bytes (a member's by one range request) in a temporary file."""
+    if unit.member is None:
+        with locations.local_copy(unit.entry, fs) as p:
+            yield p
+        return
+    fs = fs or locations.filesystem(unit.entry.url)[0]
+    data = fs.cat_file(unit.entry.path, start=unit.offset, end=unit.offset + unit.size)
+    with locations.bytes_copy(data, unit.suffix) as p:
+        yield p
+
+
+def inspect_video_unit(unit: Unit, fs: Any | None = None) -> insp.VideoFile:
+    """`inspect.inspect_video` on the unit, its path and size the unit's."""
+    with staged(unit, fs) as p:
+        try:
+            record = insp.inspect_video(p)
+        except UserError as err:
+            raise UserError(locations.display(unit.url), err.expected) from None
+    return dataclasses.replace(record, path=locations.display(unit.url), bytes=unit.size)
+
+
+def inspect_image_unit(unit: Unit, fs: Any | None = None) -> dict[str, Any]:
+    """An image member: inspect.py's one image inspection (its header: format, size, mode), as a dict."""
+    with staged(unit, fs) as p:
+        try:
+            record = insp.inspect_image(p)
+        except UserError as err:
+            raise UserError(locations.display(unit.url), err.expected) from None
+    size = int(unit.size if unit.size is not None else record.bytes)
+    return dataclasses.replace(record, path=locations.display(unit.url), bytes=size,
+                               bits_per_pixel=size * insp.BITS_PER_BYTE / (record.width * record.height)).to_dict()
+
+
+def aggregate_images(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """inspect.py's image aggregate over the records' dicts."""
+    return insp.aggregate_images([insp.ImageFile(**r) for r in records])
+
+
+def image_intervals(records: list[dict[str, Any]], population: int) -> dict[str, dict[str, Any]]:
+    out = {"bytes": sampling.total([r["bytes"] for r in records], population),
+           "pixels_per_image": sampling.ratio([r["width"] * r["height"] for r in records], [1.0] * len(records),
+                                              population),
+           "bits_per_pixel": sampling.ratio([r["bytes"] * insp.BITS_PER_BYTE for r in records],
+                                            [r["width"] * r["height"] for r in records], population)}
+    return {k: v.to_dict() for k, v in out.items() if v is not None}
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+def corpus_kind(found: list[Unit], where: str) -> str:
+    kinds = {u.kind for u in found}
+    if not found:
+        raise UserError(where, "expected video, image or token files, shards (.tar, .parquet, .arrow) or an "
+                               "MDS index.json")
+    if "tokens" in kinds and ("video" in kinds or "image" in kinds):
+        raise UserError(where, "expected either video/images or token files, not both in one inspection")
+    return "video" if "video" in kinds else ("image" if "image" in kinds else "tokens")
+
+
+def inspect_units(found: list[Unit], *, where: str, sample: int | None = None, seed: int = 0,
+                  dtype: str | None = None, eos: int | None = None, tokenizer: str | None = None,
+                  near: bool = True, progress: Callable[[int, Any], None] | None = None) -> dict[str, Any]:
+    """All units, or a seeded sample of `sample` of them, inspected; the report of `inspect.inspect_paths`
+    (kind, files, aggregate, files_found, files_inspected) with `intervals` on the aggregate."""
+    kind = corpus_kind(found, where)
+    skipped = [u for u in found if u.kind != kind]
+    pool = [u for u in found if u.kind == kind]
+    if sample is not None and sample < 1:
+        raise UserError("--sample", f"expected at least 1 file, got {sample}")
+    chosen = sampling.draw(pool, sample, seed)
+    if progress is not None:
+        progress(len(chosen), None)
+    fs_cache: dict[str, Any] = {}
+
+    def fs_of(u: Unit) -> Any:
+        key = locations.scheme(u.entry.url)
+        if key not in fs_cache:
+            fs_cache[key] = locations.filesystem(u.entry.url)[0]
+        return fs_cache[key]
+
+    def step(u: Unit) -> None:
+        if progress is not None:
+            progress(len(chosen), PurePosixPath(u.url.split("#")[-1]))
+
+    if kind == "video":
+        records = []
+        for u in chosen:
+            records.append(inspect_video_unit(u, fs_of(u)))
+            step(u)
+        out: dict[str, Any] = {"kind": "video", "files": [r.to_dict() for r in records],
+                               "aggregate": insp.aggregate_video(records)}
+        intervals = sampling.video_intervals(records, len(pool), seed)
+    elif kind == "image":
+        recs = []
+        for u in chosen:
+            recs.append(inspect_image_unit(u, fs_of(u)))
+            step(u)
+        out = {"kind": "image", "files": recs, "aggregate": aggregate_images(recs)}
+        intervals = image_intervals(recs, len(pool))
+    else:
+        with contextlib.ExitStack() as stack:
+            paths = [stack.enter_context(staged(u, fs_of(u))) for u in chosen]
+            out = insp.inspect_tokens(paths, dtype=dtype, eos=eos, tokenizer=tokenizer, near=near,
+                                      progress=(lambda f: progress(len(chosen), f)) if progress else None)
+        for rec, u in zip(out["files"], chosen):
+            rec["path"], rec["bytes"] = locations.display(u.url), u.size
+        agg = out["aggregate"]
+        agg["stored_bytes"] = sum(u.size for u in chosen)
+        agg["bytes_per_token"] = agg["stored_bytes"] / agg["tokens"] if agg["tokens"] else None
+        intervals = sampling.token_intervals(out["files"], len(pool))
+    out["location"] = where
+    out["units"] = "shard members" if any(u.member is not None for u in pool) else "files"
+    out["files_found"] = len(pool)
+    out["files_inspected"] = len(chosen)
+    if skipped:
+        out["units_skipped"] = {"count": len(skipped), "why": f"{skipped[0].kind} units beside a {kind} corpus"}
+    agg = out["aggregate"]
+    if len(chosen) < len(pool):
+        scale = len(pool) / len(chosen)
+        # a uniform sample of units: corpus totals are the sample's times units found / units inspected
+        for key in ("hours", "frames", "bytes", "seconds", "tokens", "effective_unique_tokens", "stored_bytes"):
+            if agg.get(key) is not None:
+                agg[f"{key}_estimated_total"] = agg[key] * scale
+        agg["intervals"] = intervals
+        agg["sample_seed"] = seed
+    return out

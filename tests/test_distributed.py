@@ -1,0 +1,140 @@
+"""`data inspect URL --full --scheduler ADDRESS` (issue 26): the full pass on a 2-worker Dask
+LocalCluster gives the one-machine pass's numbers, resumes from its journal without redoing a
+finished unit, and survives a worker killed mid-pass (the scheduler gives its task to the other).
+
+The one-machine pass is `shards.inspect_units` (the `data inspect` path without --full), whose
+figures tests/test_locations.py and tests/test_inspect.py check against how the files were made."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+
+import pytest
+
+from trainplan.measure import probe, shards
+
+distributed = pytest.importorskip("distributed", reason="dask distributed is not installed (the distributed extra)")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    wds = pytest.importorskip("webdataset")
+    root = tmp_path_factory.mktemp("dcorpus")
+    (root / "video").mkdir()
+    for s in range(2):
+        with wds.TarWriter(str(root / "video" / f"shard-{s}.tar")) as w:
+            for i in range(4):
+                gop = (8, 12, 15)[(s + i) % 3]
+                clip = probe.synthesize_clip(probe.ClipFormat(128, 96, 25.0, 150e3, gop), 24 + 6 * i, seed=s * 7 + i)
+                w.write({"__key__": f"k{s}_{i}", "mp4": clip.data})
+    (root / "text").mkdir()
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(3000)]
+    docs = [" ".join(rng.choice(words) for _ in range(300)) for _ in range(12)]
+    near = docs[0].split()
+    near[10] = "changed"
+    for f in range(4):  # copies and near copies across files, so the dedup must see the files in order
+        chosen = docs[3 * f: 3 * f + 3] + ([docs[0]] if f == 2 else []) + ([" ".join(near)] if f == 3 else [])
+        (root / "text" / f"part-{f}.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in chosen))
+    return root
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from dask.distributed import LocalCluster
+
+    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+    yield c
+    c.close()
+
+
+def _same(full: dict, one: dict) -> None:
+    assert full["files"] == one["files"]
+    assert full["aggregate"] == one["aggregate"]
+
+
+def test_full_pass_equals_the_one_machine_pass(corpus, cluster):
+    from trainplan.measure import distributed as dist
+
+    for sub in ("video", "text"):
+        units = shards.units([corpus / sub])
+        one = shards.inspect_units(units, where=sub)
+        full = dist.full_pass(units, where=sub, scheduler=cluster.scheduler_address)
+        _same(full, one)
+        assert full["units_inspected_now"] == len(units)
+    a = one["aggregate"]
+    assert a["exact_duplicate_documents"] == 1 and a["near_duplicate_documents"] == 1  # found across files
+
+
+def test_journal_resumes_without_redoing_a_finished_unit(corpus, cluster, tmp_path):
+    from trainplan.measure import distributed as dist
+
+    units = shards.units([corpus / "video"])
+    journal = tmp_path / "journal.jsonl"
+    first = dist.full_pass(units[:3], where="video", scheduler=cluster.scheduler_address, journal=journal, batch=2)
+    assert first["units_inspected_now"] == 3
+    with open(journal, "a") as f:
+        f.write('{"unit": "cut short by a cr')  # a crash mid-line: that unit is done again
+    again = dist.full_pass(units, where="video", scheduler=cluster.scheduler_address, journal=journal)
+    assert again["units_inspected_now"] == len(units) - 3
+    _same(again, shards.inspect_units(units, where="video"))
+    done = dist.full_pass(units, where="video", scheduler="tcp://127.0.0.1:1", journal=journal)
+    assert done["units_inspected_now"] == 0  # nothing left: no scheduler is even reached
+
+
+def test_a_killed_worker_loses_nothing(corpus, cluster):
+    from trainplan.measure import distributed as dist
+
+    units = shards.units([corpus / "video"])
+    killed = []
+
+    def progress(total, path):
+        if path is not None and not killed:
+            workers = [w for w in cluster.workers.values() if getattr(w, "process", None) is not None]
+            pid = workers[0].process.pid
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    full = dist.full_pass(units, where="video", scheduler=cluster.scheduler_address, progress=progress)
+    assert killed and full["units_inspected_now"] == len(units)
+    _same(full, shards.inspect_units(units, where="video"))
+
+
+def test_cli_full_and_bad_scheduler(corpus, cli, cluster):
+    res = cli("data", "inspect", str(corpus / "video"), "--full", "--scheduler", cluster.scheduler_address,
+              "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["files_inspected"] == 8
+    bad = cli("data", "inspect", str(corpus / "video"), "--full", "--scheduler", "local:0")
+    assert bad.returncode == 2 and "--scheduler" in bad.stderr
+    both = cli("data", "inspect", str(corpus / "video"), "--scheduler", "tcp://127.0.0.1:1")
+    assert both.returncode == 2 and "--full" in both.stderr
+
+
+def test_a_bad_unit_on_a_worker_is_one_line(tmp_path, cli, cluster):
+    (tmp_path / "broken.mp4").write_bytes(b"not a video at all")
+    res = cli("data", "inspect", str(tmp_path), "--full", "--scheduler", cluster.scheduler_address)
+    assert res.returncode == 2 and "broken.mp4" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_full_pass_on_s3_with_a_local_cluster_it_starts(corpus):
+    """`--scheduler local:2` on shards in moto's S3 server: the workers read the members where they live
+    (their environment names the server and the test credentials, as a real cluster's would a store's)."""
+    from s3_server import s3_server
+
+    from trainplan.measure import distributed as dist
+
+    with s3_server():
+        import fsspec
+
+        fs = fsspec.filesystem("s3")
+        fs.mkdir("dask-bucket")
+        fs.put(str(corpus / "video"), "dask-bucket/video", recursive=True)
+        units = shards.units(["s3://dask-bucket/video"])
+        full = dist.full_pass(units, where="s3", scheduler="local:2", batch=3)
+        _same(full, shards.inspect_units(units, where="s3"))
+    assert full["files_found"] == 8 and full["files"][0]["path"].startswith("s3://dask-bucket/video/")

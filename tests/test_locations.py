@@ -1,0 +1,242 @@
+"""`trainplan data inspect URL` (issue 26): corpora read where they live, local and on a real S3 server.
+
+Clips are encoded here with libx264 at a known size, frame rate, frame count and keyframe interval;
+WebDataset shards are written by the webdataset package's own TarWriter; token tables by pyarrow,
+with a known number of rows, tokens a row and exact duplicate rows. The S3 server is moto's server
+mode on 127.0.0.1 (tests/s3_server.py), reached over HTTP by s3fs."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from s3_server import CREDENTIALS, s3_server
+from trainplan.measure import probe
+
+W, H, FPS, FRAMES, GOP = 160, 120, 25.0, 30, 10
+ROWS, TOKENS_A_ROW, DUPLICATES = 20, 100, 3
+
+
+def _clip(seed: int) -> bytes:
+    return probe.synthesize_clip(probe.ClipFormat(W, H, FPS, 200e3, GOP), FRAMES, seed=seed).data
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict:
+    wds = pytest.importorskip("webdataset")
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("corpus")
+    (root / "wds").mkdir()
+    clips: dict[str, bytes] = {}
+    for s in range(2):
+        with wds.TarWriter(str(root / "wds" / f"shard-{s:04d}.tar")) as w:
+            for i in range(3):
+                data = _clip(10 * s + i)
+                clips[f"shard-{s:04d}.tar#s{s}_{i}.mp4"] = data
+                w.write({"__key__": f"s{s}_{i}", "mp4": data, "json": {"caption": f"clip {i}"}})
+    (root / "tokens").mkdir()
+    rng = np.random.default_rng(0)
+    rows = [rng.integers(0, 50_000, TOKENS_A_ROW).astype(np.int32).tolist() for _ in range(ROWS - DUPLICATES)]
+    rows += rows[:DUPLICATES]  # exact copies of the first rows
+    table = pa.table({"input_ids": rows}, schema=pa.schema([("input_ids", pa.list_(pa.int32()))]))
+    pq.write_table(table, root / "tokens" / "part-0.parquet")
+    with pa.ipc.new_file(str(root / "part-0.arrow"), table.schema) as writer:
+        writer.write_table(table)
+    return {"root": root, "clips": clips}
+
+
+def _json(cli, *args: str) -> dict:
+    res = cli("data", "inspect", *args, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def _check_clips(report: dict, clips: dict[str, bytes]) -> None:
+    assert report["kind"] == "video" and report["units"] == "shard members"
+    assert report["files_found"] == report["files_inspected"] == len(clips)
+    for f in report["files"]:
+        name = f["path"].rsplit("/", 1)[-1]
+        assert f["bytes"] == len(clips[name])  # the member's own bytes, not the shard's
+        assert (f["codec"], f["width"], f["height"], f["fps"], f["frames"], f["gop_median"]) == \
+            ("h264", W, H, FPS, FRAMES, GOP)
+    a = report["aggregate"]
+    assert a["frames"] == FRAMES * len(clips)
+    assert a["hours"] == pytest.approx(FRAMES / FPS * len(clips) / 3600)
+    assert a["bytes"] == sum(len(c) for c in clips.values())
+
+
+def test_webdataset_shards_on_a_local_path(cli, corpus):
+    _check_clips(_json(cli, str(corpus["root"] / "wds")), corpus["clips"])
+
+
+def test_tar_listing_reads_member_headers_only(corpus):
+    """The members found are those tarfile lists, at the offsets it gives."""
+    from trainplan.measure import shards
+
+    units = shards.units([corpus["root"] / "wds"])
+    with tarfile.open(corpus["root"] / "wds" / "shard-0000.tar") as t:
+        mp4 = [m for m in t.getmembers() if m.name.endswith(".mp4")]
+    assert [(u.member, u.offset, u.size) for u in units[:3]] == [(m.name, m.offset_data, m.size) for m in mp4]
+
+
+def _check_tokens(report: dict, size: int) -> None:
+    a = report["aggregate"]
+    assert (a["documents"], a["tokens"]) == (ROWS, ROWS * TOKENS_A_ROW)
+    assert a["exact_duplicate_documents"] == DUPLICATES
+    assert a["effective_unique_tokens"] == (ROWS - DUPLICATES) * TOKENS_A_ROW
+    assert a["bytes_per_token"] == pytest.approx(size / (ROWS * TOKENS_A_ROW))
+    assert report["files"][0]["token_id_bytes"] == 4  # int32 ids
+
+
+def test_parquet_and_arrow_token_tables(cli, corpus):
+    root = corpus["root"]
+    _check_tokens(_json(cli, str(root / "tokens")), (root / "tokens" / "part-0.parquet").stat().st_size)
+    _check_tokens(_json(cli, str(root / "part-0.arrow")), (root / "part-0.arrow").stat().st_size)
+
+
+@pytest.fixture(scope="module")
+def bucket(corpus):
+    with s3_server():
+        import fsspec
+
+        fs = fsspec.filesystem("s3")
+        fs.mkdir("corpus")
+        fs.put(str(corpus["root"] / "wds"), "corpus/wds", recursive=True)
+        fs.put(str(corpus["root"] / "tokens"), "corpus/tokens", recursive=True)
+        yield "s3://corpus"
+
+
+def test_webdataset_shards_on_s3(cli, corpus, bucket):
+    res = cli("data", "inspect", f"{bucket}/wds", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    _check_clips(report, corpus["clips"])
+    assert report["files"][0]["path"].startswith("s3://corpus/wds/shard-0000.tar#")
+    for secret in CREDENTIALS.values():
+        if "secret" in secret or "key" in secret:
+            assert secret not in res.stdout + res.stderr
+
+
+def test_parquet_on_s3(cli, corpus, bucket):
+    _check_tokens(_json(cli, f"{bucket}/tokens"), (corpus["root"] / "tokens" / "part-0.parquet").stat().st_size)
+
+
+def test_sample_on_s3_states_intervals(cli, corpus, bucket):
+    r = _json(cli, f"{bucket}/wds", "--sample", "4", "--seed", "3")
+    assert (r["files_found"], r["files_inspected"]) == (6, 4)
+    a = r["aggregate"]
+    # every clip has FRAMES frames: the sample's total is exact and its interval has no width
+    iv = a["intervals"]["frames"]
+    assert iv["estimate"] == iv["low"] == iv["high"] == pytest.approx(6 * FRAMES)
+    sizes = [len(corpus["clips"][f["path"].rsplit("/", 1)[-1]]) for f in r["files"]]
+    assert a["intervals"]["bytes"]["estimate"] == pytest.approx(6 * np.mean(sizes))
+    assert a["intervals"]["bytes"]["low"] < sum(len(c) for c in corpus["clips"].values()) \
+        < a["intervals"]["bytes"]["high"]
+    table = cli("data", "inspect", f"{bucket}/wds", "--sample", "4", "--no-files")
+    assert table.returncode == 0 and "95 % interval" in table.stdout
+
+
+def test_missing_bucket_is_one_line(cli, bucket):
+    res = cli("data", "inspect", "s3://no-such-bucket/x")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "s3://no-such-bucket/x" in res.stderr
+
+
+def test_credentials_in_a_url_are_never_printed(cli, bucket):
+    res = cli("data", "inspect", "s3://someone:hunter2@no-such-bucket/x")
+    assert res.returncode == 2 and "hunter2" not in res.stderr and "someone" not in res.stderr
+
+
+def test_a_scheme_without_its_package_names_the_extra(cli):
+    import importlib.util
+
+    if importlib.util.find_spec("gcsfs") is not None:
+        pytest.skip("gcsfs is installed here: gs:// would be read")
+    res = cli("data", "inspect", "gs://bucket/x")
+    assert res.returncode == 2 and "gcsfs" in res.stderr and "trainplan[gcs]" in res.stderr
+
+
+def test_webdataset_image_members(cli, tmp_path):
+    """Image members: sizes as Pillow wrote them, bytes per pixel = member bytes / pixels."""
+    wds = pytest.importorskip("webdataset")
+    import io
+
+    from PIL import Image
+
+    sizes = [(64, 48)] * 4 + [(32, 32)] * 2
+    jpegs = []
+    for i, (w, h) in enumerate(sizes):
+        buf = io.BytesIO()
+        Image.fromarray(np.random.default_rng(i).integers(0, 255, (h, w, 3), dtype=np.uint8)).save(buf, "JPEG")
+        jpegs.append(buf.getvalue())
+    with wds.TarWriter(str(tmp_path / "images-0.tar")) as w:
+        for i, data in enumerate(jpegs):
+            w.write({"__key__": f"im{i}", "jpg": data, "cls": i % 2})
+    r = _json(cli, str(tmp_path))
+    a = r["aggregate"]
+    assert r["kind"] == "image" and a["images"] == 6
+    assert (a["width"], a["height"], a["codec"]) == (64, 48, "jpeg")
+    assert a["bytes"] == sum(len(j) for j in jpegs)
+    assert a["bits_per_pixel"] == pytest.approx(8 * sum(len(j) for j in jpegs) / sum(w * h for w, h in sizes))
+    table = cli("data", "inspect", str(tmp_path))
+    assert table.returncode == 0 and "6 images" in table.stdout
+
+
+@pytest.fixture(scope="module")
+def web_server(corpus):
+    """Python's own http.server on 127.0.0.1 serving the corpus folder (it answers no range requests)."""
+    pytest.importorskip("aiohttp", reason="aiohttp is not installed (the http extra)")
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # one stderr line a request otherwise
+            pass
+
+    class QuietServer(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: object, client_address: object) -> None:  # a client that hung up
+            pass
+
+    server = QuietServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(corpus["root"])))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_http_location(cli, corpus, web_server):
+    _check_tokens(_json(cli, f"{web_server}/tokens/"), (corpus["root"] / "tokens" / "part-0.parquet").stat().st_size)
+    res = cli("data", "inspect", f"{web_server}/wds/shard-0000.tar")
+    assert res.returncode == 2 and "range requests" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_parquet_text_column_and_a_table_without_one(cli, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    docs = [f"document number {i} " + " ".join(f"w{(i * 31 + j) % 500}" for j in range(60)) for i in range(9)]
+    pq.write_table(pa.table({"text": docs + docs[:4], "id": list(range(13))}), tmp_path / "t.parquet")
+    a = _json(cli, str(tmp_path / "t.parquet"))["aggregate"]
+    assert (a["documents"], a["exact_duplicate_documents"]) == (13, 4)
+    assert "pre-tokenizer" in a["tokens_counted_as"]
+    pq.write_table(pa.table({"id": [1, 2]}), tmp_path / "bad.parquet")
+    res = cli("data", "inspect", str(tmp_path / "bad.parquet"))
+    assert res.returncode == 2 and "input_ids" in res.stderr and "text" in res.stderr
+
+
+def test_a_samples_intervals_reach_the_plans_provenance(cli, corpus, tmp_path):
+    from trainplan.present.quantities import significant
+
+    out = tmp_path / "w.toml"
+    r = _json(cli, str(corpus["root"] / "wds"), "--sample", "4", "--output", str(out))
+    iv = r["aggregate"]["intervals"]["bitrate"]
+    plan = cli("plan", str(out), "--format", "json")
+    assert plan.returncode == 0, plan.stderr
+    source = json.loads(plan.stdout)["assumptions"]["data.bitrate"]["source"]
+    assert f"bit rate (bit/s) [{significant(iv['low'])}, {significant(iv['high'])}]" in source

@@ -1,0 +1,130 @@
+"""Signals and exit statuses (issue 29): Ctrl-C exits 130 and SIGTERM 143 (128 + the signal's number,
+as a shell reports them), typer's own status is kept, `probe read` removes its test file whatever
+stops it, `simulate --vary -j 2` stops its workers, and a profiled script's failure is its own.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_typer_status_is_kept(cli):
+    # a usage error is click's own status 2; --version is a clean 0
+    assert cli("plan", "--frames", "12").returncode == 2
+    assert cli("--version").returncode == 0
+
+
+def _interrupt_probe_read(monkeypatch, what):
+    from trainplan.measure import probe
+
+    def stop(path):  # the moment after the test file is written, before it is read
+        assert Path(path).is_file()
+        if what == "sigint":
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), signal.SIGTERM)  # cli.main's handler raises it here
+        time.sleep(5)  # pragma: no cover - the handler has already raised
+
+    monkeypatch.setattr(probe, "_drop_from_cache", stop)
+
+
+@pytest.mark.parametrize("what,status,word", [("sigint", 130, "interrupted"), ("sigterm", 143, "terminated")])
+def test_probe_read_removes_its_test_file_when_stopped(cli, tmp_path, monkeypatch, what, status, word):
+    if what == "sigterm" and signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        pytest.skip("the test runner handles SIGTERM itself")
+    _interrupt_probe_read(monkeypatch, what)
+    res = cli("probe", "read", str(tmp_path), "--size", "1 MiB")
+    assert res.returncode == status and res.stderr.strip() == f"trainplan: {word}", res.stderr
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # main put the default action back
+
+
+def test_probe_read_on_a_full_disk(cli, tmp_path, monkeypatch):
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    res = cli("probe", "read", str(tmp_path), "--size", "1 MiB")
+    assert res.returncode == 2 and "no space left on device" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and str(tmp_path) in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers and /proc: Linux")
+@pytest.mark.parametrize("sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_simulate_vary_stops_its_workers(tmp_path, sig, status):
+    """Generous bounds for a busy 2-core machine: up to 120 s for the workers to start, 60 s to stop."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "trainplan", "simulate", "--vary", "buffer=1:64", "--frames",
+                             "2000000", "-j", "2", "--engine", "python"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
+            time.sleep(0.2)
+            workers = _children(proc.pid)
+        assert len(workers) >= 2, "the pool's workers did not start"
+        time.sleep(1.0)  # the workers are inside their first chunk
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)  # Ctrl-C reaches the whole foreground group
+        else:
+            os.kill(proc.pid, sig)  # `kill PID` reaches the parent only
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # pragma: no cover - a failure above
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == status, err
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers), "a worker outlived the command"
+
+
+# ---------------------------------------------------------------- the profiled script's failure
+
+
+def test_a_script_exit_status_is_the_command_status(cli, tmp_path):
+    (tmp_path / "three.py").write_text("import sys\nsys.exit(3)\n")
+    res = cli("profile", str(tmp_path / "three.py"), cwd=tmp_path)
+    assert res.returncode == 3 and "status 3" in res.stderr and "internal error" not in res.stderr
+
+
+@pytest.mark.parametrize("text,error", [
+    ('def f():\n    raise ValueError("boom")\n\nf()\n', "ValueError: boom"),
+    ("x = (\n", "SyntaxError"),
+])
+def test_a_script_error_is_reported_as_the_script_s(cli, tmp_path, text, error):
+    script = tmp_path / "train.py"
+    script.write_text(text)
+    res = cli("profile", str(script), "--set", "model.params=1e8", "--output", str(tmp_path / "cal.toml"),
+              cwd=tmp_path)
+    assert res.returncode == 1, res.stderr  # what `python train.py` exits with
+    assert "internal error" not in res.stderr and error in res.stderr
+    assert f'File "{script}", line 1' in res.stderr or f'File "{script}", line 4' in res.stderr
+    assert "trainplan/" not in res.stderr.split("trainplan: ")[0]  # no frame of trainplan's or runpy's
+    assert res.stderr.strip().splitlines()[-1].startswith(f"trainplan: {script}: the script failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no partial profile written
