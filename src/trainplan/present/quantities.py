@@ -114,7 +114,10 @@ def _format_number(x: float, dimension: str) -> str:
         base, _, per = unit.partition("/") if dimension in ("bytes_per_token", "bytes_per_hour") else (unit, "", "")
         return _prefixed(x, base) + (f"/{per}" if per else "")
     if dimension in _COUNTED_UNIT:
-        return f"{_prefixed(x, '', _COUNT)} {_COUNTED_UNIT[dimension]}".replace("  ", " ")
+        unit = _COUNTED_UNIT[dimension]
+        if abs(x) >= MAX_PLAIN and len(unit) > 8:  # a long name: the number in its shortest form
+            return f"{significant(x)} {unit}"
+        return f"{_prefixed(x, '', _COUNT)} {unit}".replace("  ", " ")
     if dimension in _PLAIN_UNIT:
         return f"{significant(x)} {_PLAIN_UNIT[dimension]}"
     if dimension == "seconds":
