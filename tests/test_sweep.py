@@ -250,7 +250,8 @@ def test_csv_without_pyarrow_reads_back_the_same_rows(monkeypatch):
             elif isinstance(want, str):
                 assert row[k] == want
             else:
-                assert float(row[k]) == float(want) or (math.isinf(float(want)) and row[k] == "inf")
+                # a non-finite figure is an empty field, as JSON writes null (issue 28: no inf in a CSV)
+                assert (row[k] == "" and not math.isfinite(float(want))) or float(row[k]) == float(want)
     import builtins
 
     real_import = builtins.__import__

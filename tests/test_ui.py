@@ -76,7 +76,21 @@ def test_default_plan_is_build_report(client: TestClient) -> None:
     assert res.status_code == 200
     data = res.json()
     series = data.pop("series")
-    assert data.pop("display")["compute.wall_seconds"] == {"label": "wall time", "text": "3.91 d"}  # 337,500 s
+    assert data.pop("display")["compute.wall_seconds"] == {"label": "wall time", "text": "3.91 d"}  # 337,622 s
+    # the page's own additions: the first screen in words, the controls' values, the memory bar, the layout
+    screen = {line["label"]: line["text"] for line in data.pop("first_screen")}
+    # 337,500 s x (1 + 1.302 s save / 3,600 s) = 337,622 s x 1 accelerator / 3,600 = 93.78 accelerator-hours
+    # x $3.00 = $281.35 a run, 3 attempts $844.06
+    assert screen["Cost"] == "$844.06: $281.35 a run x 3 attempts at $3.00/h per accelerator."
+    assert screen["Fits?"].startswith("yes: 9.48 GB per device of 85.5 GB")
+    assert set(screen) >= {"Fits?", "Time", "Cost", "Waits on"}
+    controls = data.pop("controls")
+    assert controls["cluster.accelerator"] == "h100-sxm" and controls["model.params"] == 93e6
+    assert controls["data.kind"] == "video" and controls["model.params_locked"] is None
+    chart = data.pop("memory_chart")
+    assert sum(p["bytes"] for p in chart["parts"]) == pytest.approx(chart["per_device"]["bytes"])
+    assert chart["card"]["bytes"] == 81559 * 2**20  # the H100's driver figure
+    assert data.pop("layout_text").startswith("one device")
     assert data == as_json(plan.build_report(load_workload(None)))
     assert data["pipeline"]["busy"] == pytest.approx(960 / 2770.777, rel=1e-5)  # docs/pipeline-and-bill.md: 34.6 %
     assert data["pipeline"]["bottleneck"] == "decode"
@@ -91,6 +105,8 @@ def test_overrides_with_units_match_the_cli_overrides(client: TestClient) -> Non
     assert res.status_code == 200, res.text
     data = res.json()
     data.pop("series")
+    for key in ("first_screen", "controls", "memory_chart", "layout_text"):  # the page's own additions
+        data.pop(key)
     display = data.pop("display")  # labels and texts from planning/figures.py
     assert display["pipeline.busy"]["label"] == "accelerator busy" and display["pipeline.busy"]["text"].endswith(" %")
     cli_style = ["cluster.cores=16", "data.bitrate=4 Mbit/s", "cluster.nvdec=true",

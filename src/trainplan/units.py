@@ -50,6 +50,8 @@ COUNT_NOUNS = frozenset({
 })
 # Suffixes people use for counts of parameters and tokens ("7B", "1.5T").
 COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+# ... and the words ("2 trillion tokens", "7 billion parameters"): short scale, as English writes them.
+COUNT_WORDS = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 
 # The one declaration of an hour in seconds; accounts import it from here.
 SECONDS_PER_HOUR = 3600.0
@@ -117,6 +119,9 @@ def _unit_factor(unit: str, dimension: Dimension) -> float | None:
         # a suffix, then optionally what is counted: "7B", "2T tokens", "93M params", "224 px"
         if u.lower() in COUNT_NOUNS:  # "3 Tokens": a noun, not the T suffix
             return 1.0
+        w = re.fullmatch(r"([A-Za-z]+)\s*([A-Za-z]*)", u)
+        if w is not None and w.group(1).lower() in COUNT_WORDS and (not w.group(2) or w.group(2).lower() in COUNT_NOUNS):
+            return COUNT_WORDS[w.group(1).lower()]
         m = re.fullmatch(r"([kKMBGTPE]?)\s*([A-Za-z]*)", u)
         if m is None or (m.group(2) and m.group(2).lower() not in COUNT_NOUNS):
             return None

@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "solve": ("solve", "The smallest (or largest) value of a key that meets a target."),
     "sweep": ("sweep", "The report's figures over a grid of workloads."),
     "ui": ("ui", "An interactive page: the workload on sliders."),
-    "data": ("data", "Data: epochs of a mixture; person-hours of demonstrations."),
+    "data": ("data", "Data: inspect your files; epochs of a mixture; person-hours of demonstrations."),
     "probe": ("probe", "Measure what the plan assumes; write a calibration file."),
     "scaling": ("scaling", "Scaling laws: compute-optimal N and D; fit a law to runs."),
     "formats": ("formats", "Number formats: bytes, bits, stored values and their errors."),
@@ -207,8 +207,8 @@ def plan(
     file: WorkloadArg = None,
     set_: SetOpt = None,
     calibration: CalibrationOpt = None,
-    format: Annotated[Format, typer.Option("--format", "-f", metavar="table|json|markdown|html",  # noqa: A002
-                                           help="a table for people (default) or a file format")] = Format.table,
+    format: Annotated[str, typer.Option("--format", "-f", metavar="table|json|markdown|html",  # noqa: A002
+                                        help="table (default) or json, markdown, html")] = "table",
     output: OutputOpt = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="check the busy fraction with the queue simulation")] = False,
     frames: Annotated[int, typer.Option(metavar="N", help="frames for --simulate (1,000 to 20 million)", min=1000, max=20_000_000)] = 200_000,
@@ -220,13 +220,16 @@ def plan(
     from trainplan.planning.evaluate import build_report
     from trainplan.workload.schema import load_workload
 
+    from trainplan.interfaces.options import check_format
+
+    fmt = Format(check_format(format, tuple(f.value for f in Format)))  # the one wording of a wrong --format
     workload = load_workload(file, set_ or [], calibration)
     report = build_report(workload)
     if simulate:
         from trainplan.simulate.queue import simulated_check
 
         report["simulation"] = simulated_check(workload, frames=frames)
-    write_output(render(report, format, workload, detail), output)
+    write_output(render(report, fmt, workload, detail), output)
 
 
 @app.command()

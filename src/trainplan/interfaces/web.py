@@ -168,9 +168,11 @@ def workload_of_request(settings: Any, config: Any = None, workload: Any = None,
     if bad:
         raise UserError(bad[0], "the page reads no file named in a request: give the model's shape, or start "
                         "`trainplan ui WORKLOAD.toml` with the workload that names its config.json")
-    for assignment in overrides:
-        schema.apply_override(doc, assignment)
-    return schema.build_workload(doc)
+    set_keys = {schema.apply_override(doc, assignment) for assignment in overrides}
+    w = schema.build_workload(doc)
+    # the upload's keys are the person's, as a file's are (the CLI's provenance: given, not assumed)
+    w._provenance = schema._provenance(w, keys - set_keys, set_keys, {}, "(uploaded on the page)")
+    return w
 
 
 def plan_response(settings: Any, config: Any = None, workload: Any = None,
@@ -182,7 +184,70 @@ def plan_response(settings: Any, config: Any = None, workload: Any = None,
     needed = p["cores_needed"] if p["cores_needed"] is not None else math.inf
     report["series"] = cores_series(w, w.cluster.cores, needed) if w.data.kind == "video" else None
     report["display"] = display_of(report)
+    report["first_screen"] = first_screen_of(report)
+    report["controls"] = controls_of(w, report)
+    report["memory_chart"] = memory_chart_of(report)
+    report["layout_text"] = layout_text_of(report)
     return report
+
+
+def memory_chart_of(report: dict[str, Any]) -> dict[str, Any]:
+    """Per-device memory by part against the card, as the HTML report draws it (present/html.py)."""
+    from trainplan.present.html import memory_parts
+
+    return memory_parts(report)
+
+
+#: The layout's degrees in words, in the order the first screen names them.
+LAYOUT_WORDS = (("tensor", "tensor-parallel"), ("pipeline", "pipeline stages"), ("context", "context-parallel"),
+                ("expert", "expert-parallel"), ("data", "data-parallel"))
+
+
+def layout_text_of(report: dict[str, Any]) -> str:
+    """The layout in words: the parallel degrees, the micro-batch, ZeRO and recomputation."""
+    lay = report.get("parallel", {}).get("layout")
+    if not isinstance(lay, dict):
+        return "one device, no layout"
+    name = " x ".join(f"{word} {lay[key]}" for key, word in LAYOUT_WORDS if lay.get(key, 1) > 1) or "one device"
+    return (f"{name}; micro-batch {lay.get('micro_batch')} x {lay.get('micro_batches')} per step; "
+            f"ZeRO stage {lay.get('zero')}; recomputation {lay.get('recompute')}")
+
+
+def first_screen_of(report: dict[str, Any]) -> list[dict[str, str]]:
+    """The report's `answer` (planning/answer.py) as label/text pairs: Fits? / Time / Cost / Waits on /
+    Measure / Layout / Network / Decide, the lines of the terminal's first screen and the HTML report."""
+    from trainplan.present.html import answer_lines
+
+    return [{"label": label, "text": text} for label, text in answer_lines(report)]
+
+
+#: The page's controls by workload key: what it shows for the chosen workload, so that a slider
+#: starts at the file's value and only the controls a person moves are sent back.
+CONTROL_KEYS = ("data.cameras", "data.width", "data.height", "data.fps", "data.access", "cluster.cores",
+                "cluster.nvdec", "cluster.count", "prices.accelerator_hour", "prices.core_hour")
+
+
+def controls_of(w: Workload, report: dict[str, Any]) -> dict[str, Any]:
+    """The chosen workload's value of each control of the page; `model.params` is the planned count
+    (from config.json, a shape or the file), locked where the file names a config.json or a shape
+    (moving it would contradict the file); `cluster.accelerator` is None for an inline device."""
+    out: dict[str, Any] = {}
+    for key in CONTROL_KEYS:
+        section, name = key.split(".")
+        out[key] = getattr(getattr(w, section), name)
+    acc = w.cluster.accelerator
+    out["cluster.accelerator"] = acc.strip().lower() if isinstance(acc, str) else None
+    out["cluster.accelerator_name"] = report["workload"]["accelerator_name"]
+    out["data.kind"] = w.data.kind
+    out["model.params"] = report["workload"]["params"]
+    from trainplan.present.render import applies
+
+    out["serving"] = applies(report, "serving")  # the workload describes serving: the page shows it
+    m = w.model
+    out["model.params_locked"] = ("from the model's config.json" if m.hf_config is not None
+                                  else "from the model's shape in the file" if m.layers is not None and m.params is None
+                                  else None)
+    return out
 
 
 def display_of(report: dict[str, Any]) -> dict[str, dict[str, str]]:

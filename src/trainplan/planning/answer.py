@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainplan.present.quantities import format_figure as fmt
-from trainplan.present.quantities import format_input
+from trainplan.present.quantities import format_assumption
 
 #: the label each line carries on the first screen and in the reports
 LABELS = {"fits": "Fits?", "time": "Time", "cost": "Cost", "waits_on": "Waits on", "measure": "Measure",
@@ -142,7 +142,7 @@ def _measure(report: dict[str, Any]) -> str:
             picks.append(f"the step (predicted, not measured: `{how}` measures cluster.mfu)")
         elif a and a.get("provenance") == "assumed" and not str(a.get("source", "")).startswith(
                 ("workload file", "--set")):
-            picks.append(f"{key} (assumed {format_input(a['value'])}; `{how}`)")
+            picks.append(f"{key} (assumed {format_assumption(key, a['value'])}; `{how}`)")  # with its unit
     if not picks:
         return "the figures that drive this plan are given or measured."
     return " and ".join(picks) + "."

@@ -30,6 +30,7 @@ DIMENSIONS: dict[str, tuple[str | None, float]] = {
     "pixels_per_token": ("count", 1.0), "frames_per_hour": ("count", 1.0), "tokens_per_hour": ("count", 1.0),
     "bytes_per_hour": ("bytes", 1.0), "watts": ("power", 1.0), "kwh": ("count", 1.0), "joules": ("count", 1.0),
     "kg": ("count", 1.0), "grams_per_kwh": ("carbon", 1.0), "per_month": ("count", 1.0),
+    "parameters": ("count", 1.0), "speedup": ("count", 1.0),
     "flag": (None, 1.0), "text": (None, 1.0),
 }
 
@@ -129,8 +130,8 @@ D("memory.headroom_bytes", "bytes", "headroom", "fragmentation allowance on top 
 D("memory.per_device_bytes", "bytes", "per device", "everything the fullest device (pipeline stage) holds")
 D("memory.device_memory", "bytes", "device memory", "memory of one accelerator", sweep=True)
 D("memory.fits", "flag", "fits", "per-device bytes within the device memory")
-D("memory.devices_to_run", "count", "devices to hold the state", "fewest devices whose memory holds the state",
-  whole=True)
+D("memory.devices_to_run", "count", "devices to hold the weights",
+  "fewest devices whose memory holds the weights alone (to run it); devices to train holds the whole state", whole=True)
 D("memory.devices_to_train", "count", "devices to train", "fewest devices that fit state and activations",
   whole=True)
 # the architecture's terms (docs/memory-and-flops.md): planning/model_terms.py
@@ -211,7 +212,7 @@ D("pipeline.video_decoders", "count", "video decoder engines", "the accelerator'
 D("pipeline.cores_needed", "count", "cores needed", "cores for decode to keep up with demand")
 D("pipeline.cores_needed_cpu_only", "count", "cores needed (CPU only)", "cores with no decoder engines", detail=True)
 D("pipeline.pixels_per_token", "count", "pixels decoded per token", "decoded pixels behind one token", detail=True)
-D("pipeline.threshold_params", "count", "stall threshold", "model size below which this supply stalls the accelerator")
+D("pipeline.threshold_params", "parameters", "stall threshold", "model size below which this supply stalls the accelerator")
 D("pipeline.read_bytes_per_token", "bytes_per_token", "read per token", "bytes read per training token")
 D("pipeline.stored_bytes_per_token", "bytes_per_token", "stored per token", "encoded bytes per token")
 D("pipeline.decoded_bytes_per_token", "bytes_per_token", "decoded per token", "decoded bytes per token")
@@ -429,7 +430,7 @@ D("decisions.loading.serial_utilisation", "fraction", "busy without overlap", "c
   sweep=False)
 D("decisions.loading.overlapped_utilisation", "fraction", "busy with overlap", "compute / max(load, compute)",
   sweep=False)
-D("decisions.loading.speedup", "ratio", "overlap speed-up", "step without / with overlap", sweep=False)
+D("decisions.loading.speedup", "speedup", "overlap speed-up", "step without / with overlap", sweep=False)
 D("decisions.loading.ceiling", "text", "ceiling", "loader or compute: which one bounds the overlapped step",
   sweep=False)
 # ---- queue simulation (plan --simulate)

@@ -444,13 +444,18 @@ class _progress:
 # ---------------------------------------------------------------- output
 
 
-def _to_arrow(result: SweepResult):  # noqa: ANN202 - pyarrow.Table
+def _to_arrow(result: SweepResult, finite_only: bool = False):  # noqa: ANN202 - pyarrow.Table
+    """The rows as an Arrow table; `finite_only`: a non-finite float becomes an empty (null) field,
+    as JSON writes null (a CSV is read by people: no inf or nan in it)."""
     import pyarrow as pa
 
     data = {}
     for k, v in result.columns.items():
         if v.dtype == object or v.dtype.kind in "US":
             data[k] = pa.array([str(x) for x in v])
+        elif finite_only and v.dtype.kind == "f":
+            arr = np.ascontiguousarray(v)
+            data[k] = pa.array(arr, mask=~np.isfinite(arr))
         else:
             data[k] = pa.array(np.ascontiguousarray(v))
     return pa.table(data)
@@ -465,7 +470,7 @@ def to_csv(result: SweepResult) -> bytes:
     except ImportError:
         return _csv_numpy(result)
     sink = pa.BufferOutputStream()
-    pacsv.write_csv(_to_arrow(result), sink)
+    pacsv.write_csv(_to_arrow(result, finite_only=True), sink)
     return sink.getvalue().to_pybytes()
 
 
@@ -473,8 +478,8 @@ def _csv_fields(column: np.ndarray) -> list[str]:
     """One column as CSV fields: shortest round-trip floats, true/false, strings quoted where needed."""
     if column.dtype == bool:
         return ["true" if v else "false" for v in column.tolist()]
-    if column.dtype.kind in "iuf":
-        return list(map(repr, column.astype(np.float64).tolist()))  # repr reads back to the same float
+    if column.dtype.kind in "iuf":  # repr reads back to the same float; a non-finite one is an empty field
+        return [repr(v) if math.isfinite(v) else "" for v in column.astype(np.float64).tolist()]
     out = []
     for v in map(str, column.tolist()):
         out.append('"' + v.replace('"', '""') + '"' if ("," in v or '"' in v or "\n" in v) else v)

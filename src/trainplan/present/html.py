@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.present.quantities import format_input
-from trainplan.present.render import ACCOUNTS, flatten, format_value, label_of, section_rows, verdict_text
+from trainplan.present.quantities import format_assumption, format_figure, input_dimensions
+from trainplan.present.render import ACCOUNTS, applies, flatten, format_value, given, label_of, section_rows
 
 # Points of the busy-against-cores curve.
 CURVE_POINTS = 400
@@ -27,17 +27,29 @@ TIMELINE_FRAMES = 4000
 TIMELINE_INTERVALS = 600
 
 STYLE = """
+*{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1100px;
-color:#222;padding:0 1em}
-h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
-.verdict{font-size:1.1em;background:#f4f6f8;border-left:4px solid #3b6ea5;padding:.6em 1em}
-dl.answer{display:grid;grid-template-columns:max-content 1fr;gap:.3em 1em}dl.answer dt{font-weight:600}
-dl.answer dd{margin:0}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em;display:block;max-width:100%;overflow-x:auto}
-td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
+color:#222;padding:0 1em;line-height:1.4}
+h3{font-size:1em;margin:1em 0 .2em}h1{font-size:1.5em;overflow-wrap:break-word}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+.answer{display:grid;grid-template-columns:max-content 1fr;gap:.25em 1em;background:#f4f6f8;
+border-left:4px solid #3b6ea5;padding:.7em 1em;margin:0 0 1em}
+.answer dt{font-weight:650}.answer dd{margin:0;overflow-wrap:break-word}
+.verdict{font-size:1.05em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em;width:100%}table.fixed{table-layout:fixed}
+td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}
 td.v{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f6f8}
-.plots{display:flex;flex-wrap:wrap;gap:1em}.plot{flex:0 1 540px}.plot svg{width:100%;height:auto}
-.muted{color:#777;font-size:.85em}
+.plots{display:flex;flex-wrap:wrap;gap:1em}.plot{flex:1 1 420px;min-width:0;max-width:560px}.plot svg{width:100%;height:auto}
+.muted{color:#666;font-size:.85em}
+@media (max-width:640px){
+ body{margin:1em auto;padding:0 .6em}
+ .answer{grid-template-columns:1fr}.answer dd{margin-bottom:.4em}
+ table,thead,tbody,tr,td,th{display:block;width:100%}colgroup{display:none}
+ tr.head{display:none}
+ tr{border:1px solid #ddd;margin:0 0 .5em}
+ td,th{border:none;border-bottom:1px solid #eee}
+ td.v{text-align:left;white-space:normal}
+ td[data-label]::before{content:attr(data-label) ": ";font-weight:600;color:#555}
+}
 """
 
 
@@ -97,29 +109,49 @@ def busy_plot(report: dict[str, Any], workload: Any) -> str | None:
     return _svg(fig)
 
 
-MEMORY_PARTS = (("weights_bytes", "weights"), ("grads_bytes", "gradients"), ("optimizer_bytes", "optimizer"),
-                ("activation_bytes", "activations"), ("runtime_buffers", "runtime buffers"),
-                ("headroom_bytes", "headroom"))
+#: The parts of a device's memory, by the memory section's key, as the report and the page draw them.
+MEMORY_PARTS = (("weights_bytes", "weights"), ("grads_bytes", "gradients"), ("optimizer_bytes", "optimizer state"),
+                ("activation_bytes", "activations"))
+
+
+def memory_parts(report: dict[str, Any]) -> dict[str, Any]:
+    """Per-device memory by part, the rest (runtime buffers and headroom), and the card: the memory
+    the Fits? line reads (the fullest device under the layout). Texts via format_figure."""
+    m = report["memory"]  # the one execution model: the fullest device (pipeline stage), as Fits? reads it
+    per, card = float(m["per_device_bytes"]), float(m["device_memory"])
+    parts = [{"key": key, "label": label, "bytes": float(m[key]), "text": format_figure(float(m[key]), "bytes")}
+             for key, label in MEMORY_PARTS if m.get(key) is not None]
+    rest = per - sum(part["bytes"] for part in parts)
+    if rest > 0:
+        parts.append({"key": "rest", "label": "runtime buffers and headroom", "bytes": rest,
+                      "text": format_figure(rest, "bytes")})
+    return {"parts": parts, "per_device": {"bytes": per, "text": format_figure(per, "bytes")},
+            "card": {"bytes": card, "text": format_figure(card, "bytes")}, "fits": bool(m["fits"])}
 
 
 def memory_plot(report: dict[str, Any]) -> str:
-    """Memory per device stacked by part, against the card's size."""
-    m = report["memory"]
+    """Memory per device stacked by part, against the card's size; the legend beside the axes,
+    never over the card's line."""
+    chart = memory_parts(report)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
     bottom = 0.0
     colors = plt.cm.tab10.colors
-    for i, (key, label) in enumerate(MEMORY_PARTS):
-        v = float(m.get(key) or 0.0) / 1e9
-        ax.bar([0], [v], bottom=bottom, color=colors[i], label=f"{label} {v:,.2f} GB", width=0.5)
+    for i, part in enumerate(chart["parts"]):
+        v = part["bytes"] / 1e9
+        ax.bar([0], [v], bottom=bottom, color=colors[i], label=f"{part['label']} {part['text']}", width=0.6)
         bottom += v
-    card = float(m["device_memory"]) / 1e9
-    ax.axhline(card, color="#c0392b", lw=1.5, label=f"device memory {card:,.1f} GB")
+    card = chart["card"]["bytes"] / 1e9
+    ax.axhline(card, color="#c0392b", lw=1.5, ls="--", label=f"device memory {chart['card']['text']}")
     ax.set_xticks([0], ["per device"])
-    ax.set_xlim(-0.6, 1.8)
-    ax.set_ylabel("GB")
-    ax.legend(fontsize=8, loc="upper right")
-    ax.set_title(f"Memory per device: {'fits' if m['fits'] else 'does not fit'}", fontsize=10)
+    ax.set_xlim(-0.9, 0.9)
+    ax.set_ylim(0, max(card, bottom) * 1.08)
+    ax.set_ylabel("GB (10^9 bytes)")
+    # the legend under the axes, never over the card's line, and no wider than the plot (a phone)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
+    verdict = "fits" if chart["fits"] else "does not fit"
+    ax.set_title(f"Memory per device: {chart['per_device']['text']} of {chart['card']['text']}, {verdict}",
+                 fontsize=10)
     return _svg(fig)
 
 
@@ -186,68 +218,126 @@ def timeline_plot(intervals: list[dict[str, Any]]) -> str | None:
     return _svg(fig)
 
 
-def _table(rows: list[tuple[str, str]], head: tuple[str, ...]) -> str:
-    out = ["<table><tr>" + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr>"]
+#: Each account's heading in words.
+SECTION_TITLES = {
+    "compute": "Compute: how long the run takes", "memory": "Device memory", "network": "Network: the gradient sync",
+    "storage": "Storage and checkpoints", "pipeline": "Input pipeline: what the accelerator waits on",
+    "bill": "Data-movement bill", "energy": "Energy and emissions", "training_cost": "Training cost",
+    "serving": "Serving the trained model", "parallel": "Parallel layout", "simulation": "Queue simulation",
+    "assumptions": "Inputs, and where each comes from",
+}
+#: Columns of the tables inside a section (lists of rows), in words with their unit's dimension;
+#: a column not named here is left out (wall_days repeats wall_seconds).
+LIST_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "training_cost.accelerators": (
+        ("key", "accelerator", "text"), ("devices", "devices", "count"),
+        ("accelerator_hours", "accelerator-hours", "hours"), ("wall_seconds", "wall time", "seconds"),
+        ("dollars_per_hour", "price per accelerator-hour", "dollars_per_hour"),
+        ("dollars_per_attempt", "cost of one run", "dollars"), ("budget", "cost, all attempts", "dollars"),
+        ("price_source", "price source", "text")),
+    "pipeline.cache.by_cached_fraction": (
+        ("cached_fraction", "share of the data cached", "fraction"), ("read_rate", "read rate", "byte_rate"),
+        ("busy", "accelerator busy", "fraction"), ("bottleneck", "binding stage", "text")),
+}
+#: Headings of those tables, in words.
+LIST_TITLES = {"training_cost.accelerators": "The same run on each catalogue accelerator (compute-bound)",
+               "pipeline.cache.by_cached_fraction": "Reads against the share of the data cached"}
+#: Tables of a section that are planning internals, not for a design document.
+HIDDEN_LISTS = frozenset({"decisions.checks"})
+
+
+#: A value cell longer than this is text, written left-aligned.
+SHORT_VALUE = 24
+
+
+def _table(rows: list[tuple[str, ...]], head: tuple[str, ...], numeric: int | None = 1,
+           widths: tuple[int, ...] | None = None) -> str:
+    """A table; `widths` in percent fixes the columns (a long value then wraps, never widens the page)."""
+    fixed = " class=fixed" if widths else ""
+    cols = "<colgroup>" + "".join(f"<col style='width:{w}%'>" for w in widths) + "</colgroup>" if widths else ""
+    out = [f"<table{fixed}>{cols}<tr class=head>" + "".join(f"<th>{_esc(h)}</th>" for h in head) + "</tr>"]
     for r in rows:
-        out.append("<tr>" + "".join(f'<td{" class=v" if i == 1 else ""}>{_esc(c)}</td>' for i, c in enumerate(r))
-                   + "</tr>")
+        cells = []
+        for i, c in enumerate(r):
+            cls = " class=v" if i == numeric and len(str(c)) <= SHORT_VALUE else ""
+            cells.append(f"<td{cls} data-label='{_esc(head[i])}'>{_esc(c)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table>")
     return "".join(out)
 
 
-def _answer_html(report: dict[str, Any]) -> str:
-    """The first screen's lines (the report's `answer`), as a definition list."""
+def _list_table(key: str, rows: list[dict[str, Any]]) -> str:
+    columns = LIST_COLUMNS.get(key) or tuple((c, c.replace("_", " "), "") for c in rows[0])
+    body = [tuple(str(r.get(c)) if dim == "text" else
+                  (format_figure(r.get(c), dim) if dim else format_value(f"{key}.{c}", r.get(c)))
+                  for c, _, dim in columns) for r in rows]
+    return _table(body, tuple(words for _, words, _ in columns), numeric=None)
+
+
+def _provenance_word(a: dict[str, Any]) -> str:
+    return "measured" if a.get("provenance") == "measured" else "given" if given(a) else str(a.get("provenance", ""))
+
+
+def answer_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report's `answer` (planning/answer.py) as (label, text): Fits? / Time / Cost / Waits on /
+    Measure / Layout / Network / Decide, the lines of the terminal's first screen."""
     from trainplan.planning.answer import LABELS
 
-    lines = report.get("answer")
-    if not lines:
-        return f"<p class=verdict>{_esc(verdict_text(report) if 'verdict' in report else '')}</p>"
-    rows = "".join(f"<dt>{_esc(LABELS[k])}</dt><dd>{_esc(v)}</dd>" for k, v in lines.items())
-    verdict = f"<p class=verdict>{_esc(verdict_text(report))}</p>" if "verdict" in report else ""
-    return f"<dl class='verdict answer'>{rows}</dl>{verdict}"
+    return [(LABELS.get(key, key), text) for key, text in (report.get("answer") or {}).items()]
 
 
 def render_html(report: dict[str, Any], workload: Any = None) -> str:
-    """The whole report as one self-contained HTML page."""
-    plots = [("busy", busy_plot(report, workload)), ("memory", memory_plot(report)), ("bill", bill_plot(report))]
+    """The whole report as one self-contained HTML page: the answer first, then each account under a
+    heading in words, every figure with its unit, the inputs and their sources last."""
+    video = report.get("pipeline", {}).get("kind", "video") == "video"
+    plots = [("busy", busy_plot(report, workload)), ("memory", memory_plot(report)),
+             ("bill", bill_plot(report) if video else None)]
     intervals = _timeline(report, workload)
     timeline = timeline_plot(intervals) if intervals else None
     w = report.get("workload", {})
+    devices = report.get("assumptions", {}).get("cluster.count", {}).get("value", 1)
+    title = (f"Training plan: {format_value('workload.params', w.get('params'))} parameters, "
+             f"{format_value('workload.tokens', w.get('tokens'))} tokens on {devices} x "
+             f"{w.get('accelerator_name', 'accelerator')}")
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         "<meta name=viewport content='width=device-width,initial-scale=1'>",
-        f"<title>trainplan: {_esc(w.get('accelerator_name', 'plan'))}</title><style>{STYLE}</style></head><body>",
-        "<h1>trainplan</h1>",
-        _answer_html(report),
-        f"<p class=muted>{_esc(w.get('accelerator_name', ''))}, {format_value('workload.params', w.get('params'))} "
-        f"parameters ({_esc(w.get('params_source', ''))}), {format_value('workload.tokens', w.get('tokens'))} "
-        "training tokens.</p>",
+        f"<title>{_esc(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{_esc(title)}</h1>",
+        "<dl class=answer id=answer>" + "".join(f"<dt>{_esc(label)}</dt><dd>{_esc(text)}</dd>"
+                                                 for label, text in answer_lines(report)) + "</dl>",
+        f"<p class=verdict>{_esc(report['verdict']) if isinstance(report.get('verdict'), str) else ''}</p>",
+        f"<p class=muted>Parameter count: {_esc(w.get('params_source', ''))}.</p>",
         "<div class=plots>",
     ]
     parts += [f"<div class=plot id=plot-{name}>{svg}</div>" for name, svg in plots if svg]
     parts.append("</div>")
     if timeline:
-        parts.append(f"<h2>queue timeline</h2><div class=plot id=plot-timeline>{timeline}</div>")
+        parts.append(f"<h2>Queue timeline</h2><div class=plot id=plot-timeline>{timeline}</div>")
     sim = report.get("simulation")
     if isinstance(sim, dict):
         rows = [(label_of(f"simulation.{k}"), format_value(f"simulation.{k}", v)) for k, v in flatten(sim).items()
                 if k not in ("timeline", "buffer_trace", "stages") and not isinstance(v, list)]
-        parts.append("<h2>simulation</h2>" + _table(rows, ("figure", "value")))
+        parts.append(f"<h2 id=simulation>{SECTION_TITLES['simulation']}</h2>" + _table(rows, ("figure", "value")))
     for account in ACCOUNTS:
-        if account not in report or not isinstance(report[account], dict):
-            continue
+        if account == "simulation" or not applies(report, account):  # the CLI's rule: serving when asked,
+            continue  # the bill of an hour of video for video, the decisions as the Decide line
         flat = flatten(report[account], f"{account}.")
         rows = list(section_rows(report, account))
-        parts.append(f"<h2 id={_esc(account)}>{_esc(account)}</h2>" + _table(rows, ("figure", "value", "meaning")))
+        title_words = SECTION_TITLES.get(account, account.replace("_", " ").capitalize())
+        parts.append(f"<h2 id={_esc(account)}>{_esc(title_words)}</h2>"
+                     + _table(rows, ("figure", "value", "what it is"), widths=(30, 20, 50)))
         for k, v in flat.items():
-            if isinstance(v, list) and v and isinstance(v[0], dict):
-                cols = list(v[0])
-                parts.append(f"<p class=muted>{_esc(k)}</p>" + _table(
-                    [tuple(format_value(f"{k}.{c}", r.get(c)) for c in cols) for r in v], tuple(cols)))
+            if isinstance(v, list) and v and isinstance(v[0], dict) and k not in HIDDEN_LISTS:
+                parts.append(f"<h3>{_esc(LIST_TITLES.get(k, label_of(k)))}</h3>" + _list_table(k, v))
     assumptions = report.get("assumptions", {})
     if assumptions:
-        rows = [(k, format_input(a.get("value")), a.get("provenance", ""),
+        dims = input_dimensions()
+        rows = [(k, format_assumption(k, a.get("value"), dims), _provenance_word(a),
                  a.get("source", "")) for k, a in assumptions.items()]
-        parts.append("<h2 id=assumptions>assumptions</h2>" + _table(rows, ("key", "value", "provenance", "source")))
-    parts.append("<p class=muted>Written by trainplan; formulas in the docs/ folder of trainplan.</p></body></html>")
+        parts.append(f"<h2 id=assumptions>{SECTION_TITLES['assumptions']}</h2>"
+                     + _table(rows, ("workload key", "value", "given, measured or assumed", "source"),
+                              widths=(24, 16, 12, 48)))
+    parts.append("<p class=muted>Written by trainplan; the formulas are in the docs/ folder of trainplan.</p>"
+                 "</body></html>")
     return "\n".join(parts)

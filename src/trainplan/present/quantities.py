@@ -97,12 +97,15 @@ def _dollars(x: float) -> str:
 
 # dimension -> SI unit written after a decimal prefix ("9.48 GB", "396 TFLOP/s", "10.8 GB/h")
 _SI_UNIT = {"bytes": "B", "flops": "FLOP", "flop_rate": "FLOP/s", "byte_rate": "B/s", "watts": "W", "joules": "J",
-            "bytes_per_token": "B/token", "bytes_per_hour": "B/h"}
+            "bytes_per_token": "B/token", "bytes_per_hour": "B/h", "bit_rate": "bit/s", "frequency": "Hz"}
 # dimension -> what is counted, written after a count ("2.77 k frames/s")
 _COUNTED_UNIT = {"frames_per_second": "frames/s", "tokens_per_second": "tokens/s",
-                 "requests_per_second": "requests/s", "frames_per_hour": "frames/h", "tokens_per_hour": "tokens/h"}
+                 "requests_per_second": "requests/s", "frames_per_hour": "frames/h", "tokens_per_hour": "tokens/h",
+                 "parameters": "parameters", "epochs_per_month": "epochs a month", "requests_per_day": "requests a day",
+                 "tokens": "tokens", "cores": "cores", "epochs": "epochs", "attempts": "attempts",
+                 "per_month": "epochs a month", "months": "months"}
 # dimension -> unit after a plain number with three significant digits
-_PLAIN_UNIT = {"grams_per_kwh": "g/kWh", "per_month": "a month"}
+_PLAIN_UNIT = {"grams_per_kwh": "g/kWh"}
 
 
 def _format_number(x: float, dimension: str) -> str:
@@ -111,7 +114,10 @@ def _format_number(x: float, dimension: str) -> str:
         base, _, per = unit.partition("/") if dimension in ("bytes_per_token", "bytes_per_hour") else (unit, "", "")
         return _prefixed(x, base) + (f"/{per}" if per else "")
     if dimension in _COUNTED_UNIT:
-        return f"{_prefixed(x, '', _COUNT)} {_COUNTED_UNIT[dimension]}".replace("  ", " ")
+        unit = _COUNTED_UNIT[dimension]
+        if abs(x) >= MAX_PLAIN and len(unit) > 8:  # a long name: the number in its shortest form
+            return f"{significant(x)} {unit}"
+        return f"{_prefixed(x, '', _COUNT)} {unit}".replace("  ", " ")
     if dimension in _PLAIN_UNIT:
         return f"{significant(x)} {_PLAIN_UNIT[dimension]}"
     if dimension == "seconds":
@@ -123,6 +129,12 @@ def _format_number(x: float, dimension: str) -> str:
         return _dollars(x)
     if dimension == "dollars_per_hour":
         return f"{_dollars(x)}/h"
+    if dimension == "dollars_per_gb":
+        return f"{_dollars(x)}/GB"
+    if dimension == "dollars_per_gb_month":
+        return f"{_dollars(x)}/GB-month"
+    if dimension == "speedup":
+        return f"{significant(x)}x" if abs(x) < 1e4 else f"{_prefixed(x, '', _COUNT)}x".replace(" x", "x")
     if dimension == "fraction":
         return f"{significant(x * 100)} %"
     if dimension in ("count", "pixels_per_token"):
@@ -175,6 +187,62 @@ def format_input(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(format_input(v) for v in value) or "none"
     return str(value)
+
+
+def input_dimensions() -> dict[str, str]:
+    """Each workload key's dimension for format_figure, read from the schema's unit types
+    (workload/schema.py: Bytes, ByteRate, PerHourPrice ...): `cluster.link` -> byte_rate."""
+    from trainplan.workload import schema
+
+    return _input_dimensions(schema)
+
+
+def _input_dimensions(schema: Any) -> dict[str, str]:
+    import typing
+
+    by_type = {"Bytes": "bytes", "ByteRate": "byte_rate", "BitRate": "bit_rate", "FlopRate": "flop_rate",
+               "Seconds": "seconds", "Hours": "hours", "Months": "months", "Watts": "watts", "Fraction": "fraction",
+               "Headroom": "fraction", "Dollars": "dollars", "PerHourPrice": "dollars_per_hour",
+               "PerGBPrice": "dollars_per_gb", "PerGBMonthPrice": "dollars_per_gb_month",
+               "PerDay": "requests_per_day", "BytesPerToken": "bytes_per_token", "SequenceLength": "tokens",
+               "Cores": "cores", "Epochs": "epochs", "Attempts": "attempts", "PerSecond": "frames_per_second",
+               "CarbonIntensity": "grams_per_kwh"}
+    marks = {}
+    for name, dimension in by_type.items():
+        alias = getattr(schema, name, None)
+        for meta in typing.get_args(alias)[1:]:
+            marks[id(meta)] = dimension
+    out: dict[str, str] = {}
+
+    def visit(model: Any, prefix: str) -> None:
+        for field_name, info in model.model_fields.items():
+            metas = list(info.metadata)
+            for arg in typing.get_args(info.annotation):  # X | None keeps X's Annotated metadata inside
+                metas += list(typing.get_args(arg)[1:])
+                if isinstance(arg, type) and hasattr(arg, "model_fields"):
+                    visit(arg, f"{prefix}{field_name}.")
+            ann = info.annotation
+            if isinstance(ann, type) and hasattr(ann, "model_fields"):
+                visit(ann, f"{prefix}{field_name}.")
+                continue
+            for meta in metas:
+                if id(meta) in marks:
+                    out[f"{prefix}{field_name}"] = marks[id(meta)]
+                    break
+
+    visit(schema.Workload, "")
+    out.update({"model.params": "parameters", "training.tokens": "tokens",  # counts of a named thing
+                "data.tokenizer_rate": "tokens_per_second"})  # the one rate per second that is not frames
+    return out
+
+
+def format_assumption(key: str, value: Any, dimensions: dict[str, str] | None = None) -> str:
+    """A workload input with its unit ("cluster.link" 1.5e9 -> "1.5 GB/s"), else as format_input writes it."""
+    dimension = (dimensions if dimensions is not None else input_dimensions()).get(key)
+    plain = _scalar(value)
+    if dimension and isinstance(plain, (int, float)) and not isinstance(plain, bool):
+        return format_figure(plain, dimension)
+    return format_input(value)
 
 
 def key_value_lines(values: dict[str, Any], dimensions: dict[str, str]) -> str:

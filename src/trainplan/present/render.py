@@ -10,7 +10,7 @@ import json
 from typing import Any, Iterator
 
 from trainplan.planning.figures import FIGURES, SECTION_ORDER
-from trainplan.present.quantities import format_figure, format_input
+from trainplan.present.quantities import format_assumption, format_figure, format_input, input_dimensions
 
 ACCOUNTS = SECTION_ORDER
 
@@ -53,7 +53,7 @@ def section_rows(report: dict[str, Any], section: str, detail: bool = True) -> I
         if isinstance(value, list) or value is None:
             continue
         spec = FIGURES.get(key)
-        if spec is not None and not detail and (spec.detail or (spec.video and not video)):
+        if spec is not None and ((not detail and spec.detail) or (spec.video and not video)):  # frames: video only
             continue
         yield (label_of(key), format_value(key, value), spec.meaning if spec else "")
 
@@ -155,8 +155,9 @@ def assumptions_table(report: dict[str, Any]):  # noqa: ANN201 - rich.table.Tabl
     table.add_column("value", justify="right", overflow="fold")
     table.add_column("provenance")
     table.add_column("source", overflow="fold")
+    dims = input_dimensions()
     for key, a in report["assumptions"].items():
-        table.add_row(key, format_input(a["value"]), a["provenance"], a["source"])
+        table.add_row(key, format_assumption(key, a["value"], dims), a["provenance"], a["source"])
     return table
 
 
@@ -174,7 +175,8 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines += [f"| {label} | {text} | {meaning} |" for label, text, meaning in section_rows(report, section)]
         lines.append("")
     lines += ["## assumptions", "", "| key | value | provenance | source |", "|---|---:|---|---|"]
+    dims = input_dimensions()
     for key, a in report["assumptions"].items():
-        value = format_input(a["value"]).replace("|", "\\|")
+        value = format_assumption(key, a["value"], dims).replace("|", "\\|")
         lines.append(f"| {key} | {value} | {a['provenance']} | {a['source'].replace('|', '/')} |")
     return "\n".join(lines) + "\n"

@@ -544,6 +544,25 @@ def set_path(doc: dict[str, Any], parts: list[str], value: Any, key: str) -> Non
     node[parts[-1]] = value
 
 
+#: Names people write for a key, by the key they mean (a suggestion when the name is unknown).
+KEY_SYNONYMS = {"gpus": "count", "num_gpus": "count", "n_gpus": "count", "gpu_count": "count", "devices": "count",
+                "num_devices": "count", "accelerators": "count", "gpu": "accelerator", "gpu_type": "accelerator",
+                "device": "accelerator", "cpus": "cores", "cpu_cores": "cores"}
+
+
+def _recipe_named(value: Any) -> str | None:
+    """The state recipe a value names, ignoring case, '-' and '_' (adam8bit -> adam_8bit), else None."""
+    if not isinstance(value, str):
+        return None
+    norm = value.lower().replace("_", "").replace("-", "").replace(" ", "")
+    names = get_args(TrainingSection.model_fields["state_recipe"].annotation)
+    for arg in names:
+        for name in get_args(arg) or ():
+            if isinstance(name, str) and name.replace("_", "") == norm:
+                return name
+    return None
+
+
 def _first_error(err: ValidationError, doc: dict[str, Any]) -> UserError:
     e = err.errors()[0]
     loc = [str(p) for p in e["loc"]]
@@ -555,6 +574,8 @@ def _first_error(err: ValidationError, doc: dict[str, Any]) -> UserError:
         parent_loc, name = loc[:-1], loc[-1]
         choices = _field_names(parent_loc)
         near = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+        if KEY_SYNONYMS.get(name.lower()) in choices:  # cluster.gpus -> cluster.count (issue 28)
+            near = [KEY_SYNONYMS[name.lower()]]
         hint = f" (did you mean {'.'.join(parent_loc + [near[0]])!r}?)" if near else ""
         return UserError(key, f"unknown key{hint}; expected one of {', '.join(choices)}")
     if kind == "missing":
@@ -567,6 +588,10 @@ def _first_error(err: ValidationError, doc: dict[str, Any]) -> UserError:
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     value = e.get("input")
+    recipe = _recipe_named(value) if key == "training.optimizer" else None
+    if recipe is not None:  # adam8bit is a training-state recipe, not an optimizer name
+        return UserError(key, f"expected adamw, adam or sgd, got {value!r}; {value!r} is the training-state "
+                         f"recipe training.state_recipe = {recipe!r}, with training.optimizer = 'adamw'")
     shown = f", got {units.shown(value)}" if not isinstance(value, (dict, list)) and "got" not in msg else ""
     return UserError(key, f"{msg[0].lower() + msg[1:]}{shown}")
 

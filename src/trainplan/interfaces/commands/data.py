@@ -15,6 +15,7 @@ import typer
 from trainplan.accounts import datamix
 from trainplan import units
 from trainplan.errors import UserError, named_as
+from trainplan.interfaces.options import OutputOpt, check_format, figures_markdown, format_option
 
 data_app = typer.Typer(help="Data: inspect your files; epochs of each source of a mixture; person-hours of "
                             "demonstrations.",
@@ -30,15 +31,37 @@ def _source(text: str) -> datamix.Source:
                           units.parse(weight, "fraction", f"--source {name} weight"))
 
 
+SMALL_FORMATS = ("json", "table", "markdown")
+SmallFormatOpt = format_option(SMALL_FORMATS)
+
+
+def _write_small(values: dict[str, Any], fmt: str, output: Optional[Path], title: str) -> None:
+    """A small answer as JSON (the default), an aligned table or Markdown; to stdout or --output."""
+    from trainplan.present.outputs import write_output
+
+    if fmt == "json":
+        write_output(json.dumps(values, indent=2), output)
+    elif fmt == "markdown":
+        write_output(figures_markdown(title, values), output)
+    else:
+        from trainplan.present.quantities import key_value_lines
+
+        write_output(key_value_lines({k: v for k, v in values.items() if not isinstance(v, (list, dict))}, {}),
+                     output)
+
+
 @data_app.command("mix")
 def mix(
     tokens: Annotated[str, typer.Option("--tokens", help="tokens the run reads, e.g. 15T")],
     source: Annotated[list[str], typer.Option("--source", help="NAME:TOKENS:WEIGHT, repeated")],
+    format: SmallFormatOpt = "json",  # noqa: A002 - json stays the default this command always wrote
+    output: OutputOpt = None,
 ) -> None:
     """Epochs of each source: tokens read (weight share x total) / tokens available."""
+    check_format(format, SMALL_FORMATS)
     with named_as({"training.tokens": "--tokens", "sources.": "--source "}):  # the flags typed (issue 16)
         result = datamix.mixture_epochs([_source(s) for s in source], units.parse(tokens, "count", "--tokens"))
-    typer.echo(json.dumps(asdict(result), indent=2))
+    _write_small(asdict(result), format, output, "Epochs of each source")
 
 
 @data_app.command("demos")
@@ -48,13 +71,16 @@ def demos(
     reset: Annotated[str, typer.Option("--reset", help="seconds per reset")] = "20 s",
     success: Annotated[float, typer.Option("--success", help="share of attempts kept")] = 1.0,
     operators: Annotated[int, typer.Option("--operators", min=1, help="operators recording in parallel (wall hours = person-hours / operators)")] = 1,
+    format: SmallFormatOpt = "json",  # noqa: A002 - json stays the default this command always wrote
+    output: OutputOpt = None,
 ) -> None:
     """Person-hours for N demonstrations: N / success x (task + reset)."""
+    check_format(format, SMALL_FORMATS)
     with named_as({"success_rate": "--success", "demonstrations": "N", "operators": "--operators",
                    "seconds_per_task": "--task", "seconds_per_reset": "--reset"}):
         result = datamix.demonstration_hours(count, units.parse(task, "time", "--task"),
                                              units.parse(reset, "time", "--reset"), success, operators)
-    typer.echo(json.dumps(asdict(result), indent=2))
+    _write_small(asdict(result), format, output, "Person-hours of demonstrations")
 
 
 @data_app.command("inspect")
@@ -89,7 +115,8 @@ def inspect_cmd(
     from trainplan.measure import inspect as insp
 
     if format not in ("table", "json"):
-        raise UserError("--format", f"expected table or json, got {format!r}")
+        from trainplan.interfaces.options import check_format
+        check_format(format, ("table", "json"))
     if sample_files is not None and sample_files < 1:
         raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
     from trainplan.measure import locations

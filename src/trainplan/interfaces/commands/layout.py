@@ -19,11 +19,16 @@ OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="write
 
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
-        raise UserError("--format", f"expected one of {', '.join(FORMATS)}, got {fmt!r}")
+        from trainplan.interfaces.options import check_format
+
+        check_format(fmt, FORMATS)
 
 
 def _gib(x: float) -> str:
-    return f"{x / 2**30:.1f} GiB"
+    """Bytes as every other command writes them (decimal GB: the card reads 85.5 GB in plan and here)."""
+    from trainplan.present.quantities import format_figure
+
+    return format_figure(x, "bytes")
 
 
 def layout_table(result: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""`trainplan params CONFIG.json [--format table|json]`: exact parameter count of a Hugging Face config (docs/index.md)."""
+"""`trainplan params CONFIG.json [-f table|json|markdown] [-o FILE]`: exact parameter count of a Hugging Face config (docs/index.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from trainplan.errors import UserError
+from trainplan.interfaces.options import FormatOpt, OutputOpt, check_format, figures_markdown
 from trainplan.workload.params import ParamCount, count_from_hf_config, load_hf_config
 
 #: Output formats of the command.
@@ -60,20 +61,29 @@ def as_table(count: ParamCount, source: str) -> str:
 
 def params_command(
     config: Path = typer.Argument(..., metavar="CONFIG.json", help="A Hugging Face config.json, or a model folder holding one."),
-    output_format: str = typer.Option("table", "--format", help="table or json."),
+    output_format: FormatOpt = "table",
+    output: OutputOpt = None,
 ) -> None:
     """Exact parameter count of a Hugging Face config.json (what transformers would build)."""
-    if output_format not in FORMATS:
-        raise UserError("--format", f"one of {', '.join(FORMATS)}, got {output_format!r}")
+    from trainplan.present.outputs import write_output
+
+    check_format(output_format)
+    if config.suffix.lower() == ".toml":  # a workload, not a model config: say so, not "valid JSON"
+        raise UserError(str(config), "expected a Hugging Face config.json, got a TOML file (a workload? "
+                        "`trainplan plan` plans it and names the parameter count it uses)")
     settings = load_hf_config(config)
     try:
         count = count_from_hf_config(settings)
     except UserError as error:
         raise UserError(f"{config}: {error.where}", error.expected) from None
     if output_format == "json":
-        typer.echo(json.dumps(as_json(count), indent=2))
+        write_output(json.dumps(as_json(count), indent=2), output)
+    elif output_format == "markdown":
+        values = {name: getattr(count, name) for name in FIGURES}
+        write_output(figures_markdown(f"Parameters of {config}", values,
+                                      {name: "parameters" for name in FIGURES}), output)
     else:
-        typer.echo(as_table(count, str(config)))
+        write_output(as_table(count, str(config)), output)
 
 
 def register(app: typer.Typer) -> None:

@@ -31,7 +31,8 @@ OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="write
 
 def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
-        raise UserError("--format", f"expected one of {', '.join(FORMATS)}, got {fmt!r}")
+        from trainplan.interfaces.options import check_format
+        check_format(fmt, tuple(FORMATS))
 
 
 def _emit(data: dict[str, Any], fmt: str, table: Callable[[dict[str, Any]], str]) -> None:

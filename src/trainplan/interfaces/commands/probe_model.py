@@ -133,7 +133,8 @@ def register(probe_app: typer.Typer) -> None:
         from trainplan.measure import model_probe
 
         if format not in ("table", "json"):
-            raise UserError("--format", f"expected one of table, json, got {format!r}")
+            from trainplan.interfaces.options import check_format
+            check_format(format, ("table", "json"))
         if attention not in ("sdpa", "eager"):
             raise UserError("--attention", f"expected sdpa or eager, got {attention!r}")
         try:

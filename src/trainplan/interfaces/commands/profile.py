@@ -157,7 +157,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a training script and report its busy fraction, slowest hop and cores needed."""
         if format not in ("table", "json"):
-            raise UserError("--format", f"expected table or json, got {format!r}")
+            from trainplan.interfaces.options import check_format
+            check_format(format, ("table", "json"))
         if stalls:
             _stall_passes(script, list(ctx.args), data or [], warmup, sync, frames_per_batch, format, repeats)
             return

@@ -38,7 +38,8 @@ def _law(text: str | None) -> scaling.ScalingLaw:
 
 def _emit(out: dict[str, Any], fmt: str) -> None:
     if fmt not in FORMATS:
-        raise UserError("--format", f"one of {', '.join(FORMATS)}, got {fmt!r}")
+        from trainplan.interfaces.options import check_format
+        check_format(fmt, tuple(FORMATS))
     from trainplan.present.quantities import json_safe
 
     clean = json_safe(out)

@@ -89,7 +89,7 @@ def ladder_table(rows: list[serving_mod.ServingEstimate]) -> str:
     return "\n".join(lines)
 
 
-def serve_table(e: serving_mod.ServingEstimate, acc_name: str) -> str:
+def serve_table(e: serving_mod.ServingEstimate, acc_name: str, training_described: bool = True) -> str:
     def days(x: float) -> str:
         return f"{x:,.1f} days" if math.isfinite(x) else "never"
 
@@ -117,8 +117,9 @@ def serve_table(e: serving_mod.ServingEstimate, acc_name: str) -> str:
         f"{e.replicas} replica{'' if e.replicas == 1 else 's'} for {e.requests_per_day:,.0f} a day",
         f"  cost                    ${e.cost_per_million_requests:,.2f} per million requests, "
         f"${e.serving_cost_per_day:,.2f} a day",
-        f"  passes the training bill (${e.training_cost:,.0f}) after {days(e.crossover_days)}",
     ]
+    if training_described:  # a bill the user never described is not compared with (issue 28)
+        lines.append(f"  passes the training bill (${e.training_cost:,.0f}) after {days(e.crossover_days)}")
     if e.kv_cache_missing:
         lines.insert(5, "                          an upper bound: no KV-cache reads are counted without a shape")
     return "\n".join(lines)
@@ -127,56 +128,72 @@ def serve_table(e: serving_mod.ServingEstimate, acc_name: str) -> str:
 # ---------------------------------------------------------------- commands
 
 
-WorkloadArg = Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")]
+from trainplan.interfaces.options import (CalibrationOpt, FormatOpt, OutputOpt, SetOpt, WorkloadArg,  # noqa: E402
+                                          check_format, figures_markdown)
 
 
-def _format(value: str) -> str:
-    if value not in FORMATS:
-        raise UserError("--format", f"one of {', '.join(FORMATS)}, got {value!r}")
-    return value
+def training_described(w: Any) -> bool:
+    """Whether the workload describes a training run (a training.* key or serving.training_cost given in
+    the file or with --set): only then does `serve` compare serving with a training bill."""
+    return any((key.startswith("training.") or key == "serving.training_cost")
+               and (p.kind == "measured" or p.source.startswith(("workload file", "--set")))
+               for key, p in w.provenance.items())
 
 
 def serve_command(
     file: WorkloadArg = None,
     set_: SetOpt = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="table (default) or json")] = "table",
+    calibration: CalibrationOpt = None,
+    output_format: FormatOpt = "table",
+    output: OutputOpt = None,
     show_ladder: Annotated[bool, typer.Option("--ladder", help="every model size x dtype as one table")] = False,
 ) -> None:
     """Serving: weights, KV cache, largest batch, tokens/s, cost per request, crossover with training."""
+    from trainplan.present.outputs import write_output
     from trainplan.workload.schema import load_workload
 
-    fmt = _format(output_format)
-    w = load_workload(file, set_ or [])
+    fmt = check_format(output_format)
+    w = load_workload(file, set_ or [], calibration)
     model = _facts(w)
     if show_ladder:
         rows = ladder(w, model)
         if fmt == "json":
-            typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+            write_output(json.dumps([r.as_dict() for r in rows], indent=2), output)
+        elif fmt == "markdown":
+            body = [r.as_dict() for r in rows]
+            cols = list(body[0]) if body else []
+            text = "| " + " | ".join(c.replace("_", " ") for c in cols) + " |\n|" + "---|" * len(cols) + "\n"
+            text += "".join("| " + " | ".join(str(r[c]) for c in cols) + " |\n" for r in body)
+            write_output(text, output)
         else:
-            typer.echo(ladder_table(rows))
+            write_output(ladder_table(rows), output)
         return
     e = serving_estimate(w, model)
+    d = e.as_dict()
+    out = {k: d[k] for k in SERVE_KEYS if k in d} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
     if fmt == "json":
-        d = e.as_dict()
-        out = {k: d[k] for k in SERVE_KEYS if k in d} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
         out["accelerator"] = w.accelerator.key
-        typer.echo(json.dumps(out, indent=2))
+        write_output(json.dumps(out, indent=2), output)
+    elif fmt == "markdown":
+        write_output(figures_markdown(f"Serving on {w.accelerator.name}", out, declared="serving."), output)
     else:
-        typer.echo(serve_table(e, w.accelerator.name))
+        write_output(serve_table(e, w.accelerator.name, training_described(w)), output)
 
 
 def roofline_command(
     file: WorkloadArg = None,
     set_: SetOpt = None,
     side: Annotated[int, typer.Option("--side", help="side n of a square matmul", min=1, max=2**24)] = 4096,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="table (default) or json")] = "table",
+    output_format: FormatOpt = "table",
+    output: OutputOpt = None,
 ) -> None:
     """Roofline of the workload's accelerator: ridge, matmul and element-wise intensity, and the batch
     at which the model's FFN layer (d x ffn) turns compute-bound."""
     from trainplan.workload.schema import load_workload
 
-    fmt = _format(output_format)
+    from trainplan.present.outputs import write_output
+
+    fmt = check_format(output_format)
     w = load_workload(file, set_ or [])
     acc = w.accelerator
     precision = w.training.precision
@@ -202,14 +219,16 @@ def roofline_command(
                 "compute_bound_batch_whole": layer.compute_bound_batch_whole,
                 "weights_only_batch": layer.weights_only_batch}
     out = clean(out)
+    dims = {"peak_flops": "flop_rate", "memory_bandwidth": "byte_rate", "ridge_intensity": "ratio",
+            "matmul_intensity": "ratio", "elementwise_add_intensity": "ratio", "matmul_side": "count"}
     if fmt == "json":
-        typer.echo(json.dumps(out, indent=2))
+        write_output(json.dumps(out, indent=2), output)
+    elif fmt == "markdown":
+        write_output(figures_markdown(f"Roofline of {acc.name}", out, dims), output)
     else:
         from trainplan.present.quantities import key_value_lines
 
-        typer.echo(key_value_lines(out, {"peak_flops": "flop_rate", "memory_bandwidth": "byte_rate",
-                                         "ridge_intensity": "ratio", "matmul_intensity": "ratio",
-                                         "elementwise_add_intensity": "ratio", "matmul_side": "count"}))
+        write_output(key_value_lines(out, dims), output)
 
 
 def register(app: typer.Typer) -> None:

@@ -370,7 +370,8 @@ def simulate_command(
     from trainplan.workload.schema import load_workload
 
     if output_format not in FORMATS:
-        raise UserError("--format", f"one of {', '.join(FORMATS)}, got {output_format!r}")
+        from trainplan.interfaces.options import check_format
+        check_format(output_format, tuple(FORMATS))
     if not 1000 <= frames <= MAX_FRAMES:
         raise UserError("--frames", f"expected 1000 to {MAX_FRAMES:,} frames, got {frames}")
     if not 0 <= seed <= MAX_SEED:

@@ -33,7 +33,8 @@ def solve_command(
     from trainplan.present.outputs import write_output
 
     if output_format not in ("json", "table"):
-        raise UserError("--format", f"expected json or table, got {output_format!r}")
+        from trainplan.interfaces.options import check_format
+        check_format(output_format, ("table", "json"))
     if among is not None and not [a for a in among.split(",") if a.strip()]:
         raise UserError("--among", f"expected comma-separated catalogue entries such as h100-sxm,a100-sxm-80gb, "
                         f"got {among!r}")

@@ -9,7 +9,9 @@ import typer
 
 from trainplan.errors import UserError
 
-FORMATS = ("csv", "parquet", "json")
+FORMATS = ("csv", "parquet", "json", "table", "markdown")
+#: Rows a table for people shows at most (the file formats keep every row).
+TABLE_ROWS = 200
 PLOT_FORMATS = ("svg", "png", "pdf")
 
 
@@ -20,7 +22,8 @@ def sweep_command(
                        "or KEY=a,b,c; units allowed")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE", help="override a workload key (units allowed)")] = None,
     calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="FILE", help="calibration TOML")] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", metavar="csv|parquet|json", help="file format of the rows")] = "csv",
+    output_format: Annotated[str, typer.Option("--format", "-f", metavar="csv|parquet|json|table|markdown",
+                                                     help="csv (default), parquet or json rows; table or markdown for people")] = "csv",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="write to this file")] = None,
     figures: Annotated[Optional[str], typer.Option(
         "--figures", metavar="FIGURE,...", help="comma-separated figures to keep (all by default), e.g. pipeline.busy,bill.total")] = None,
@@ -32,7 +35,8 @@ def sweep_command(
     from trainplan.present.outputs import write_output
 
     if output_format not in FORMATS:
-        raise UserError("--format", f"expected one of {', '.join(FORMATS)}, got {output_format!r}")
+        from trainplan.interfaces.options import check_format
+        check_format(output_format, FORMATS)
     if plot is not None:
         if output is None or output.suffix.lstrip(".").lower() not in PLOT_FORMATS:
             raise UserError("--output", f"--plot needs --output PATH ending in .{', .'.join(PLOT_FORMATS)}")
@@ -50,8 +54,41 @@ def sweep_command(
         write_output(sweep.to_csv(result), output)
     elif output_format == "parquet":
         write_output(sweep.to_parquet(result), output)
+    elif output_format in ("table", "markdown"):
+        write_output(rows_text(result, markdown=output_format == "markdown"), output)
     else:
         write_output(sweep.to_json(result), output)
+
+
+def rows_text(result: "object", markdown: bool = False) -> str:
+    """The sweep's rows for people: each column under its label, each value through format_value by
+    its declared dimension (a varied workload key with its unit); at most TABLE_ROWS rows."""
+    from trainplan.present.quantities import format_assumption, input_dimensions
+    from trainplan.present.render import format_value, label_of
+
+    columns = result.columns  # type: ignore[attr-defined]
+    keys = set(result.keys)  # type: ignore[attr-defined]
+    dims = input_dimensions()
+    names = list(columns)
+    heads = [name if name in keys else label_of(name) for name in names]
+    count = len(next(iter(columns.values()))) if columns else 0
+    body = []
+    for i in range(min(count, TABLE_ROWS)):
+        row = []
+        for name in names:
+            value = columns[name][i]
+            value = value.item() if hasattr(value, "item") else value
+            row.append(format_assumption(name, value, dims) if name in keys else format_value(name, value))
+        body.append(row)
+    more = f"({count - TABLE_ROWS:,} more rows: --format csv writes all)" if count > TABLE_ROWS else ""
+    if markdown:
+        lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+        return "\n".join(lines + ([more] if more else [])) + "\n"
+    widths = [max(len(h), *(len(r[j]) for r in body)) if body else len(h) for j, h in enumerate(heads)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(heads, widths))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in body]
+    return "\n".join(lines + ([more] if more else [])) + "\n"
 
 
 def register(app: typer.Typer) -> None:

@@ -1,5 +1,6 @@
-// trainplan ui: sends every change to POST /api/plan and draws what comes back.
-// Nothing is computed here; the numbers are those of `trainplan plan`.
+// trainplan ui: plans exactly the workload chosen (a file given to `trainplan ui`, an upload, or the
+// built-in default) with only the controls a person moved as overrides, and draws what comes back.
+// Nothing is computed here: every number and its text are those of `trainplan plan`.
 "use strict";
 
 const STAGE_COLOURS = {
@@ -11,17 +12,23 @@ const BILL_PARTS = [
   ["cores", "CPU cores", "var(--cores)"],
   ["idle_accelerator", "idle accelerator", "var(--idle)"],
 ];
+const MEMORY_COLOURS = {
+  weights_bytes: "#2a62c9", grads_bytes: "#6c9be8", optimizer_bytes: "#8e44ad",
+  activation_bytes: "#d2691e", rest: "#9aa3b5",
+};
 const SVG_NS = "http://www.w3.org/2000/svg";
+const FROM_FILE = "__file";  // the accelerator option of an inline (custom) accelerator
 
 const $ = (id) => document.getElementById(id);
-let defaults = {};
 let accelerators = [];
 let params = 93e6;          // model.params as sent; the log slider only moves it
 let changes = 0;            // every input event counts one
 let inflight = false;
 let dirty = false;
+let touched = new Set();    // the controls moved since the workload was chosen: only these are sent
+let sync = true;            // set the controls from the next answer (a workload was just chosen)
 
-// ---------------------------------------------------------------- formatting
+// ---------------------------------------------------------------- formatting (control labels only)
 
 function siCount(x) {
   const steps = [[1e12, "T"], [1e9, "B"], [1e6, "M"], [1e3, "k"]];
@@ -30,34 +37,56 @@ function siCount(x) {
   }
   return `${+x.toPrecision(3)}`;
 }
-function dollars(x) {
-  if (x === null || x === undefined) return "—";
-  return x < 10 ? `$${x.toFixed(3)}` : `$${x.toLocaleString("en-US", { maximumFractionDigits: 2 })}`;
-}
+function dollarsPerHour(x) { return `$${Number(x).toFixed(x < 1 ? 3 : 2)}/h`; }
 function percent(fraction) { return `${(fraction * 100).toFixed(1)} %`; }
-function number(x, digits = 1) {
-  if (x === null || x === undefined) return "—";
-  return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
-}
 function roundSignificant(x, digits) { return Number(x.toPrecision(digits)); }
 
 // ---------------------------------------------------------------- controls
 
+// Each control: the workload keys it sends, read from the control; and how it shows a workload's value.
+const CONTROLS = {
+  cameras: { get: () => ({ "data.cameras": Number($("cameras").value) }),
+             set: (c) => { $("cameras").value = c["data.cameras"]; } },
+  resolution: {
+    get: () => { const [w, h] = $("resolution").value.split("x").map(Number); return { "data.width": w, "data.height": h }; },
+    set: (c) => {
+      const value = `${c["data.width"]}x${c["data.height"]}`;
+      if (![...$("resolution").options].some((o) => o.value === value)) {
+        $("resolution").append(option(value, `${c["data.width"]}×${c["data.height"]} (from the file)`));
+      }
+      $("resolution").value = value;
+    } },
+  fps: { get: () => ({ "data.fps": Number($("fps").value) }), set: (c) => { $("fps").value = c["data.fps"]; } },
+  access: { get: () => ({ "data.access": $("access").value }), set: (c) => { $("access").value = c["data.access"]; } },
+  params: { get: () => ({ "model.params": params }),
+            set: (c) => { params = c["model.params"]; $("params").value = Math.log10(params); } },
+  count: { get: () => ({ "cluster.count": 2 ** Number($("count").value) }),
+           set: (c) => { $("count").value = Math.round(Math.log2(c["cluster.count"])); $("count").dataset.shown = c["cluster.count"]; } },
+  accelerator: {
+    get: () => ($("accelerator").value === FROM_FILE ? {} : { "cluster.accelerator": $("accelerator").value }),
+    set: (c) => {
+      const own = [...$("accelerator").options].find((o) => o.value === FROM_FILE);
+      if (c["cluster.accelerator"] === null) {
+        const text = `${c["cluster.accelerator_name"]} (from the file)`;
+        if (own) own.textContent = text; else $("accelerator").prepend(option(FROM_FILE, text));
+        $("accelerator").value = FROM_FILE;
+      } else {
+        if (own) own.remove();
+        $("accelerator").value = c["cluster.accelerator"];
+      }
+    } },
+  cores: { get: () => ({ "cluster.cores": Number($("cores").value) }), set: (c) => { $("cores").value = c["cluster.cores"]; } },
+  nvdec: { get: () => ({ "cluster.nvdec": $("nvdec").checked }), set: (c) => { $("nvdec").checked = c["cluster.nvdec"]; } },
+  "accelerator-hour": { get: () => ({ "prices.accelerator_hour": Number($("accelerator-hour").value) }),
+                        set: (c) => { $("accelerator-hour").value = c["prices.accelerator_hour"]; } },
+  "core-hour": { get: () => ({ "prices.core_hour": Number($("core-hour").value) }),
+                 set: (c) => { $("core-hour").value = c["prices.core_hour"]; } },
+};
+
 function settings() {
-  const [width, height] = $("resolution").value.split("x").map(Number);
-  return {
-    "data.cameras": Number($("cameras").value),
-    "data.width": width,
-    "data.height": height,
-    "data.fps": Number($("fps").value),
-    "data.access": $("access").value,
-    "model.params": params,
-    "cluster.accelerator": $("accelerator").value,
-    "cluster.cores": Number($("cores").value),
-    "cluster.nvdec": $("nvdec").checked,
-    "prices.accelerator_hour": Number($("accelerator-hour").value),
-    "prices.core_hour": Number($("core-hour").value),
-  };
+  const out = {};
+  for (const id of touched) Object.assign(out, CONTROLS[id].get());
+  return out;
 }
 
 function showControlValues() {
@@ -65,11 +94,27 @@ function showControlValues() {
   $("fps-value").textContent = `${$("fps").value} /s`;
   $("params-value").textContent = siCount(params);
   $("cores-value").textContent = $("cores").value;
-  $("accelerator-hour-value").textContent = `$${Number($("accelerator-hour").value).toFixed(2)}`;
-  $("core-hour-value").textContent = `$${Number($("core-hour").value).toFixed(3)}`;
+  const count = touched.has("count") || !$("count").dataset.shown ? 2 ** Number($("count").value) : Number($("count").dataset.shown);
+  $("count-value").textContent = count.toLocaleString("en-US");
+  $("accelerator-hour-value").textContent = dollarsPerHour(Number($("accelerator-hour").value));
+  $("core-hour-value").textContent = dollarsPerHour(Number($("core-hour").value));
   const acc = accelerators.find((a) => a.key === $("accelerator").value);
   const engines = acc ? acc.video_decoders : 0;
   $("nvdec-engines").textContent = `(${engines} engine${engines === 1 ? "" : "s"})`;
+}
+
+function applyControls(c) {
+  for (const control of Object.values(CONTROLS)) control.set(c);
+  const locked = c["model.params_locked"];
+  $("params").disabled = Boolean(locked);
+  $("params-locked").hidden = !locked;
+  $("params-locked").textContent = locked ? `the model size is ${locked}` : "";
+  const tokens = c["data.kind"] === "tokens";
+  document.body.classList.toggle("kind-tokens", tokens);
+  document.body.dataset.kind = c["data.kind"];
+  $("kind-note").hidden = !tokens;
+  $("kind-note").textContent = tokens ? "A token corpus: the video controls do not apply." : "";
+  showControlValues();
 }
 
 function option(value, text) {
@@ -79,24 +124,10 @@ function option(value, text) {
   return o;
 }
 
-function applyDefaults() {
-  $("cameras").value = defaults["data.cameras"];
-  $("resolution").value = `${defaults["data.width"]}x${defaults["data.height"]}`;
-  $("fps").value = defaults["data.fps"];
-  $("access").value = defaults["data.access"];
-  params = defaults["model.params"];
-  $("params").value = Math.log10(params);
-  $("accelerator").value = defaults["cluster.accelerator"];
-  $("cores").value = defaults["cluster.cores"];
-  $("nvdec").checked = defaults["cluster.nvdec"];
-  $("accelerator-hour").value = defaults["prices.accelerator_hour"];
-  $("core-hour").value = defaults["prices.core_hour"];
-}
-
 function changed(event) {
-  if (event && event.target && event.target.id === "params") {
-    params = roundSignificant(10 ** Number($("params").value), 2);
-  }
+  const id = event && event.target && event.target.id;
+  if (id === "params") params = roundSignificant(10 ** Number($("params").value), 2);
+  if (id && CONTROLS[id]) touched.add(id);
   changes += 1;
   document.body.dataset.changes = String(changes);
   showControlValues();
@@ -104,9 +135,15 @@ function changed(event) {
   if (!inflight) send();
 }
 
+function chooseWorkload() {  // a new base: the controls follow its values, nothing is overridden
+  touched = new Set();
+  sync = true;
+  changed(null);
+}
+
 // ---------------------------------------------------------------- requests
 
-// The workload the sliders apply to: an uploaded file's text, one of the files given to
+// The workload the controls apply to: an uploaded file's text, one of the files given to
 // `trainplan ui` (by name), or the built-in default. The page never sends a file path.
 let uploaded = null;
 function base() {
@@ -126,6 +163,8 @@ async function send() {
     });
     const data = await response.json();
     if (response.ok) {
+      if (sync) { applyControls(data.controls); sync = false; }
+      else document.body.dataset.kind = data.controls["data.kind"];
       render(data);
       showError(null);
     } else {
@@ -143,21 +182,50 @@ async function send() {
   }
 }
 
-function showError(message) {
+function showError(message) {  // an error replaces the figures: none of a previous plan stays on screen
   const el = $("error");
   el.hidden = !message;
   el.textContent = message || "";
+  $("answer").hidden = Boolean(message);
   document.body.classList.toggle("has-error", Boolean(message));
 }
 
 // ---------------------------------------------------------------- rendering
 
+function text(report, key) {
+  const figure = (report.display || {})[key];
+  return figure ? figure.text : "—";
+}
+
 function render(report) {
   const p = report.pipeline;
-  const b = report.bill;
-  // the verdict and the planning decisions' sentences, as the CLI and the HTML report write them
-  const said = (report.decisions && report.decisions.sentences) || [];
-  $("verdict").textContent = [report.verdict, ...said].join(" ");
+  const w = report.workload;
+  $("headline").textContent = `${text(report, "workload.params")} parameters, ${text(report, "workload.tokens")} tokens, `
+    + `${report.controls["cluster.count"].toLocaleString("en-US")} x ${w.accelerator_name}`;
+
+  const screen = $("first-screen");
+  screen.replaceChildren();
+  for (const line of report.first_screen || []) {
+    const dt = document.createElement("dt");
+    dt.textContent = line.label;
+    const dd = document.createElement("dd");
+    dd.textContent = line.text;
+    dd.dataset.label = line.label;
+    screen.append(dt, dd);
+  }
+  $("verdict").textContent = typeof report.verdict === "string" ? report.verdict : "";
+
+  const chart = report.memory_chart;
+  const mem = $("memory-per-device");
+  mem.textContent = `${chart.per_device.text} of ${chart.card.text}`;
+  mem.dataset.value = String(chart.per_device.bytes);
+  mem.classList.toggle("bad", !chart.fits);
+
+  $("wall-time").textContent = text(report, "compute.wall_seconds");
+  const cost = $("training-cost");
+  const tc = report.training_cost || {};
+  cost.textContent = tc.budget === undefined || tc.budget === null ? "—" : text(report, "training_cost.budget");
+  cost.dataset.value = String(tc.budget);
 
   const busy = $("busy");
   busy.textContent = percent(p.busy);
@@ -168,19 +236,30 @@ function render(report) {
   bottleneck.className = "value " + p.bottleneck;
 
   const needed = $("cores-needed");
-  needed.textContent = p.cores_needed === null ? "—" : number(p.cores_needed, 1);
+  needed.textContent = p.cores_needed === null ? "—" : text(report, "pipeline.cores_needed");
   needed.dataset.value = String(p.cores_needed);
-  needed.title = `${number(p.cores, 0)} present`;
+
+  $("layout").textContent = report.layout_text;
+  const serving = Boolean(report.controls.serving && report.serving);  // shown when the workload describes serving
+  $("serving").hidden = !serving;
+  if (serving) {
+    $("serving-tokens").textContent = text(report, "serving.tokens_per_second");
+    $("serving-cost").textContent = text(report, "serving.cost_per_million_requests");
+    $("serving-replicas").textContent = text(report, "serving.replicas");
+  }
 
   const total = $("bill-total");
-  total.textContent = dollars(b.total);
-  total.dataset.value = String(b.total);
-  renderBill(b);
+  total.textContent = text(report, "bill.total");
+  total.dataset.value = String(report.bill.total);
+  renderBill(report);
+  renderMemory(chart);
   renderDetails(report);
   if (report.series) renderPlot(report.series, p);
+  else $("plot").replaceChildren();
 }
 
-function renderBill(b) {
+function renderBill(report) {
+  const b = report.bill;
   const bar = $("bill-bar");
   const list = $("bill-split");
   bar.replaceChildren();
@@ -190,48 +269,81 @@ function renderBill(b) {
     const seg = document.createElement("span");
     seg.className = key;
     seg.style.width = `${(share * 100).toFixed(2)}%`;
-    seg.title = `${label}: ${dollars(b[key])}`;
+    seg.title = `${label}: ${text(report, `bill.${key}`)}`;
     bar.append(seg);
     const li = document.createElement("li");
     li.id = `bill-${key.replace("_", "-")}`;
     li.style.setProperty("--swatch", colour);
-    li.textContent = `${label} ${dollars(b[key])} (${(share * 100).toFixed(0)} %)`;
+    li.textContent = `${label} ${text(report, `bill.${key}`)} (${(share * 100).toFixed(0)} %)`;
     list.append(li);
   }
   if (b.per_epochs && b.per_epochs["10"] !== undefined) {
     const li = document.createElement("li");
     li.id = "bill-ten-epochs";
     li.className = "plain";
-    li.textContent = `over ten epochs ${dollars(b.per_epochs["10"])}`;
+    li.textContent = `over ten epochs ${text(report, "bill.per_epochs.10")}`;
     list.append(li);
   }
 }
 
-// The figures of the details table, by JSON key: labels and texts come from the server's
-// `display` (planning/figures.py and the CLI's formatter), so the page reads as the CLI does.
-const DETAIL_FIGURES = [
-  "pipeline.demand_fps", "pipeline.supply_fps", "pipeline.tokens_per_frame", "pipeline.pixels_per_token",
-  "pipeline.threshold_params", "pipeline.stored_bytes_per_hour", "pipeline.decoded_bytes_per_hour",
-  "workload.accelerator_name",
-];
+function renderMemory(chart) {
+  const el = $("memory-chart");
+  el.replaceChildren();
+  const W = 640, left = 8, right = 8, barTop = 18, barH = 26;
+  const top = Math.max(chart.card.bytes, chart.per_device.bytes) || 1;
+  const X = (b) => left + (b / top) * (W - left - right);
+  let at = 0;
+  chart.parts.forEach((part) => {
+    el.append(svg("rect", { x: X(at), y: barTop, width: Math.max(0, X(at + part.bytes) - X(at)), height: barH,
+      fill: MEMORY_COLOURS[part.key] || "#9aa3b5", "data-part": part.key }));
+    at += part.bytes;
+  });
+  const cx = X(chart.card.bytes);
+  el.append(svg("line", { id: "memory-card", class: "card", x1: cx, x2: cx, y1: barTop - 8, y2: barTop + barH + 6 }));
+  el.append(svg("text", { x: cx > W * 0.7 ? cx - 4 : cx + 4, y: barTop - 2, "text-anchor": cx > W * 0.7 ? "end" : "start" },
+    `card ${chart.card.text}`));
+  // the legend below the bar as text, never over it (it wraps on a phone)
+  const legend = $("memory-legend");
+  legend.replaceChildren();
+  for (const part of chart.parts) {
+    const li = document.createElement("li");
+    li.style.setProperty("--swatch", MEMORY_COLOURS[part.key] || "#9aa3b5");
+    li.textContent = `${part.label} ${part.text}`;
+    legend.append(li);
+  }
+}
+
+// The figures of the details table, by JSON key and kind of workload: labels and texts come from
+// the server's `display` (planning/figures.py and the CLI's formatter), so the page reads as the CLI does.
+const DETAIL_FIGURES = {
+  video: ["pipeline.demand_fps", "pipeline.supply_fps", "pipeline.tokens_per_frame", "pipeline.pixels_per_token",
+          "pipeline.threshold_params", "pipeline.stored_bytes_per_hour", "pipeline.decoded_bytes_per_hour",
+          "compute.seconds_per_step", "network.share_of_step", "storage.checkpoint_bytes",
+          "training_cost.accelerator_hours", "workload.accelerator_name"],
+  tokens: ["pipeline.demand_tokens_per_second", "pipeline.supply_tokens_per_second", "compute.flops",
+           "compute.steps", "compute.seconds_per_step", "compute.tokens_per_step", "network.share_of_step",
+           "storage.data_bytes", "storage.checkpoint_bytes", "training_cost.accelerator_hours",
+           "training_cost.dollars_per_attempt", "energy.kwh", "workload.accelerator_name"],
+};
 
 function renderDetails(report) {
   const display = report.display || {};
   const body = $("details").tBodies[0];
   body.replaceChildren();
-  for (const key of DETAIL_FIGURES) {
+  for (const key of DETAIL_FIGURES[report.controls["data.kind"]] || DETAIL_FIGURES.video) {
     const figure = display[key];
     if (!figure || figure.text === "n/a") continue;  // a figure this workload does not have
     const tr = body.insertRow();
+    tr.dataset.key = key;
     tr.insertCell().textContent = figure.label;
     tr.insertCell().textContent = figure.text;
   }
 }
 
-function svg(tag, attrs, text) {
+function svg(tag, attrs, content) {
   const el = document.createElementNS(SVG_NS, tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-  if (text !== undefined) el.textContent = text;
+  if (content !== undefined) el.textContent = content;
   return el;
 }
 
@@ -294,7 +406,7 @@ function renderPlot(series, p) {
     plot.append(svg("line", { id: "plot-needed", class: "needed", x1: x, x2: x, y1: top, y2: H - bottom }));
     const end = x > W * 0.8;
     plot.append(svg("text", { x: end ? x - 4 : x + 4, y: Y(0.5), "text-anchor": end ? "end" : "start" },
-      `${number(p.cores_needed, 1)} cores needed`));
+      `${p.cores_needed.toFixed(1)} cores needed`));
   }
 
   // legend of the stages that appear
@@ -310,7 +422,7 @@ function renderPlot(series, p) {
   plot.append(svg("circle", { id: "plot-point", class: "point", cx, cy, r: 6 }));
   const anchor = cx > W * 0.75 ? "end" : "start";
   plot.append(svg("text", { class: "point-label", x: cx + (anchor === "end" ? -10 : 10), y: cy < top + 20 ? cy + 18 : cy - 10,
-    "text-anchor": anchor }, `${number(p.cores, 0)} cores: ${percent(p.busy)}`));
+    "text-anchor": anchor }, `${p.cores.toFixed(0)} cores: ${percent(p.busy)}`));
 }
 
 // ---------------------------------------------------------------- start
@@ -319,28 +431,27 @@ async function start() {
   try {
     const response = await fetch("/api/options");
     const opts = await response.json();
-    defaults = opts.defaults;
     accelerators = opts.accelerators;
     for (const r of opts.resolutions) $("resolution").append(option(`${r.width}x${r.height}`, `${r.label} (${r.width}×${r.height})`));
     for (const a of opts.access) $("access").append(option(a, a === "decoded" ? "decoded (pre-decoded frames)" : a));
     for (const a of opts.accelerators) $("accelerator").append(option(a.key, a.name));
     for (const w of opts.workloads || []) $("base").append(option(w, w));
+    if ((opts.workloads || []).length) $("base").value = opts.workloads[0];  // the file `trainplan ui` was given
   } catch (err) {
     showError(`trainplan ui is not answering (${err})`);
     return;
   }
-  applyDefaults();
   for (const el of document.querySelectorAll("#controls input, #controls select")) {
-    el.addEventListener("input", changed);  // range, select and checkbox all fire "input"
+    if (el.id !== "base" && el.id !== "upload") el.addEventListener("input", changed);  // range, select, checkbox
   }
-  $("reset").addEventListener("click", () => { applyDefaults(); changed(null); });
-  $("base").addEventListener("input", () => { uploaded = null; $("upload").value = ""; changed(null); });
+  $("reset").addEventListener("click", chooseWorkload);
+  $("base").addEventListener("input", () => { uploaded = null; $("upload").value = ""; chooseWorkload(); });
   $("upload").addEventListener("change", async () => {
     const file = $("upload").files[0];
     uploaded = file ? await file.text() : null;
-    changed(null);
+    chooseWorkload();
   });
-  changed(null);
+  chooseWorkload();
 }
 
 start();

@@ -1,0 +1,91 @@
+"""One set of options on every command that plans, one wording per mistake (issue 28)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LLAMA_CONFIG = ROOT / "examples" / "configs" / "llama-2-7b.json"
+FORMAT_REFUSAL = "trainplan: --format: expected one of "
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan"], ["serve"], ["roofline"], ["layout", "--devices", "1", "--top", "1"], ["solve", "cluster.cores", "--for", "pipeline.busy>=0.5"],
+    ["simulate", "--frames", "2000"], ["params", str(LLAMA_CONFIG)], ["data", "demos", "10"],
+    ["data", "mix", "--tokens", "1T", "--source", "web:2T:1"],
+])
+def test_a_wrong_format_is_refused_in_one_wording(cli, argv: list[str]) -> None:  # noqa: ANN001
+    res = cli(*argv, "-f", "yaml")
+    assert res.returncode == 2
+    assert res.stderr.startswith(FORMAT_REFUSAL) and res.stderr.strip().endswith("got 'yaml'"), res.stderr
+    assert res.stderr.count("\n") == 1
+
+
+def test_plan_names_its_formats(cli) -> None:  # noqa: ANN001
+    res = cli("plan", "--format", "csv")
+    assert res.returncode == 2 and res.stderr.strip() == (
+        "trainplan: --format: expected one of table, json, markdown, html, got 'csv'")
+
+
+def test_serve_writes_markdown_and_json_to_a_file(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    md = tmp_path / "serve.md"
+    res = cli("serve", "--format", "markdown", "--output", str(md))
+    assert res.returncode == 0, res.stderr
+    text = md.read_text()
+    assert text.startswith("# Serving on NVIDIA H100-SXM5-80GB") and "| figure | value |" in text
+    out = tmp_path / "serve.json"
+    assert cli("serve", "-f", "json", "-o", str(out), "--set", "cluster.cores=16").returncode == 0
+    assert json.loads(out.read_text())["accelerator"] == "h100-sxm"
+
+
+def test_params_takes_f_and_o_and_refuses_a_workload_toml_in_words(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    out = tmp_path / "p.json"
+    assert cli("params", str(LLAMA_CONFIG), "-f", "json", "-o", str(out)).returncode == 0
+    assert json.loads(out.read_text())["total"] == 6_738_415_616  # Meta's published Llama-2-7b count
+    res = cli("params", str(ROOT / "examples" / "finetune-1b.toml"))
+    assert res.returncode == 2 and "valid JSON" not in res.stderr and "TOML file" in res.stderr
+
+
+def test_data_commands_take_f_and_o(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    res = cli("data", "demos", "100", "-f", "table")
+    # 100 demonstrations x (60 s + 20 s) = 8,000 s = 2.22 person-hours
+    assert res.returncode == 0 and "8,000" in res.stdout and "2.22" in res.stdout
+    out = tmp_path / "mix.json"
+    assert cli("data", "mix", "--tokens", "1T", "--source", "web:2T:1", "-o", str(out)).returncode == 0
+    assert json.loads(out.read_text())["max_epochs"] == pytest.approx(0.5)  # 1 T read of 2 T
+
+
+def test_sweep_writes_a_table_and_no_inf_in_csv(cli) -> None:  # noqa: ANN001
+    res = cli("sweep", "--vary", "cluster.cores=0:2", "--figures", "pipeline.busy,compute.wall_seconds", "-f", "table")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "accelerator busy" in lines[0] and "wall time" in lines[0]
+    assert lines[1].split()[:3] == ["0", "cores", "0"] and "no limit" in lines[1]  # no supply: never ends
+    csv = cli("sweep", "--vary", "cluster.cores=0:2", "--figures", "pipeline.busy,compute.wall_seconds").stdout
+    assert "inf" not in csv and csv.splitlines()[1] == "0,0,"  # an unbounded figure is an empty field
+
+
+def test_help_lists_data_inspect(cli) -> None:  # noqa: ANN001
+    assert "inspect your files" in cli("--help").stdout + cli("--help").stderr
+
+
+def test_unknown_keys_suggest_what_people_mean(cli) -> None:  # noqa: ANN001
+    res = cli("plan", "--set", "cluster.gpus=8")
+    assert res.returncode == 2 and "(did you mean 'cluster.count'?)" in res.stderr
+    res = cli("plan", "--set", "training.optimizer=adam8bit")
+    assert res.returncode == 2 and "training.state_recipe = 'adam_8bit'" in res.stderr
+
+
+def test_layout_writes_the_card_in_gb_as_plan_does(cli) -> None:  # noqa: ANN001
+    res = cli("layout", "--devices", "1", "--top", "1")
+    # the H100's 81,559 MiB = 85.52e9 B: "85.5 GB" in plan's Fits? line and here, never 79.6 GiB
+    assert res.returncode == 0 and "85.5 GB" in res.stdout and "GiB" not in res.stdout
+
+
+def test_serve_compares_with_a_training_bill_only_when_one_is_described(cli) -> None:  # noqa: ANN001
+    assert "passes the training bill" not in cli("serve").stdout  # the default describes no training run
+    out = cli("serve", str(ROOT / "examples" / "llama2-7b-pretrain.toml")).stdout
+    assert "passes the training bill" in out
