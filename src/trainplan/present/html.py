@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from trainplan.present.quantities import format_assumption, format_figure, input_dimensions
-from trainplan.present.render import ACCOUNTS, applies, flatten, format_value, given, label_of, section_rows
+from trainplan.present.render import ACCOUNTS, SECTION_TITLES, applies, flatten, format_value, given, label_of, section_rows
 
 # Points of the busy-against-cores curve.
 CURVE_POINTS = 400
@@ -219,13 +219,6 @@ def timeline_plot(intervals: list[dict[str, Any]]) -> str | None:
 
 
 #: Each account's heading in words.
-SECTION_TITLES = {
-    "compute": "Compute: how long the run takes", "memory": "Device memory", "network": "Network: the gradient sync",
-    "storage": "Storage and checkpoints", "pipeline": "Input pipeline: what the accelerator waits on",
-    "bill": "Data-movement bill", "energy": "Energy and emissions", "training_cost": "Training cost",
-    "serving": "Serving the trained model", "parallel": "Parallel layout", "simulation": "Queue simulation",
-    "assumptions": "Inputs, and where each comes from",
-}
 #: Columns of the tables inside a section (lists of rows), in words with their unit's dimension;
 #: a column not named here is left out (wall_days repeats wall_seconds).
 LIST_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {

@@ -161,6 +161,16 @@ def assumptions_table(report: dict[str, Any]):  # noqa: ANN201 - rich.table.Tabl
     return table
 
 
+#: Each section's heading in words (the markdown and HTML reports)
+SECTION_TITLES = {
+    "compute": "Compute: how long the run takes", "memory": "Device memory", "network": "Network: the gradient sync",
+    "storage": "Storage and checkpoints", "pipeline": "Input pipeline: what the accelerator waits on",
+    "bill": "Data-movement bill", "energy": "Energy and emissions", "training_cost": "Training cost",
+    "serving": "Serving the trained model", "parallel": "Parallel layout", "simulation": "Queue simulation",
+    "assumptions": "Inputs, and where each comes from",
+}
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     from trainplan.planning.answer import LABELS
 
@@ -169,12 +179,13 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += [f"- **{LABELS[k]}** {v}" for k, v in answer.items()] or [f"**{verdict_text(report)}**"]
     lines.append("")
     for section in ACCOUNTS:
-        if section not in report:
+        if section not in report or not applies(report, section):  # the table's rule: serving only when asked
             continue
-        lines += [f"## {section}", "", "| figure | value | meaning |", "|---|---:|---|"]
+        lines += [f"## {SECTION_TITLES.get(section, section.replace('_', ' ').capitalize())}", "",
+                  "| figure | value | meaning |", "|---|---:|---|"]
         lines += [f"| {label} | {text} | {meaning} |" for label, text, meaning in section_rows(report, section)]
         lines.append("")
-    lines += ["## assumptions", "", "| key | value | provenance | source |", "|---|---:|---|---|"]
+    lines += [f"## {SECTION_TITLES['assumptions']}", "", "| key | value | provenance | source |", "|---|---:|---|---|"]
     dims = input_dimensions()
     for key, a in report["assumptions"].items():
         value = format_assumption(key, a["value"], dims).replace("|", "\\|")
