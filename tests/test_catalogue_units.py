@@ -99,3 +99,30 @@ def test_prices_name_catalogue_keys_and_a_source() -> None:
     assert set(table) <= set(accelerators())
     for row in table.values():
         assert 0.1 <= row.dollars_per_hour <= 100 and row.source
+
+
+def test_every_network_tier_has_a_collective_size_curve():
+    # the step model reads each tier's message-size curve (catalogue/collective_efficiency.toml): a tier
+    # added to interconnect.toml without one would make every plan on it an internal error
+    from trainplan.catalogue import table
+
+    tiers = set(table("interconnect")["tiers"])
+    curves = set(table("collective_efficiency")["tiers"])
+    assert tiers <= curves, sorted(tiers - curves)
+
+
+@pytest.mark.parametrize("key", sorted(accelerators()))
+def test_every_accelerator_plans_a_laid_out_job(key):
+    # every row reaches the whole plan: a 16-device TP 2 x PP 2 layout over two nodes (every tier in use)
+    import math
+
+    from trainplan.planning.evaluate import build_report
+    from trainplan.workload.schema import load_workload
+
+    sets = [f"cluster.accelerator={key}", "cluster.count=16", "parallel.tensor=2", "parallel.pipeline=2",
+            "cluster.devices_per_node=2", "model.layers=8", "model.width=1024", "model.heads=16",
+            "model.vocab=32000", 'model.family="llama"', "model.ffn_width=2816", "training.micro_batch=1",
+            "training.grad_accum=4", "training.seq_len=1024", "data.kind=tokens", "training.tokens=1e9"]
+    r = build_report(load_workload(None, sets))
+    assert math.isfinite(r["compute"]["seconds_per_step"]) and r["compute"]["seconds_per_step"] > 0
+    assert r["memory"]["per_device_bytes"] == r["parallel"]["memory"]["per_device_bytes"]
