@@ -49,7 +49,10 @@ def fraction(lo: float = 0.01) -> st.SearchStrategy[float]:
 @st.composite
 def accelerator(draw: st.DrawFn) -> Any:
     if draw(st.booleans()):
-        return draw(st.sampled_from(sorted(accelerators())))
+        # the catalogue rows that state a peak for every precision the workloads draw (a TPU has no fp16
+        # peak, Gaudi 3 no fp32: a plan of those refuses the precision, which test_bad_input covers)
+        return draw(st.sampled_from(sorted(k for k, a in accelerators().items()
+                                           if {"bf16", "fp16", "fp32"} <= set(a.peak_flops))))
     return {"peak_flops": draw(log_uniform(1e11, 5e15)), "memory": draw(log_uniform(1e9, 3e11)),
             "video_decoders": draw(st.integers(0, 8))}
 

@@ -46,6 +46,8 @@ IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
 # at this many frames a second of "data", so data.hours x 3600 is the number of images.
 IMAGES_PER_SECOND = 1.0
 TABLE_SUFFIXES = frozenset({".parquet", ".arrow"})  # token tables: a token-id list column or a text column
+# every suffix a folder inspection reads (kind_of reads the rest as video)
+READ_SUFFIXES = VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES | IMAGE_SUFFIXES | TABLE_SUFFIXES
 SECONDS_PER_HOUR = 3600.0
 BITS_PER_BYTE = 8.0
 
@@ -813,7 +815,7 @@ def to_workload(report: dict[str, Any], path: str | Path, source: str) -> Path:
 
     # the safe writer (issue 29): regular files only, atomically through a fresh temporary file,
     # mode and links kept, nothing left behind on a full disk
-    write_output(text, p)
+    write_output(text, p, may_replace_input=True)  # a workload it updates on purpose (written by it before)
     return p
 
 

@@ -91,10 +91,11 @@ def check_output_path(path: str | Path, option: str = "--output",
     return target, info
 
 
-def refuse_inspected(path: str | Path, inputs: list[Path], option: str = "--output") -> None:
+def refuse_inspected(path: str | Path, inputs: list[Path], option: str = "--output",
+                     read: Any = None) -> None:
     """UserError when `path` may not be written (check_output_path) or is one of the files `inputs`
-    names (a folder: every file under it): a command that reads data files and writes a workload
-    must not replace the data it measured."""
+    names (a folder: every file under it that `read(file)` says the command reads; all without it):
+    a command that reads data files and writes a workload must not replace the data it measured."""
     from trainplan.workload.limits import printable
 
     _target, info = check_output_path(path, option)
@@ -104,6 +105,8 @@ def refuse_inspected(path: str | Path, inputs: list[Path], option: str = "--outp
         try:
             found = [given] if not given.is_dir() else (f for f in given.rglob("*"))
             for f in found:
+                if read is not None and given.is_dir() and not read(f):
+                    continue  # a file the inspection does not read (a workload written beside the data)
                 st = os.stat(f)
                 if (st.st_dev, st.st_ino) == (info.st_dev, info.st_ino):
                     raise UserError(option, f"expected a file other than the inspected "

@@ -124,7 +124,8 @@ def inspect_cmd(
     if output is not None:  # before the work: not a device, a FIFO, read-only, nor one of the inspected files
         from trainplan.present.outputs import refuse_inspected
 
-        refuse_inspected(output, [Path(p) for p in paths if not locations.is_url(p)])
+        refuse_inspected(output, [Path(p) for p in paths if not locations.is_url(p)],
+                         read=lambda f: f.suffix.lower() in insp.READ_SUFFIXES)
     from trainplan.measure import locations, shards
 
     if scheduler is not None and not full:
