@@ -45,7 +45,17 @@ def main() -> int:
     shape, hw = model_shape(w, resolve_model(w)), hardware(w)
     grid = candidate_grid(shape, args.devices, 512)
     codes = np.array([parallel.RECOMPUTE_CODES[r] for r in RECOMPUTE_CHOICES])[grid.recompute]
-    kw = dict(activation_bytes_per_value=2.0)
+    # the arguments the plan's execution model passes (planning/execution.py)
+    from trainplan.catalogue.dtypes import state_bytes_per_param
+    from trainplan.planning import execution
+    from trainplan.planning.inputs import PlanInputs
+
+    model = resolve_model(w)
+    activations, _ = execution.layer_activations(w, model, PlanInputs.of(w).terms)
+    state = state_bytes_per_param(w.training.precision, w.training.optimizer)
+    kw = dict(activation_bytes_per_value=2.0, attention=execution.attention_kind(w), activations=activations,
+              state_of=execution.state_function(w, model, execution.recipe_of(w)[0]), weight_bytes=state.weights,
+              grad_bytes=state.grads, **execution.framework_kwargs(w))
 
     def vectorised() -> None:
         parallel.parallel_account(shape, hw, tensor=grid.tensor, pipeline=grid.pipeline, interleave=grid.interleave,

@@ -43,6 +43,16 @@ VECTOR_KEYS: frozenset[str] = frozenset(PIPELINE_ARGS) | frozenset({
 SHAPE_KEYS: frozenset[str] = frozenset({"model.layers", "model.width"})
 
 
+# The keys the execution model reads from the values (planning/execution.py run): where none of them
+# varies, its account is one per workload, kept for the chunks of a sweep.
+EXECUTION_KEYS: frozenset[str] = frozenset({
+    "cluster.count", "training.micro_batch", "training.grad_accum", "cluster.mfu", "model.params",
+    "cluster.runtime_buffers", "cluster.headroom", "cluster.interconnect", "model.layers", "model.width",
+    "training.seq_len", "cluster.scaling_efficiency"})
+EXECUTION_CACHE = 8  # workloads whose execution is kept (a sweep's looped combinations come one at a time)
+_EXECUTIONS: dict[int, tuple[Any, Any]] = {}
+
+
 @dataclass(frozen=True)
 class PlanInputs:
     """What `evaluate` reads: the workload, its resolved model, and each numeric key's value."""
@@ -117,7 +127,17 @@ class PlanInputs:
     def _execution(self) -> Any:
         from trainplan.planning import execution as execution_mod
 
-        return execution_mod.run(self.workload, self.model, self.terms, self.values, varied=self.varied)
+        if self.varied & EXECUTION_KEYS:
+            return execution_mod.run(self.workload, self.model, self.terms, self.values, varied=self.varied)
+        # nothing the execution reads varies (a sweep of the pipeline's keys): one account a workload, not a chunk
+        key = id(self.workload)
+        hit = _EXECUTIONS.get(key)
+        if hit is None or hit[0] is not self.workload:
+            if len(_EXECUTIONS) >= EXECUTION_CACHE:
+                _EXECUTIONS.clear()
+            hit = (self.workload, execution_mod.run(self.workload, self.model, self.terms, self.values))
+            _EXECUTIONS[key] = hit
+        return hit[1]
 
     @property
     def execution(self) -> Any:
