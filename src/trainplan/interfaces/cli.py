@@ -176,14 +176,8 @@ class Format(str, Enum):
     html = "html"
 
 
-WorkloadArg = Annotated[Optional[Path], typer.Argument(metavar="WORKLOAD.toml",
-                                                       help="workload TOML file; the built-in default without one")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE",
-                                                     help="override a workload key (units allowed); repeat for more")]
-CalibrationOpt = Annotated[Optional[Path], typer.Option("--calibration", metavar="FILE",
-                                                        help="calibration TOML written by `trainplan probe`")]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE",
-                                                   help="write to this file instead of stdout")]
+# the one set of options every planning command takes (interfaces/options.py)
+from trainplan.interfaces.options import CalibrationOpt, OutputOpt, SetOpt, WorkloadArg  # noqa: E402,F401
 
 
 def render(report: dict, fmt: Format, workload=None, detail: bool = False) -> str:  # noqa: ANN001
