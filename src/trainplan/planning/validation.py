@@ -392,14 +392,7 @@ def fit_framework(sets: tuple[str, ...] | list[str], framework: str,
     runs = tuple(r for s in sets for r in runs_of(s) if r.framework == framework)
     if not runs:
         return None
-    lo, hi = FIT_FRAMEWORK_EFFICIENCY
-    axis = np.linspace(lo, hi, 8 * FIT_POINTS)
-    loss = np.zeros_like(axis)
-    for run in runs:
-        kern = kernels.get(run.accelerator) or step_ops.kernel_efficiency(run.accelerator)
-        acct = plan_run(run, kern, axis)
-        loss += np.log(np.asarray(acct.step_seconds, dtype=np.float64) / measured_seconds(run)) ** 2
-    return float(axis[int(np.argmin(loss))])
+    return _fit_one(runs, kernels, FIT_FRAMEWORK_EFFICIENCY, lambda run, kern, axis: plan_run(run, kern, axis))
 
 
 def fit_overlap(sets: tuple[str, ...] | list[str], kernels: dict[str, step_ops.KernelEfficiency]) -> float | None:
@@ -408,12 +401,18 @@ def fit_overlap(sets: tuple[str, ...] | list[str], kernels: dict[str, step_ops.K
     runs = tuple(r for s in sets for r in runs_of(s) if step_ops.framework(r.framework).dp_overlap)
     if not runs:
         return None
-    lo, hi = FIT_OVERLAP_COST
-    axis = np.linspace(lo, hi, 8 * FIT_POINTS)
+    return _fit_one(runs, kernels, FIT_OVERLAP_COST, lambda run, kern, axis: plan_run(run, kern, None, axis))
+
+
+def _fit_one(runs: tuple[Any, ...], kernels: dict[str, step_ops.KernelEfficiency], bounds: tuple[float, float],
+             plan: Any) -> float:
+    """The value on a grid over `bounds` of least mean squared log error of `plan(run, kernels, axis)`'s
+    step against each run's measured step."""
+    axis = np.linspace(bounds[0], bounds[1], 8 * FIT_POINTS)
     loss = np.zeros_like(axis)
     for run in runs:
         kern = kernels.get(run.accelerator) or step_ops.kernel_efficiency(run.accelerator)
-        acct = plan_run(run, kern, None, axis)
+        acct = plan(run, kern, axis)
         loss += np.log(np.asarray(acct.step_seconds, dtype=np.float64) / measured_seconds(run)) ** 2
     return float(axis[int(np.argmin(loss))])
 
