@@ -37,7 +37,7 @@ def _check_agrees(sets: list[str], varies: list[str]) -> int:
             if column in result.keys:
                 continue
             if column not in report:  # a figure the plan leaves out at this point is NaN in the sweep
-                assert np.isnan(value), f"{column} is not a figure of the report at {point}"
+                assert value is None or np.isnan(value), f"{column} is not a figure of the report at {point}"
                 continue
             assert _same(value, report[column]), f"{column} at {point}: sweep {value!r}, plan {report[column]!r}"
             checked += 1
@@ -162,6 +162,22 @@ def test_cli_bad_vary_exits_2(cli):
     res = cli("sweep", "--vary", "cluster.mfu=0.5:2:0.5")
     assert res.returncode == 2
     assert "cluster.mfu" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("vary, key", [("data.kind=video,audio", "data.kind"), ("cluster.nvdec=true,1", "cluster.nvdec"),
+                                       ("data.access=sequential,sideways", "data.access")])
+def test_a_value_the_key_never_takes_is_refused_not_a_row_without_a_plan(cli, vary, key):
+    # a layout that does not divide is a row marked "no plan"; a value no workload takes is a user error
+    res = cli("sweep", "--vary", vary)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and key in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("order", ["tokens,video", "video,tokens"])
+def test_a_kind_sweep_blanks_the_figures_one_kind_has_not(order):
+    # the token run has no video bill, the video run has one: every row agrees with its own plan, and the
+    # figures one kind lacks are blank (NaN/None), in either order
+    assert _check_agrees(["training.tokens=1e9"], [f"data.kind={order}"]) > 50
 
 
 def test_progress_bar_chunks_agree():

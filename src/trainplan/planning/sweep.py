@@ -28,7 +28,7 @@ from trainplan.planning import execution, model_terms
 from trainplan.planning import inputs as inputs_mod
 from trainplan.planning.figures import FIGURES
 from trainplan.planning.inputs import PlanInputs
-from trainplan.workload.schema import SECTIONS, Workload, leaf_keys, load_workload
+from trainplan.workload.schema import SECTIONS, Workload, leaf_keys, load_workload, parse_override_value
 
 # Points evaluated per numpy call: bounds the memory of a long sweep (about 100 arrays of this length).
 CHUNK_POINTS = 250_000
@@ -126,6 +126,11 @@ def parse_vary(spec: str) -> Axis:
     if numeric and not key.startswith("cluster.accelerator."):
         values = tuple(float(parse_value(key, s)) for s in items)
     else:
+        if not key.startswith("cluster.accelerator."):
+            # each value is checked as --set would read it, here, so a value the key never takes is a
+            # refusal naming the key, not a row marked "no plan" (those are rules between keys: a layout)
+            for item in items:
+                parse_value(key, parse_override_value(item))
         values = tuple(items)
     return Axis(key, values, numeric and not key.startswith("cluster.accelerator."))
 
@@ -362,8 +367,15 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
                     cols = {**dict(zip((a.key for a in looped), combo)), **arrays, **figs}
                     figure_keys = [k for k in _wanted(cols, keys, figures) if k not in columns]
                     columns.update({k: np.empty(total, dtype=_dtype(figs[k])) for k in figure_keys})
+                elif not figures:  # a looped key (data.kind) brings figures the first chunk had not: blank before
+                    for k in (k for k in figs if k not in columns):
+                        columns[k] = _blank_column(total, figs[k])
+                        figure_keys.append(k)
                 for k in figure_keys:
-                    columns[k][place] = figs[k]  # a scalar or a broadcast view: no temporary copy
+                    if k in figs:
+                        columns[k][place] = figs[k]  # a scalar or a broadcast view: no temporary copy
+                    else:  # a figure this configuration has not (a video bill on a token run): blank
+                        columns[k] = _blank_rows(columns[k], place)
                 offset += n
                 advance(n)
     if no_plan:
@@ -385,6 +397,23 @@ def _mark_no_plan(columns: dict[str, np.ndarray], figure_keys: list[str] | None,
             col = columns[k]
             col[rows_at] = np.nan if col.dtype.kind == "f" else False if col.dtype.kind == "b" else ""
     columns["no_plan"] = reasons
+
+
+def _blank_column(total: int, value: Any) -> np.ndarray:
+    """A column first met after some rows were written: blank (NaN, or None) until its rows are."""
+    dtype = _dtype(value)
+    if dtype == np.float64:
+        return np.full(total, np.nan)
+    return np.full(total, None, dtype=object)
+
+
+def _blank_rows(col: np.ndarray, place: Any) -> np.ndarray:
+    """`col` with the rows at `place` blank: NaN for numbers, None otherwise (a flag becomes an object column,
+    since a missing flag is neither true nor false)."""
+    if col.dtype.kind != "f" and col.dtype != object:
+        col = col.astype(object)
+    col[place] = np.nan if col.dtype.kind == "f" else None
+    return col
 
 
 def _dtype(value: Any) -> Any:

@@ -497,7 +497,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     return limits.loads_toml(limits.read_text(path, "workload"), str(path))
 
 
-def _parse_override_value(text: str) -> Any:
+def parse_override_value(text: str) -> Any:
     """A --set value is TOML if it parses as TOML (numbers, true, "quoted"), else a plain string."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
@@ -518,7 +518,7 @@ def apply_override(doc: dict[str, Any], assignment: str) -> str:
         # TOML would read "8\ncluster.count = 3" as a second key: one --set sets one key (issue 29)
         raise UserError(key, "expected a value on one line (a --set value holds no line break)")
     try:
-        value = _parse_override_value(raw)
+        value = parse_override_value(raw)
     except ValueError:  # an integer of more digits than Python converts
         from trainplan.workload.limits import MAX_DIGITS
 
