@@ -180,3 +180,45 @@ def test_uneven_stages_from_the_command_line(cli):
     assert ok.returncode == 0, ok.stderr
     bad = cli("plan", *[x.replace("model.layers=126", "model.layers=127") for x in base])
     assert bad.returncode == 2 and bad.stderr.startswith("trainplan: parallel.pipeline: expected")
+
+
+# GPT-3 175B on 1,024 A100 80 GB as Narayanan et al. 2021 ran it (Table 1): sequence 2,048, 1,536 sequences a
+# step, fp16, no flash attention, in the Megatron-LM of that paper, which had no distributed optimizer
+MEGATRON_175B = ["model.layers=96", "model.width=12288", "model.heads=96", "model.vocab=51200",
+                 "training.seq_len=2048", "training.micro_batch=1", "training.grad_accum=192", "parallel.tensor=8",
+                 "parallel.pipeline=16", "cluster.count=1024", "cluster.accelerator=a100-sxm-80gb",
+                 "training.precision=fp16", "parallel.flash_attention=false", "parallel.framework=megatron-2021",
+                 "data.kind=tokens", "training.tokens=3e11"]
+
+
+def test_megatron_175b_layout_in_the_top_five():
+    w = load_workload(None, MEGATRON_175B)
+    out = search(w, resolve_model(w), top=5, by="layout")
+    assert rank_of(out, tensor=8, pipeline=16, context=1) is not None
+    # the framework offers no ZeRO: every layout keeps its optimizer state whole (16 bytes a parameter)
+    assert all(r["zero"] == 0 for r in out["layouts"])
+
+
+def test_the_search_offers_only_the_zero_stages_a_framework_has():
+    def stages(framework: str, pipeline_only: bool) -> set[int]:
+        w = load_workload(None, SETS + [f"parallel.framework={framework}"])
+        rows = search(w, resolve_model(w), top=100000, include_unfit=True)["layouts"]
+        return {r["zero"] for r in rows if (r["pipeline"] > 1) == pipeline_only}
+    # Megatron-core: its distributed optimizer is ZeRO-1; DeepSpeed's pipeline engine refuses ZeRO-2 and 3
+    assert stages("megatron-core", True) == stages("megatron-core", False) == {0, 1}
+    assert stages("deepspeed", True) == {0, 1} and stages("deepspeed", False) == {0, 1, 2, 3}
+    assert stages("megatron-2021", True) == {0}
+
+
+def test_a_shape_only_model_keeps_korthikantis_block_under_tensor_parallelism():
+    # Korthikanti et al. 2022 eq. 2, TP t without SP, eager attention: s b h (10 + 24 / t + 5 a s / (h t)) bytes a
+    # layer; 175B at t = 8, b = 1: 2048 x 12288 x (10 + 3 + 10) = 578.8 MB a layer. PP 16 under 1F1B: the first
+    # stage holds 16 micro-batches of its 6 layers = 96 layer-micro-batches, plus the embedding's dropout mask
+    # (s b h / t... kept whole without SP: s b h bytes per micro-batch in flight)
+    from trainplan.planning.inputs import PlanInputs
+
+    w = load_workload(None, MEGATRON_175B + ["training.recompute=none"])
+    layer = 2048 * 12288 * (10 + 24 / 8 + 5 * 96 * 2048 / (12288 * 8))
+    embedding = 2048 * 12288 * 1.0 * 16
+    ex = PlanInputs.of(w).execution
+    assert float(ex.activation_bytes) == pytest.approx(96 * layer + embedding, rel=0.02)

@@ -82,7 +82,7 @@ def test_default_plan_is_build_report(client: TestClient) -> None:
     # 337,500 s x (1 + 1.302 s save / 3,600 s) = 337,622 s x 1 accelerator / 3,600 = 93.78 accelerator-hours
     # x $3.00 = $281.35 a run, 3 attempts $844.06
     assert screen["Cost"] == "$844.06: $281.35 a run x 3 attempts at $3.00/h per accelerator."
-    assert screen["Fits?"].startswith("yes: 9.48 GB per device of 85.5 GB")
+    assert screen["Fits?"].startswith("yes: 9.55 GB per device of 85.5 GB")
     assert set(screen) >= {"Fits?", "Time", "Cost", "Waits on"}
     controls = data.pop("controls")
     assert controls["cluster.accelerator"] == "h100-sxm" and controls["model.params"] == 93e6

@@ -66,6 +66,8 @@ class Framework:
     overlap_cost: float  # the catalogue's overlap_cost where the framework overlaps, else 0
     efficiency: float
     source: str
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages it offers
+    pipeline_zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # those it offers with pipeline parallelism
 
 
 FRAMEWORKS: tuple[str, ...] = tuple(catalogue.table("kernel_efficiency")["frameworks"])
@@ -86,7 +88,8 @@ def framework(key: str) -> Framework:
     e = table[key]
     return Framework(key=key, dp_overlap=bool(e["dp_overlap"]), zero3_prefetch=int(e["zero3_prefetch"]),
                      overlap_cost=overlap_cost() if e["dp_overlap"] else 0.0, efficiency=float(e["efficiency"]),
-                     source=str(e["source"]))
+                     source=str(e["source"]), zero_stages=tuple(e.get("zero_stages", (0, 1, 2, 3))),
+                     pipeline_zero_stages=tuple(e.get("pipeline_zero_stages", e.get("zero_stages", (0, 1, 2, 3)))))
 
 
 def flat_efficiency(matmul_efficiency: float) -> KernelEfficiency:

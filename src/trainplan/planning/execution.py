@@ -176,12 +176,26 @@ def layer_activations(w: Workload, model: Any, terms: Any) -> tuple[parallel.Lay
         outside = (formula.outside_saved_bytes + formula.logits_bytes) / tokens
         return parallel.LayerActivations(replicated, split, selective, a * shape.width, 0.0, outside), \
             terms.activations_source
+    if not saved_tensors_given(w) and model.heads:
+        # the default k is Korthikanti et al. 2022's GPT block: state it as the paper does, its 10 s b h of
+        # norms and masks not split by TP without SP, its 5 a s^2 b of scores kept by an eager kernel and
+        # dropped by selective recomputation, its output layer on the last stage
+        return parallel.LayerActivations.korthikanti(
+            float(model.width), float(model.heads), float(t.seq_len), float(model.vocab or 0),
+            attention_scores=attention_kind(w) == "eager", bytes_per_value=a), \
+            "Korthikanti et al. 2022's GPT block (model given by its shape, no family named)"
     # b S d L k: k width-sized tensors a layer (training.saved_tensors_per_layer)
     width_bytes = float(model.width) * a
     k = {r: memory_mod.retained_tensors(t.saved_tensors_per_layer, r, t.selective_keep) * width_bytes
          for r in ("none", "selective", "full")}
     return parallel.LayerActivations(0.0, k["none"], k["selective"], k["full"]), \
         "b S d L k, k = training.saved_tensors_per_layer"
+
+
+def saved_tensors_given(w: Workload) -> bool:
+    """Whether the workload (or a measurement) set training.saved_tensors_per_layer."""
+    prov = w.provenance.get("training.saved_tensors_per_layer")
+    return prov is not None and not prov.source.startswith("Korthikanti")
 
 
 def state_function(w: Workload, model: Any, recipe: ts.Recipe) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.accounts import parallel
+from trainplan.accounts import parallel, step_ops
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.planning import execution as execution_mod
 from trainplan.errors import UserError
@@ -247,6 +247,9 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
     grid = candidate_grid(shape, n, global_batch)
     if execution_mod.attention_kind(w) != "eager":  # no scores kept: selective is the same as none
         grid = grid.take(grid.recompute != RECOMPUTE_CHOICES.index("selective"))
+    fw = step_ops.framework(w.parallel.framework)  # only the ZeRO stages the framework offers
+    grid = grid.take(np.where(grid.pipeline > 1, np.isin(grid.zero, fw.pipeline_zero_stages),
+                              np.isin(grid.zero, fw.zero_stages)))
     if len(grid) == 0:
         raise UserError("cluster.count", f"no layout of {n} devices divides the model and a global batch of "
                         f"{global_batch} sequences")
