@@ -123,6 +123,9 @@ def test_minus_zero_cores_are_zero_cores(plan_json):
     ({**LLAMA, "model_type": ["llama"]}, "model_type", "text"),
     ({**LLAMA, "vocab_size": 0}, "vocab", "above 0"),
     ({**LLAMA, "vocab_size": 10**13}, "vocab", "below 1e+09"),
+    # refused when read, before a per-layer list of 10^13 entries is built (CI's fuzzer: MemoryError)
+    ({**LLAMA, "num_hidden_layers": 10**13}, "num_hidden_layers", "below 100000"),
+    ({**LLAMA, "text_config": {"num_hidden_layers": 10**6}}, "text_config.num_hidden_layers", "model.layers"),
     ({**LLAMA, "pad_token_id": 1000}, "pad_token_id", "below vocab_size (1,000)"),  # ids are 0..999
     ({**LLAMA, "model_type": "mixtral", "num_local_experts": 2, "num_experts_per_tok": 4}, "num_experts_per_tok",
      "at most experts (2)"),

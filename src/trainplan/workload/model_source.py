@@ -53,19 +53,9 @@ CHECKED_KEYS = ("layers", "width", "heads", "kv_heads", "vocab", "ffn_width", "f
 
 def check_keys_against_config(workload: Workload, count: ParamCount) -> None:
     """UserError naming the first model key given beside model.hf_config that disagrees with the
-    config's figure, or the first figure of the config outside the range the same workload key takes."""
-    from trainplan.workload.schema import PLAUSIBLE_RANGES
-
+    config's figure (the config's own figures were held to the workload keys' ranges when it was read:
+    params.load_hf_config)."""
     name = workload.model.hf_config
-    for key in CHECKED_KEYS:
-        limits = PLAUSIBLE_RANGES.get(f"model.{key}")
-        value = getattr(count, key, None)
-        if limits is not None and isinstance(value, int) and not isinstance(value, bool):
-            low = 0 if limits[0] is None else limits[0]
-            if not (low < value < (limits[1] or float("inf"))):
-                raise UserError(f"model.hf_config ({name}): {key}",
-                                f"expected a value above {low:g} and below {limits[1]:g} (the range of model.{key}), "
-                                f"got {value:,}")
     for key in CHECKED_KEYS:
         if not _user_given(workload, f"model.{key}"):
             continue

@@ -877,10 +877,44 @@ def load_hf_config(path: str | Path) -> dict[str, Any]:
     from trainplan import units
 
     limits.check_numbers(config, where, units.LARGEST_WHOLE)  # every count exact in float64 (issue 29)
+    _check_shape_ranges(config, where)
     if "model_type" in config and not isinstance(config["model_type"], str):
         raise UserError(f"{where}: model_type", f"expected the name of a model family (text), got "
                         f"{units.shown(config['model_type'])}")
     return config
+
+
+#: A config.json's shape fields and the workload key each one stands for: the config is held to the
+#: same plausible range as the key (workload.schema.PLAUSIBLE_RANGES), so that a config saying 10^13
+#: layers is refused at the boundary instead of building a per-layer list of 10^13 entries.
+CONFIG_SHAPE_KEYS: Final[dict[str, str]] = {
+    "num_hidden_layers": "model.layers", "n_layer": "model.layers", "num_layers": "model.layers",
+    "n_layers": "model.layers", "hidden_size": "model.width", "n_embd": "model.width", "d_model": "model.width",
+    "vocab_size": "model.vocab", "intermediate_size": "model.ffn_width", "ffn_hidden_size": "model.ffn_width",
+    "num_attention_heads": "model.heads", "n_head": "model.heads", "num_key_value_heads": "model.kv_heads",
+    "num_local_experts": "model.experts", "num_experts": "model.experts", "n_routed_experts": "model.experts",
+    "num_experts_per_tok": "model.experts_per_token",
+}
+
+
+def _check_shape_ranges(config: dict[str, Any], where: str, prefix: str = "") -> None:
+    """UserError naming the first shape field of a config.json (or of a sub-config: text_config,
+    vision_config) outside the range its workload key takes; checked before the model is counted."""
+    from trainplan.workload.schema import PLAUSIBLE_RANGES
+
+    for name, value in config.items():
+        if isinstance(value, dict) and name.endswith("_config"):
+            _check_shape_ranges(value, where, f"{prefix}{name}.")
+        key = CONFIG_SHAPE_KEYS.get(name)
+        if key is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value == 0 and key in ("model.experts", "model.experts_per_token"):
+            continue  # some dense configs write num_experts = 0
+        low, high = PLAUSIBLE_RANGES[key]
+        low = 0 if low is None else low
+        if not low < value < (high or float("inf")):
+            raise UserError(f"{where}: {prefix}{name}", f"expected a value above {low:g} and below {high:g} "
+                            f"(the range of {key}), got {value:,}")
 
 
 def matmul_params(count: ParamCount) -> tuple[int, int]:
