@@ -240,3 +240,15 @@ def test_a_samples_intervals_reach_the_plans_provenance(cli, corpus, tmp_path):
     assert plan.returncode == 0, plan.stderr
     source = json.loads(plan.stdout)["assumptions"]["data.bitrate"]["source"]
     assert f"bit rate (bit/s) [{significant(iv['low'])}, {significant(iv['high'])}]" in source
+    # the interval itself is written beside the value and carried through the plan (planning/intervals.py)
+    import tomllib
+
+    written = tomllib.loads(out.read_text())["measured_interval"]
+    assert written["data.bitrate"] == pytest.approx([iv["low"], iv["high"]])
+    assert "data.hours" not in written  # every clip is as long: the sample's hours are exact, no interval
+    report = json.loads(plan.stdout)
+    assert report["sample_range"]["keys"] == "data.bitrate"
+    assert report["answer"]["range"].startswith("95 % intervals of data.bitrate")
+    # a full pass measures the bit rate again, exactly: the sample's interval goes
+    assert _json(cli, str(corpus["root"] / "wds"), "--output", str(out))["files_inspected"] == 6
+    assert "measured_interval" not in tomllib.loads(out.read_text())

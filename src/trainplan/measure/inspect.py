@@ -775,6 +775,35 @@ def workload_data(report: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def workload_intervals(report: dict[str, Any], data: dict[str, Any]) -> dict[str, list[float]]:
+    """The sample's interval of each workload key written (`[measured_interval]`), in the key's units:
+    a video's hours per stream, bit rate, mean frame size and keyframe interval (whole frames, widened
+    outward); a token corpus's bytes per token and effective unique tokens. None from a full pass."""
+    iv = report["aggregate"].get("intervals") or {}
+    out: dict[str, list[float]] = {}
+
+    def put(key: str, name: str, scale: float = 1.0) -> None:
+        # a bound of 0 (a sample too small to exclude it) is not a value the key takes: no interval
+        if name in iv and iv[name]["high"] > iv[name]["low"] > 0:
+            out[key] = [float(iv[name]["low"]) * scale, float(iv[name]["high"]) * scale]
+
+    if report["kind"] == "video":
+        put("data.hours", "hours", 1.0 / int(report["aggregate"].get("streams", 1)))
+        put("data.bitrate", "bitrate")
+        if "pixels_per_frame" in data:
+            put("data.pixels_per_frame", "pixels_per_frame")
+        if "gop" in data and "gop_median" in iv:
+            low, high = max(1, math.floor(iv["gop_median"]["low"])), max(1, math.ceil(iv["gop_median"]["high"]))
+            if high > low:
+                out["data.gop"] = [low, high]
+    elif report["kind"] == "tokens":
+        if "bytes_per_token" in data:
+            put("data.bytes_per_token", "bytes_per_token")
+        if "_training.tokens" in data:
+            put("training.tokens", "effective_unique_tokens")
+    return out
+
+
 def to_workload(report: dict[str, Any], path: str | Path, source: str) -> Path:
     """Write (or update) a workload TOML: the `[data]` keys measured, and `[measured]` naming their source.
 
@@ -803,6 +832,14 @@ def to_workload(report: dict[str, Any], path: str | Path, source: str) -> Path:
         if "tokens" not in doc.setdefault("training", {}):
             doc["training"]["tokens"] = float(unique)
             data["_training.tokens"] = unique
+    # the sample's intervals of the keys written (issue 26); a key measured again without one (a
+    # full pass) loses the interval an earlier sample wrote
+    ranges = doc.setdefault("measured_interval", {})
+    for key in [k for k in data if k != "kind"]:
+        ranges.pop("training.tokens" if key == "_training.tokens" else f"data.{key}", None)
+    ranges.update(workload_intervals(report, data))
+    if not ranges:
+        doc.pop("measured_interval")
     measured = doc.setdefault("measured", {})
     for key in data:
         if key == "_training.tokens":

@@ -1,7 +1,7 @@
 """The answer a person came for, in words: the lines of the first screen as report fields.
 
 `answer(report)` returns {"fits", "time", "cost", "waits_on", "measure", "layout", "network",
-"decide"} (absent where a line does not apply), each one sentence or a few, every number through
+"decide", "range"} (absent where a line does not apply), each one sentence or a few, every number through
 the one formatter by its declared dimension. The terminal's first screen (present/summary.py),
 markdown, HTML, JSON (`answer`) and the web page show these same lines.
 """
@@ -15,7 +15,7 @@ from trainplan.present.quantities import format_assumption
 
 #: the label each line carries on the first screen and in the reports
 LABELS = {"fits": "Fits?", "time": "Time", "cost": "Cost", "waits_on": "Waits on", "measure": "Measure",
-          "layout": "Layout", "network": "Network", "decide": "Decide"}
+          "layout": "Layout", "network": "Network", "decide": "Decide", "range": "Sampled"}
 
 
 # the assumed workload key behind each bottleneck, and the command that measures it
@@ -166,6 +166,31 @@ def _network_line(report: dict[str, Any]) -> str | None:
             f"{fmt(net['exposed_seconds_per_step'], 'seconds')} of it exposed (in the step and the wall time).")
 
 
+def _range_line(report: dict[str, Any]) -> str | None:
+    """The plan at the ends of a sample's intervals (planning/intervals.py), low to high."""
+    r = report.get("sample_range")
+    if not isinstance(r, dict):
+        return None
+
+    def span(name: str, dimension: str) -> str | None:
+        low, high = r.get(f"{name}_low"), r.get(f"{name}_high")
+        if low is None and high is None:
+            return None
+        if high is None:
+            return f"{fmt(low, dimension)} to never ending"
+        a, b = fmt(low, dimension), fmt(high, dimension)
+        return f"{a} at either end" if a == b else f"{a} to {b}"
+
+    parts = [f"{what} {text}" for name, dimension, what in (
+        ("busy", "fraction", "accelerator busy"), ("cores_needed", "count", "cores needed"),
+        ("wall_seconds", "seconds", "time"), ("budget", "dollars", "budget"))
+        if (text := span(name, dimension)) is not None]
+    if not parts:
+        return None
+    return (f"{fmt(r['confidence'], 'fraction')} intervals of {r['keys']} (measured on a sample): "
+            f"{', '.join(parts)}.")
+
+
 def answer(report: dict[str, Any]) -> dict[str, str]:
     """The first screen's lines by key (LABELS), in order."""
     from trainplan.planning.decisions import sentences  # the planning questions (docs/worked-examples.md)
@@ -173,5 +198,5 @@ def answer(report: dict[str, Any]) -> dict[str, str]:
     said = sentences(report)
     lines = {"fits": _fit(report), "time": _time(report), "cost": _cost(report), "waits_on": _waits(report),
              "measure": _measure(report), "layout": _layout_line(report), "network": _network_line(report),
-             "decide": " ".join(said) if said else None}
+             "decide": " ".join(said) if said else None, "range": _range_line(report)}
     return {k: v for k, v in lines.items() if v}

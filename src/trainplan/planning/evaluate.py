@@ -29,6 +29,7 @@ from trainplan.accounts import serving as serving_mod
 from trainplan.accounts import storage as storage_mod
 from trainplan.accounts import training_cost as cost_mod
 from trainplan.planning import answer as answer_mod
+from trainplan.planning import intervals as intervals_mod
 from trainplan.planning import execution as execution_mod
 from trainplan.planning import model_terms
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
@@ -628,6 +629,7 @@ SECTIONS: list[Section] = [
     Section("decisions", lambda ctx: decisions_mod.decide(ctx.workload, clean(ctx.report))),
     Section("verdict", lambda ctx: verdict(ctx.report)),
     Section("assumptions", lambda ctx: assumptions(ctx.workload)),
+    Section("sample_range", intervals_mod.sample_range),
     Section("answer", lambda ctx: answer_mod.answer(clean(ctx.report))),
 ]
 
@@ -701,6 +703,11 @@ def training_bill_of(w: Any, report: dict[str, Any] | None = None) -> cost_mod.T
         seconds = float(report["compute"].get("wall_seconds", report["compute"]["seconds"]))
     else:
         seconds = float(build_report(w)["compute"].get("wall_seconds"))
+    return training_bill_for(w, seconds)
+
+
+def training_bill_for(w: Any, seconds: float) -> cost_mod.TrainingBill:
+    """The bill of a run of `seconds` wall-clock on the workload's devices, price and attempts."""
     hours = seconds * w.cluster.count / cost_mod.SECONDS_PER_HOUR
     return cost_mod.training_bill(hours, w.prices.accelerator_hour, w.prices.attempts)
 

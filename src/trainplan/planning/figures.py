@@ -447,13 +447,24 @@ D("simulation.buffer_frames", "count", "buffer size", "frames the buffer holds",
 D("simulation.frames", "count", "frames simulated", "length of the simulation", sweep=False)
 D("simulation.seed", "count", "seed", "random seed of the service times", sweep=False, detail=True)
 D("simulation.variability", "text", "variability", "how service times vary", sweep=False)
+# ---- the plan at the ends of a sample's intervals (planning/intervals.py, issue 26)
+D("sample_range.confidence", "fraction", "confidence", "of each corpus key's interval", sweep=False)
+D("sample_range.joint_confidence", "fraction", "joint confidence", "of all the intervals at once (Bonferroni)",
+  sweep=False, detail=True)
+D("sample_range.keys", "text", "sampled keys", "the corpus keys measured on a sample", sweep=False)
+D("sample_range.corners", "count", "corners", "plans evaluated: every end of every interval", sweep=False,
+  detail=True, whole=True)
+for _name, _dim, _what in (("busy", "fraction", "accelerator busy"), ("cores_needed", "count", "cores needed"),
+                           ("wall_seconds", "seconds", "wall time"), ("budget", "dollars", "budget")):
+    D(f"sample_range.{_name}_low", _dim, f"{_what}, low", f"least {_what} over the intervals", sweep=False)
+    D(f"sample_range.{_name}_high", _dim, f"{_what}, high", f"greatest {_what} over the intervals", sweep=False)
 for _path in VIDEO_ONLY:
     FIGURES[_path] = FigureSpec(**{**FIGURES[_path].__dict__, "video": True})
-del D, _stage, _term, _path
+del D, _stage, _term, _path, _name, _dim, _what
 
 # Sections of the report in the order tables show them (each a key of the JSON report).
 SECTION_ORDER: tuple[str, ...] = ("compute", "memory", "network", "storage", "pipeline", "bill", "energy",
-                                  "training_cost", "serving", "parallel", "decisions", "simulation")
+                                  "training_cost", "sample_range", "serving", "parallel", "decisions", "simulation")
 
 
 def units_dimension(path: str) -> tuple[str | None, float]:

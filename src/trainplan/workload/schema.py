@@ -12,13 +12,14 @@ calibration file written by a probe), or `derived` (computed by trainplan).
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
                       field_validator)
@@ -456,6 +457,8 @@ class Workload(BaseModel):
     _accelerator: Accelerator | None = PrivateAttr(default=None)
     _provenance: dict[str, Provenance] = PrivateAttr(default_factory=dict)
     _base_dir: Path = PrivateAttr(default=Path("."))
+    # key -> (low, high): the sample's interval of a measured key (`[measured_interval]`, issue 26)
+    _intervals: dict[str, tuple[float, float]] = PrivateAttr(default_factory=dict)
 
     @property
     def accelerator(self) -> Accelerator:
@@ -470,6 +473,12 @@ class Workload(BaseModel):
     @property
     def base_dir(self) -> Path:
         return self._base_dir
+
+    @property
+    def intervals(self) -> dict[str, tuple[float, float]]:
+        """The measured keys whose value came from a sample, each with its interval (low, high) at
+        INTERVAL_CONFIDENCE; a key given by --set or a calibration file has none."""
+        return self._intervals
 
 
 units.register_dimension("carbon", {"g/kWh": 1.0, "gCO2/kWh": 1.0, "gCO2e/kWh": 1.0, "kg/kWh": 1e3,
@@ -633,9 +642,11 @@ def load_workload(
     """Read a workload file (or the built-in default), apply --set overrides and a calibration file."""
     doc: dict[str, Any] = read_toml(path) if path is not None else {}
     inspected = _measured_table(doc, path)  # keys `trainplan data inspect` measured (issue 14)
+    intervals = _interval_table(doc, path)  # and the intervals of those it measured on a sample (issue 26)
     from_file = {k for k, _, _ in _dotted(doc)}
     set_keys = {apply_override(doc, a) for a in overrides}
     measured: dict[str, tuple[Any, str]] = {}
+    measured_values: set[str] = set()
     if calibration is not None:
         from trainplan.measure import calibration as calibration_module
 
@@ -646,11 +657,13 @@ def load_workload(
         measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys | set(left)}
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
+    measured_values = set(measured)  # keys the calibration file set: a measured figure, not the sample's
     measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
                 **measured}
     workload = build_workload(doc)
     workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
+    workload._intervals = _checked_intervals(doc, intervals, path, keep=from_file - set_keys - set(measured_values))
     if calibration is not None:
         for key, why in left.items():
             if key in workload._provenance and key not in set_keys:
@@ -675,6 +688,47 @@ def _measured_table(doc: dict[str, Any], path: Any) -> dict[str, str]:
     if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
         raise UserError(f"{path}: measured", "expected a table of dotted keys, each naming where it was measured")
     return table
+
+
+#: The confidence of the intervals a sampled `trainplan data inspect` writes (measure/sampling.py).
+INTERVAL_CONFIDENCE: Final[float] = 0.95
+#: The keys a sample measures with an interval: the corpus figures the plan reads.
+INTERVAL_KEYS: Final[tuple[str, ...]] = ("data.hours", "data.bitrate", "data.pixels_per_frame", "data.gop",
+                                         "data.bytes_per_token", "training.tokens")
+
+
+def _interval_table(doc: dict[str, Any], path: Any) -> dict[str, Any]:
+    """Pop a workload file's `[measured_interval]` table (dotted key -> [low, high])."""
+    table = doc.pop("measured_interval", {})
+    where = f"{path}: measured_interval" if path is not None else "measured_interval"
+    if not isinstance(table, dict):
+        raise UserError(where, "expected a table of dotted keys, each with its interval [low, high]")
+    return table
+
+
+def _checked_intervals(doc: dict[str, Any], table: dict[str, Any], path: Any,
+                       keep: set[str]) -> dict[str, tuple[float, float]]:
+    """The intervals of keys whose value is the file's (not a --set or a calibration's), each bound
+    checked as the key itself is (the schema's constraint and plausible range), low <= high."""
+    out: dict[str, tuple[float, float]] = {}
+    for key, bounds in table.items():
+        where = f"{path}: measured_interval.{key}" if path is not None else f"measured_interval.{key}"
+        if key not in INTERVAL_KEYS:
+            raise UserError(where, f"expected one of {', '.join(INTERVAL_KEYS)}")
+        if (not isinstance(bounds, list) or len(bounds) != 2
+                or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)
+                or bounds[0] > bounds[1]):
+            raise UserError(where, f"expected [low, high], two numbers with low <= high, got {units.shown(bounds)}")
+        for bound in bounds:
+            trial = copy.deepcopy(doc)
+            set_path(trial, key.split("."), bound, key)
+            try:
+                build_workload(trial)
+            except UserError as err:
+                raise UserError(where, err.expected) from None  # as the key itself would be refused
+        if key in keep:
+            out[key] = (float(bounds[0]), float(bounds[1]))
+    return out
 
 
 # The model of the built-in default workload (the reference workload, docs/pipeline-and-bill.md), used only when the
