@@ -350,9 +350,6 @@ def parse_size(value: object, key: str = "value") -> float:
     return size
 
 
-SECONDS_PER_HOUR = 3600.0
-
-
 def parse_hours(value: object, key: str = "value") -> float:
     """Hours: a plain number is hours ("1000" is 1,000 h); with a unit, any duration ("1000 h", "90 min",
     "2 d")."""

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from trainplan.errors import UserError
+from trainplan.units import SECONDS_PER_HOUR
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v", ".ts", ".h264", ".hevc", ".mjpeg"})
 TOKEN_ID_SUFFIXES = frozenset({".bin", ".npy"})
@@ -48,7 +49,6 @@ IMAGES_PER_SECOND = 1.0
 TABLE_SUFFIXES = frozenset({".parquet", ".arrow"})  # token tables: a token-id list column or a text column
 # every suffix a folder inspection reads (kind_of reads the rest as video)
 READ_SUFFIXES = VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES | IMAGE_SUFFIXES | TABLE_SUFFIXES
-SECONDS_PER_HOUR = 3600.0
 BITS_PER_BYTE = 8.0
 
 # Near-duplicate detection (MinHash + LSH). 128 permutations put the standard error of a
