@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainplan.planning.figures import section_figures
 from trainplan.present.quantities import format_figure as fmt
 from trainplan.present.quantities import format_assumption
 
@@ -181,10 +182,10 @@ def _range_line(report: dict[str, Any]) -> str | None:
         a, b = fmt(low, dimension), fmt(high, dimension)
         return f"{a} at either end" if a == b else f"{a} to {b}"
 
-    parts = [f"{what} {text}" for name, dimension, what in (
-        ("busy", "fraction", "accelerator busy"), ("cores_needed", "count", "cores needed"),
-        ("wall_seconds", "seconds", "time"), ("budget", "dollars", "budget"))
-        if (text := span(name, dimension)) is not None]
+    # each ranged figure as planning/figures.py declares it: sample_range.NAME_low / NAME_high
+    lows = [f for f in section_figures("sample_range") if f.path.endswith("_low")]
+    parts = [f"{f.label.removesuffix(', low')} {text}" for f in lows
+             if (text := span(f.path.removeprefix("sample_range.").removesuffix("_low"), f.dimension)) is not None]
     if not parts:
         return None
     return (f"{fmt(r['confidence'], 'fraction')} intervals of {r['keys']} (measured on a sample): "

@@ -603,6 +603,21 @@ def fit_section(ctx: PlanContext) -> dict[str, Any] | None:
                                             f"{64 * ctx.workload.cluster.count} devices fits it"}
 
 
+def sample_range_section(ctx: PlanContext) -> dict[str, Any] | None:
+    """Busy, cores, wall time and budget at the corners of a sample's intervals (planning/intervals.py);
+    None when no key of the workload came from a sample."""
+    arrays = intervals_mod.corners(ctx.workload.intervals)
+    if not arrays:
+        return None
+    # the plan's own workload (its micro-batch already chosen) and resolved model, the corners as arrays
+    inputs = PlanInputs.of(ctx.workload, arrays, model=ctx.model, choose=False)
+    values = evaluate(inputs, [figure for _, figure in intervals_mod.RANGED])
+    walls = np.broadcast_to(np.asarray(values["compute.wall_seconds"], dtype=float), (inputs.length,))
+    budgets = ([training_bill_for(ctx.workload, float(s)).budget for s in walls]
+               if "budget" in ctx.report.get("training_cost", {}) and np.isfinite(walls).all() else None)
+    return intervals_mod.section(arrays, values, budgets)
+
+
 def serving_section(ctx: PlanContext) -> dict[str, Any]:
     why = _no_wall_time(ctx)
     if why:
@@ -629,7 +644,7 @@ SECTIONS: list[Section] = [
     Section("decisions", lambda ctx: decisions_mod.decide(ctx.workload, clean(ctx.report))),
     Section("verdict", lambda ctx: verdict(ctx.report)),
     Section("assumptions", lambda ctx: assumptions(ctx.workload)),
-    Section("sample_range", intervals_mod.sample_range),
+    Section("sample_range", sample_range_section),
     Section("answer", lambda ctx: answer_mod.answer(clean(ctx.report))),
 ]
 

@@ -646,7 +646,6 @@ def load_workload(
     from_file = {k for k, _, _ in _dotted(doc)}
     set_keys = {apply_override(doc, a) for a in overrides}
     measured: dict[str, tuple[Any, str]] = {}
-    measured_values: set[str] = set()
     if calibration is not None:
         from trainplan.measure import calibration as calibration_module
 
@@ -657,13 +656,13 @@ def load_workload(
         measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys | set(left)}
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
-    measured_values = set(measured)  # keys the calibration file set: a measured figure, not the sample's
+    calibrated = set(measured)  # keys the calibration file set: a measured figure, not the sample's
     measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
                 **measured}
     workload = build_workload(doc)
     workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
-    workload._intervals = _checked_intervals(doc, intervals, path, keep=from_file - set_keys - set(measured_values))
+    workload._intervals = _checked_intervals(doc, intervals, path, keep=from_file - set_keys - calibrated)
     if calibration is not None:
         for key, why in left.items():
             if key in workload._provenance and key not in set_keys:
