@@ -19,8 +19,9 @@ Gemma's sliding layers, Qwen2-MoE's mlp_only_layers) are each traced as they are
 The attention kernel: on the meta device torch's SDPA falls back to its math form (fp32 scores),
 which no GPU runs; under ``sdpa`` the trace calls a stand-in instead that keeps what the flash and
 memory-efficient kernels keep (catalogue/activation_traits.toml [attention.sdpa]): q, k, v as
-given, the output (laid out (b, S, h, k) as the kernels write it, so the o_proj input is a view of
-it) and the fp32 log-sum-exp per head and token. ``eager`` runs the family's own Python attention.
+given, the output (laid out as the query is in memory, as torch's flash kernels allocate it, so the
+o_proj input is a view of it where q is a view of a per-token projection, a copy where the family
+made q contiguous per head) and the fp32 log-sum-exp per head and token. ``eager`` runs the family's own Python attention.
 
 Precision: ``bf16`` builds the weights in bf16 (pure bf16 or bf16 with an fp32 master copy: the
 forward is the same); ``fp32`` builds them in fp32, eager fp32 throughout; ``autocast`` builds
@@ -145,8 +146,15 @@ class _FlashSaved:
         class Kernel(torch.autograd.Function):
             @staticmethod
             def forward(ctx: Any, q: Any, k: Any, v: Any) -> Any:  # noqa: ANN401
+                # the output takes the query's memory layout, as torch's flash kernels allocate it
+                # (empty_like(query) in the meta registration; the CPU kernel the same): (b, S, h, k) where
+                # q is a view of a per-token projection (o_proj's input is then a view), (b, h, S, k) where
+                # the family made q contiguous per head (GPT-NeoX's partial rotary: o_proj keeps a copy)
+                shape = (*q.shape[:3], v.shape[-1])
+                order = sorted(range(4), key=lambda i: (q.stride(i), -i), reverse=True)  # outermost first
+                out = torch.empty([shape[i] for i in order], dtype=q.dtype, device=q.device).permute(
+                    [order.index(i) for i in range(4)])
                 b, h, s, _ = q.shape
-                out = torch.empty((b, s, h, v.shape[-1]), dtype=q.dtype, device=q.device).transpose(1, 2)
                 lse = torch.empty((b, h, s), dtype=torch.float32, device=q.device)
                 ctx.save_for_backward(q, k, v, out, lse)
                 return out
