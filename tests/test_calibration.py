@@ -303,3 +303,54 @@ def test_a_device_figure_applies_only_to_its_kind_of_accelerator(tmp_path):
     w = load_workload(None, [], calibration=cal)  # an H100-SXM plan
     assert w.provenance["cluster.host_to_device"].kind == "assumed"
     assert "gpu: NVIDIA H200" in w.provenance["cluster.host_to_device"].source
+
+
+# ---------------------------------------------------------------- a model's activations apply at their settings (issue 24)
+
+
+def _model_calibration(path, recompute: str = "none", attention: str = "sdpa", precision: str = "bf16"):
+    from trainplan.measure import calibration
+
+    calibration.write(path, "model", settings={"micro_batch": 2, "seq_len": 512, "attention": attention,
+                                               "precision": precision, "recompute": recompute},
+                      results={}, values=[{"key": "training.activation_bytes_per_layer_token", "value": 1000.0},
+                                          {"key": "training.activation_bytes_outside_token", "value": 50.0}],
+                      machine={"hostname": "box", "cpu_model": "x"})
+    return path
+
+
+def test_a_model_calibration_applies_only_at_the_settings_it_was_measured_at(tmp_path):
+    """`probe model` measured at sdpa, bf16, no recomputation: a plan at those settings uses its figures
+    (b S (L k + outside) by hand, micro-batch 4, S 1024, 12 layers); a plan with full recomputation, eager
+    attention or fp32 leaves them out and says which setting differs."""
+    from trainplan.planning.evaluate import build_report
+    from trainplan.workload.schema import load_workload
+
+    cal = _model_calibration(tmp_path / "cal.toml")
+    shape = ["model.layers=12", "model.width=768", "model.heads=12", "training.micro_batch=4", "training.seq_len=1024"]
+    w = load_workload(None, shape, calibration=cal)
+    assert w.training.activation_bytes_per_layer_token == 1000.0 and w.left_out == {}
+    memory = build_report(w)["memory"]
+    assert memory["activation_bytes"] == pytest.approx(4 * 1024 * (12 * 1000.0 + 50.0), rel=1e-9)
+    for setting, said in (("training.recompute=full", "recompute none measured, full planned"),
+                          ('training.attention="eager"', "attention sdpa measured, eager planned"),
+                          ('training.precision="fp32"', "precision bf16 measured, fp32 planned")):
+        w = load_workload(None, [*shape, setting], calibration=cal)
+        assert w.training.activation_bytes_per_layer_token is None
+        assert said in w.left_out["training.activation_bytes_per_layer_token"]
+        memory = build_report(w)["memory"]
+        assert said in memory["activations_source"] and "left out" in memory["activations_source"]
+        plain = build_report(load_workload(None, [*shape, setting]))["memory"]
+        assert memory["activation_bytes"] == plain["activation_bytes"] != 4 * 1024 * (12 * 1000.0 + 50.0)
+    # flash keeps what sdpa keeps, fp16 what bf16 keeps: the figures apply
+    w = load_workload(None, [*shape, 'training.attention="flash"', 'training.precision="fp16"'], calibration=cal)
+    assert w.training.activation_bytes_per_layer_token == 1000.0
+
+
+def test_a_model_calibration_at_autocast_applies_to_the_autocast_recipe(tmp_path):
+    from trainplan.workload.schema import load_workload
+
+    cal = _model_calibration(tmp_path / "cal.toml", precision="autocast")
+    assert load_workload(None, [], calibration=cal).training.activation_bytes_per_layer_token is None
+    w = load_workload(None, ['training.state_recipe="autocast_fp32"'], calibration=cal)
+    assert w.training.activation_bytes_per_layer_token == 1000.0

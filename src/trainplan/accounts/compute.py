@@ -62,15 +62,17 @@ def attention_forward_flops_per_token(layers: int, attention_width: int, seq_len
 
 def flops_per_token(matmul_params: float, layers: int, attention_width: int, seq_len: int,
                     recompute: str = "none", attention: str = "sdpa", causal: bool = True,
-                    head_params: float = 0.0) -> FlopsPerToken:
+                    head_params: float = 0.0, tail_params: float = 0.0) -> FlopsPerToken:
     """Training FLOPs per token of forward + backward.
 
     model    = 6 N + 3 * 4 L d_attn S  (the field's MFU convention: attention in full)
     executed = 6 N + 3 * 4 L d_attn S * c  + recomputation, where c is the share of
                attention a causal kernel runs; selective recomputation re-runs the
                attention core forward (4 L d_attn S c), full recomputation the whole
-               forward of the layers (2 (N - head) + 4 L d_attn S c); the head is not
-               recomputed (consistent with activations.activation_account).
+               forward of the layers (2 (N - head - tail) + 4 L d_attn S c); the head is not
+               recomputed (consistent with activations.activation_account); `tail_params` are
+               the layers' last products a non-reentrant checkpoint never re-runs
+               (workload/params.checkpoint_tail_params; 0 for a reentrant one).
     """
     passes = FORWARD_FLOPS_PER_PARAM_TOKEN + BACKWARD_FLOPS_PER_PARAM_TOKEN
     attention_fwd = attention_forward_flops_per_token(layers, attention_width, seq_len)
@@ -78,7 +80,7 @@ def flops_per_token(matmul_params: float, layers: int, attention_width: int, seq
     attention_model = passes / FORWARD_FLOPS_PER_PARAM_TOKEN * attention_fwd
     model = passes * matmul_params + attention_model
     if recompute == "full":
-        extra = FORWARD_FLOPS_PER_PARAM_TOKEN * (matmul_params - head_params) + attention_fwd * share
+        extra = FORWARD_FLOPS_PER_PARAM_TOKEN * (matmul_params - head_params - tail_params) + attention_fwd * share
     elif recompute == "selective":
         extra = attention_fwd * share
     else:

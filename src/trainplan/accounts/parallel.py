@@ -172,6 +172,7 @@ class ModelShape:
     attention_width: int | None = None  # heads x head width (None: the model width)
     largest_layer_params: float = 0.0  # the largest module ZeRO-3/FSDP gathers whole (training_state.py)
     matmul_params: float | None = None  # parameters in matrix products per token (None: from the counts)
+    checkpoint_tail_params: float = 0.0  # of those, the last products full recomputation does not re-run
 
     @property
     def head_params(self) -> float:
@@ -410,7 +411,8 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     matmul_params = model.matmul_params if model.matmul_params is not None else model.active_layer_params * l + head
     attention_width = float(h if model.attention_width is None else model.attention_width)
     by_code = [compute_mod.flops_per_token(matmul_params, int(l), attention_width, s_full, r, attention,
-                                           head_params=head) for r in ("none", "selective", "full")]
+                                           head_params=head, tail_params=model.checkpoint_tail_params)
+               for r in ("none", "selective", "full")]
     executed_token = np.select([code == 2, code == 1], [by_code[2].executed, by_code[1].executed],
                                by_code[0].executed)
     model_token = by_code[0].model

@@ -68,6 +68,7 @@ class Framework:
     source: str
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages it offers
     pipeline_zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # those it offers with pipeline parallelism
+    checkpoint: str = "reentrant"  # how its full recomputation re-runs a layer (catalogue/checkpoint_tail.toml)
 
 
 FRAMEWORKS: tuple[str, ...] = tuple(catalogue.table("kernel_efficiency")["frameworks"])
@@ -89,7 +90,8 @@ def framework(key: str) -> Framework:
     return Framework(key=key, dp_overlap=bool(e["dp_overlap"]), zero3_prefetch=int(e["zero3_prefetch"]),
                      overlap_cost=overlap_cost() if e["dp_overlap"] else 0.0, efficiency=float(e["efficiency"]),
                      source=str(e["source"]), zero_stages=tuple(e.get("zero_stages", (0, 1, 2, 3))),
-                     pipeline_zero_stages=tuple(e.get("pipeline_zero_stages", e.get("zero_stages", (0, 1, 2, 3)))))
+                     pipeline_zero_stages=tuple(e.get("pipeline_zero_stages", e.get("zero_stages", (0, 1, 2, 3)))),
+                     checkpoint=str(e["checkpoint"]))
 
 
 def flat_efficiency(matmul_efficiency: float) -> KernelEfficiency:

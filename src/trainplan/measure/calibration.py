@@ -344,14 +344,31 @@ def _same_kind(kind: str, accelerator: str) -> bool:
     return family != "cpu" and family in kind.lower()
 
 
-def left_out(path: str | Path, workload_doc: dict[str, Any]) -> dict[str, str]:
+#: Figures `probe model` measured at an attention kernel, precision and recomputation (issue 24).
+MODEL_KEYS = frozenset({"training.activation_bytes_per_layer_token", "training.activation_bytes_outside_token"})
+
+
+def left_out(path: str | Path, workload_doc: dict[str, Any],
+             training: dict[str, str] | None = None) -> dict[str, str]:
     """The measured values of `path` that do not apply to the workload `workload_doc` (a nested dict), each
     with the reason in words: a device or network figure measured on another kind of machine, or a
-    network figure measured at another tier (a loopback all-reduce stands for no cluster link)."""
+    network figure measured at another tier (a loopback all-reduce stands for no cluster link); a
+    model's activations measured at another attention kernel, precision or recomputation than
+    `training` (the plan's `attention`, `precision` and `recompute`, as model_probe.calibration_matches
+    reads them)."""
     cal = parse(read_file(path), path)
     accelerator = _accelerator_family(workload_doc)
     out: dict[str, str] = {}
     for entry in cal.values:
+        if entry.key in MODEL_KEYS and training is not None:
+            from trainplan.measure.model_probe import calibration_matches
+
+            probe = cal.probes.get(entry.probe)
+            differs = calibration_matches(dict(probe.settings) if probe is not None else {}, **training)
+            if differs:
+                out[entry.key] = (f"left out the calibration's {entry.value:.4g} {entry.unit}: {'; '.join(differs)} "
+                                  "(run `trainplan probe model` at the plan's settings)")
+            continue
         if entry.key not in DEVICE_KEYS:
             continue
         probe = cal.probes.get(entry.probe)

@@ -101,6 +101,29 @@ def recipe_of(w: Workload) -> tuple[ts.Recipe, str]:
                      legacy.source), name
 
 
+def checkpoint_tail(w: Workload, count: Any) -> tuple[float, str]:
+    """(tail_params, words): the layers' last-product parameters that full recomputation does not re-run
+    under the workload's framework (accounts/compute.flops_per_token's `tail_params`), and how the
+    recomputation is counted, in words (catalogue/checkpoint_tail.toml)."""
+    fw = step_ops.framework(w.parallel.framework)
+    if fw.checkpoint != "non-reentrant":
+        return 0.0, f"{fw.key}'s reentrant checkpoint re-runs each layer's whole forward"
+    if w.training.dropout:
+        return 0.0, "a non-reentrant checkpoint re-runs the whole forward: dropout's masks are drawn again"
+    if count is None:
+        return 0.0, "the whole forward re-run counted (the layer's last product is not known without its shape)"
+    from trainplan.workload.params import checkpoint_tail_params
+
+    tail = checkpoint_tail_params(count)
+    family = count.family.split(" (")[0]
+    if tail is None:
+        return 0.0, (f"the whole forward re-run counted: {family} is not measured under a non-reentrant checkpoint "
+                     "(catalogue/checkpoint_tail.toml), which may skip its last product")
+    if tail == 0:
+        return 0.0, f"a non-reentrant checkpoint re-runs a {family} layer's whole forward (its last product's output is kept)"
+    return float(tail), "a non-reentrant checkpoint re-runs each layer but its MLP down projection"
+
+
 def has_shape(model: Any) -> bool:
     return model.layers is not None and model.width is not None
 
@@ -124,10 +147,12 @@ def model_shape(w: Workload, model: Any, params: Any = None) -> parallel.ModelSh
         attention_width = int(width_of_attention(count))
     largest = 0.0
     matmul: float | None = None
+    tail = 0.0
     if count is not None:
         from trainplan.workload.params import matmul_params
 
         matmul = float(matmul_params(count)[0]) * float(model.active_params) / max(float(count.active), 1.0)
+        tail = checkpoint_tail(w, count)[0] * float(model.active_params) / max(float(count.active), 1.0)
         # ZeRO-3 gathers module by module: the module with the most parameters of its own (embedding,
         # head, or one MLP matrix); FSDP gathers a whole wrapped block. Scaled to model.params beside a shape.
         from trainplan.workload.params import largest_module_params
@@ -144,11 +169,18 @@ def model_shape(w: Workload, model: Any, params: Any = None) -> parallel.ModelSh
         vocab=vocab, seq_len=int(w.training.seq_len), params=total, active_params=float(model.active_params),
         embedding_params=float(vocab * model.width), tied=bool(w.model.tied), experts=int(w.model.experts),
         experts_per_token=int(w.model.experts_per_token), attention_width=attention_width if heads_known else 0,
-        largest_layer_params=largest, matmul_params=matmul)
+        largest_layer_params=largest, matmul_params=matmul, checkpoint_tail_params=tail)
 
 
 def layer_activations(w: Workload, model: Any, terms: Any) -> tuple[parallel.LayerActivations, str]:
-    """The per-layer bytes of the one activation account, split as the layout divides them."""
+    """The per-layer bytes of the one activation account, split as the layout divides them, and where
+    they come from in words (with a `probe model` calibration left out, why: issue 24)."""
+    layers, source = _layer_activations(w, model, terms)
+    why = w.left_out.get("training.activation_bytes_per_layer_token")
+    return layers, f"{source}; {why}" if why else source
+
+
+def _layer_activations(w: Workload, model: Any, terms: Any) -> tuple[parallel.LayerActivations, str]:
     t = w.training
     a = bytes_per_element(t.precision)
     if not has_shape(model):

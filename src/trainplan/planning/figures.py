@@ -143,6 +143,9 @@ D("compute.matmul_params", "count", "matmul parameters", "parameters that do a m
   detail=True)
 D("compute.mfu", "fraction", "MFU", "model FLOPs / (step x peak x devices), given or predicted")
 D("compute.hfu", "fraction", "HFU", "executed FLOPs / (step x peak x devices)", detail=True)
+D("compute.recompute_rerun", "text", "recomputation re-runs", "what full recomputation runs again of each layer: "
+  "its whole forward (a reentrant checkpoint), or all but its last product (a non-reentrant one)", sweep=False,
+  detail=True)
 D("compute.time_follows", "text", "time follows", "predicted, mfu (model FLOPs) or hfu (executed FLOPs)",
   sweep=False, detail=True)
 D("memory.activations_layers", "bytes", "activations in the layers", "saved tensors of every layer",

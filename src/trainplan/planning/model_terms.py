@@ -175,9 +175,12 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
     if known:
         from trainplan.workload.params import attention_width, matmul_params
 
+        from trainplan.planning.execution import checkpoint_tail
+
         n, head = matmul_params(count)
+        tail, rerun = checkpoint_tail(w, count)
         fpt = compute_mod.flops_per_token(n, count.layers, attention_width(count), t.seq_len, t.recompute,
-                                          t.attention, head_params=head)
+                                          t.attention, head_params=head, tail_params=tail)
         model_fpt, executed_fpt = fpt.model, fpt.executed
         if t.method != "full":
             # frozen weights: no weight gradients; attention's backward runs whole
@@ -192,6 +195,8 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
         terms.flops_report = {"flops_per_token_model": model_fpt, "flops_per_token_executed": executed_fpt,
                               "matmul_params": n, "mfu": mfu, "hfu": hfu,
                               "time_follows": "hfu (executed FLOPs)" if c.hfu is not None else "mfu (model FLOPs)"}
+        if t.recompute == "full":
+            terms.flops_report["recompute_rerun"] = rerun
     elif c.hfu is not None:
         # without the architecture the count is 6 P per token (8 P under full recomputation): FLOPs as
         # run, so the rate follows the HFU given (the fuzzer found the None this used to leave)

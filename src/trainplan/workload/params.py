@@ -917,6 +917,20 @@ def _check_shape_ranges(config: dict[str, Any], where: str, prefix: str = "") ->
                             f"(the range of {key}), got {value:,}")
 
 
+def checkpoint_tail_params(count: ParamCount) -> int | None:
+    """Matrix-product parameters a token meets in the layers' last products that a non-reentrant
+    activation checkpoint does not re-run under full recomputation: L d f where the family's layer
+    ends in the MLP's down projection with its output only added to the residual, 0 where something
+    keeps that output (catalogue/checkpoint_tail.toml, measured per family); None for a family not
+    measured."""
+    from trainplan import catalogue
+
+    skips = catalogue.table("checkpoint_tail")["families"].get(count.family.split(" (")[0])
+    if skips is None:
+        return None
+    return count.layers * count.width * count.ffn_width if skips and count.experts <= 1 else 0
+
+
 def matmul_params(count: ParamCount) -> tuple[int, int]:
     """(N, head): parameters that take part in a matrix product per token, and the head's share.
 

@@ -341,7 +341,8 @@ class ParallelSection(Section):
                               "scores (Dao et al. 2022), as training.saved_tensors_per_layer assumes")
     efficiency: Fraction | None = Q(None, "catalogue: the accelerator's GEMM efficiency curve (kernel_efficiency.toml); "
                                     "a value given here is one flat matmul efficiency instead", gt=0, le=1)
-    framework: Literal["megatron-core", "megatron-2021", "deepspeed", "deepspeed-zero3", "fsdp", "llama3"] = Q(
+    framework: Literal["megatron-core", "megatron-2021", "deepspeed", "deepspeed-zero3", "fsdp", "llama3",
+                       "transformers"] = Q(
         "megatron-core", "assumed: Megatron-core's overlaps (gradient reduce and parameter gather behind compute); "
         "catalogue/kernel_efficiency.toml [frameworks]")
 
@@ -459,6 +460,7 @@ class Workload(BaseModel):
     _base_dir: Path = PrivateAttr(default=Path("."))
     # key -> (low, high): the sample's interval of a measured key (`[measured_interval]`, issue 26)
     _intervals: dict[str, tuple[float, float]] = PrivateAttr(default_factory=dict)
+    _left_out: dict[str, str] = PrivateAttr(default_factory=dict)  # calibration keys not applied, and why
 
     @property
     def accelerator(self) -> Accelerator:
@@ -479,6 +481,11 @@ class Workload(BaseModel):
         """The measured keys whose value came from a sample, each with its interval (low, high) at
         INTERVAL_CONFIDENCE; a key given by --set or a calibration file has none."""
         return self._intervals
+
+    @property
+    def left_out(self) -> dict[str, str]:
+        """The calibration file's keys the plan did not apply, each with the reason in words."""
+        return self._left_out
 
 
 units.register_dimension("carbon", {"g/kWh": 1.0, "gCO2/kWh": 1.0, "gCO2e/kWh": 1.0, "kg/kWh": 1e3,
@@ -652,7 +659,7 @@ def load_workload(
         # a --set names what the user wants for this run: it wins over a measured value, which wins
         # over the workload file
         # a figure measured on another kind of machine or tier is left out, and the plan says so (issue 25)
-        left = calibration_module.left_out(calibration, doc)
+        left = calibration_module.left_out(calibration, doc, _training_settings(doc))
         measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys | set(left)}
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
@@ -664,6 +671,7 @@ def load_workload(
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
     workload._intervals = _checked_intervals(doc, intervals, path, keep=from_file - set_keys - calibrated)
     if calibration is not None:
+        workload._left_out = {k: why for k, why in left.items() if k not in set_keys}
         for key, why in left.items():
             if key in workload._provenance and key not in set_keys:
                 was = workload._provenance[key]
@@ -678,6 +686,19 @@ def load_workload(
         if check is not None:
             check(calibration, workload)
     return workload
+
+
+def _training_settings(doc: dict[str, Any]) -> dict[str, str]:
+    """The attention kernel, precision and recomputation the workload `doc` plans with (its values, else the
+    defaults), as a `probe model` calibration records them: autocast is the autocast_fp32 recipe."""
+    given = doc.get("training") if isinstance(doc.get("training"), dict) else {}
+    fields = TrainingSection.model_fields
+
+    def value(key: str) -> str:
+        return str(given.get(key, fields[key].default))
+
+    precision = "autocast" if value("state_recipe") == "autocast_fp32" else value("precision")
+    return {"attention": value("attention"), "precision": precision, "recompute": value("recompute")}
 
 
 def _measured_table(doc: dict[str, Any], path: Any) -> dict[str, str]:
