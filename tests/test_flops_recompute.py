@@ -96,12 +96,34 @@ def test_full_recomputation_counts_what_the_checkpoint_reruns(tmp_path, family: 
     assert hf["flops_per_token_executed"] == pytest.approx(non_reentrant, rel=1e-9)
     skips = catalogue.table("checkpoint_tail")["families"][family]
     assert ("but its MLP down projection" in hf["recompute_rerun"]) == skips
+    # the meta-device measurement (what a family outside the catalogue gets) says the same
+    from trainplan.measure.model_probe import checkpoint_tail_params
+
+    assert checkpoint_tail_params(config) == pytest.approx((reentrant - non_reentrant) / 2, rel=1e-9)
     # the model FLOPs (MFU's) do not depend on the checkpoint
     assert hf["flops_per_token_model"] == _planned(tmp_path, config, "megatron-core")["flops_per_token_model"]
 
 
-def test_an_unmeasured_family_is_counted_as_a_reentrant_checkpoint_runs_it(tmp_path) -> None:
-    """A family the catalogue does not name: the whole forward re-run, and the plan says so."""
+@pytest.mark.parametrize("family", ["granite", "gptj", "olmo2", "starcoder2"])
+def test_a_family_the_catalogue_does_not_name_is_measured_on_its_own_module(tmp_path, family: str) -> None:
+    """Families outside the catalogue: what a non-reentrant checkpoint skips is measured on the module on
+    the meta device (model_probe.checkpoint_tail_params), equal to FlopCounterMode on CPU; GPT-J's
+    parallel block and Starcoder2's plain MLP skip their down projection, OLMo-2's norm after the MLP
+    keeps it."""
+    configs = {"granite": BASE, "olmo2": BASE,
+               "gptj": dict(n_embd=128, n_layer=2, n_head=4, vocab_size=1000, rotary_dim=16, resid_pdrop=0.0,
+                            embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0),
+               "starcoder2": {**BASE, "residual_dropout": 0.0, "embedding_dropout": 0.0, "attention_dropout": 0.0}}
+    config = {"model_type": family, **configs[family]}
+    hf = _planned(tmp_path, config, "transformers")
+    assert hf["flops_per_token_executed"] == pytest.approx(_counted(config, False), rel=1e-9)
+    assert "measured on" in hf["recompute_rerun"]
+
+
+def test_without_torch_an_unnamed_family_is_counted_as_a_reentrant_checkpoint_runs_it(tmp_path, monkeypatch) -> None:
+    from trainplan.measure import trace
+
+    monkeypatch.setattr(trace, "available", lambda: False)
     config = {"model_type": "granite", **BASE}
     hf = _planned(tmp_path, config, "transformers")
     assert hf["flops_per_token_executed"] == pytest.approx(_counted(config, True), rel=1e-9)

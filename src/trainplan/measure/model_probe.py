@@ -20,6 +20,7 @@ torch and transformers are the `model` extra; without them the probe exits 2 nam
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -222,21 +223,56 @@ def grouped_mm_flops(a_shape: Any, b_shape: Any, *args: Any, out_shape: Any = No
     return 2 * a_shape[-2] * a_shape[-1] * b_shape[-1]  # (E, M, K) x (K_total, N): one product a row
 
 
-def counted_flops(config: dict[str, Any], seq_len: int, micro_batch: int = 1, attention: str = "sdpa") -> float:
+def counted_flops(config: dict[str, Any], seq_len: int, micro_batch: int = 1, attention: str = "sdpa",
+                  checkpoint: str | None = None) -> float:
     """FLOPs of one forward + backward with labels, counted by FlopCounterMode on the meta device
-    (transformers 5's grouped expert products by grouped_mm_flops)."""
-    torch, _ = _imports()
+    (transformers 5's grouped expert products by grouped_mm_flops); `checkpoint` "reentrant" or
+    "non-reentrant" runs it under transformers' gradient checkpointing of that kind."""
+    import contextlib
+    from unittest import mock
+
+    torch, transformers = _imports()
     from torch.utils.flop_counter import FlopCounterMode
 
     model = build_model(config, attention=attention, device="meta")
+    packing = contextlib.nullcontext()
+    if checkpoint is not None:
+        model.train()
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={
+            "use_reentrant": checkpoint == "reentrant", "preserve_rng_state": False})  # no RNG on meta
+        # without a cache transformers looks for packed sequences in the position ids (a data-dependent
+        # .item(), impossible on meta); one unpacked sequence a row has none
+        packing = mock.patch.object(transformers.masking_utils, "find_packed_sequence_indices",
+                                    lambda position_ids: None)
     ids = torch.zeros((micro_batch, seq_len), dtype=torch.long, device="meta")
     grouped = getattr(torch.ops.aten, "_grouped_mm", None)
     mapping = {grouped: grouped_mm_flops} if grouped is not None else {}  # keyed by the overload packet
     counter = FlopCounterMode(display=False, custom_mapping=mapping)
-    with counter:
+    with packing, counter:
         out = model(input_ids=ids, labels=ids)
         out.loss.backward()
     return float(counter.get_total_flops())
+
+
+#: Tokens of the meta-device count of what a non-reentrant checkpoint skips (it is linear in tokens).
+TAIL_SEQ_LEN = 8
+
+
+@functools.lru_cache(maxsize=16)
+def _checkpoint_tail(config_json: str) -> float:
+    config = json.loads(config_json)
+    skipped = (counted_flops(config, TAIL_SEQ_LEN, attention="eager", checkpoint="reentrant")
+               - counted_flops(config, TAIL_SEQ_LEN, attention="eager", checkpoint="non-reentrant"))
+    return max(skipped, 0.0) / TAIL_SEQ_LEN / 2.0  # 2 FLOPs a parameter of a product's forward
+
+
+def checkpoint_tail_params(config: dict[str, Any]) -> float:
+    """Matrix-product parameters a token meets in the layer products a non-reentrant checkpoint does not
+    re-run under full recomputation, measured on the real module on the meta device: the forward and
+    backward FLOPs under a reentrant checkpoint less those under a non-reentrant one, per token, over 2
+    (accounts/compute.flops_per_token's `tail_params`; catalogue/checkpoint_tail.toml lists the families
+    measured so on CPU). Cached per configuration."""
+    return _checkpoint_tail(json.dumps(config, sort_keys=True))
 
 
 #: Elements of the stand-in parameter each dtype's AdamW step runs on (adamw_state_bytes_per_param).

@@ -117,8 +117,21 @@ def checkpoint_tail(w: Workload, count: Any) -> tuple[float, str]:
     tail = checkpoint_tail_params(count)
     family = count.family.split(" (")[0]
     if tail is None:
-        return 0.0, (f"the whole forward re-run counted: {family} is not measured under a non-reentrant checkpoint "
-                     "(catalogue/checkpoint_tail.toml), which may skip its last product")
+        from trainplan.measure import trace
+
+        if w.model.hf_config is None or not trace.available():
+            return 0.0, (f"the whole forward re-run counted: {family} is not measured under a non-reentrant "
+                         "checkpoint (catalogue/checkpoint_tail.toml; with torch installed a config.json's module "
+                         "is measured), which may skip its last product")
+        from trainplan.measure.model_probe import checkpoint_tail_params as measured_tail
+        from trainplan.workload.params import load_hf_config
+
+        skipped = measured_tail(load_hf_config(w.base_dir / w.model.hf_config))
+        if skipped == 0:
+            return 0.0, (f"a non-reentrant checkpoint re-runs a {family} layer's whole forward (measured on its own "
+                         "module, meta device)")
+        return skipped, ("a non-reentrant checkpoint re-runs each layer but the products nothing keeps the output of "
+                         f"(measured on {family}'s own module, meta device: {skipped:,.0f} parameters a token)")
     if tail == 0:
         return 0.0, f"a non-reentrant checkpoint re-runs a {family} layer's whole forward (its last product's output is kept)"
     return float(tail), "a non-reentrant checkpoint re-runs each layer but its MLP down projection"
