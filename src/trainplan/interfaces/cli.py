@@ -3,16 +3,15 @@
 Commands live in interfaces/commands/*.py, each with `register(app)`. COMMANDS below names
 each command and its module with a one-line help: `trainplan --help` lists them from the
 table and a command's module is imported only when that command runs, so start-up pays
-for what is used (benchmarks/bench_startup.py). A module in commands/ that the table does
-not name is still discovered and registered (imported at start-up): add it to COMMANDS to
-make it lazy.
+for what is used (benchmarks/bench_startup.py). The table is the only registry: nothing in
+commands/ is discovered, so a module that registers sub-commands of another (probe_model's
+`probe model`) adds no top-level command (issue 27).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 import sys
 from enum import Enum
 from pathlib import Path
@@ -236,23 +235,6 @@ def validate(file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml", help=
     workload = load_workload(file, set_ or [], calibration)
     resolve_model(workload)
     typer.echo(f"{file}: valid ({len(workload.provenance)} keys, accelerator {workload.accelerator.key})")
-
-
-def _register_commands() -> None:
-    """Register, eagerly, the command modules COMMANDS does not name (the rest are lazy)."""
-    from trainplan.interfaces import commands
-
-    named = {module for module, _ in COMMANDS.values()}
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if info.name in named:
-            continue
-        module = importlib.import_module(f"trainplan.interfaces.commands.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(app)
-
-
-_register_commands()
 
 
 def main(argv: list[str] | None = None) -> None:
