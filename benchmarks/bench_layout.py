@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from trainplan.accounts import parallel  # noqa: E402
 from trainplan.planning.evaluate import resolve_model  # noqa: E402
 from trainplan.planning.layout import RECOMPUTE_CHOICES, candidate_grid, hardware, model_shape  # noqa: E402
-from trainplan.workload.schema import load_workload  # noqa: E402
+from trainplan.workload.load import load_workload  # noqa: E402
 
 SETS = ["model.layers=80", "model.width=8192", "model.heads=64", "model.kv_heads=8", "model.vocab=128256",
         "model.family=llama", "model.ffn_width=28672", "model.tied=false", "training.seq_len=4096",

@@ -31,8 +31,9 @@ sys.path.insert(0, str(ROOT / "src"))
 from simpy_reference import simulate_simpy  # noqa: E402
 
 from trainplan.simulate import fast, grid  # noqa: E402
-from trainplan.simulate.queue import queue_spec_from_workload, sample_service_times, simulate  # noqa: E402
-from trainplan.workload.schema import load_workload  # noqa: E402
+from trainplan.planning.simulation import queue_spec_from_workload  # noqa: E402
+from trainplan.simulate.queue import sample_service_times, simulate  # noqa: E402
+from trainplan.workload.load import load_workload  # noqa: E402
 
 VARY = ["buffer=1,2,4,8,16,32,64,128,256,512", "cv=0,0.1,0.2,0.3,0.5,0.7,1,1.5,2,3", "cores=4:40:4"]
 SECONDS = 60.0

@@ -157,7 +157,7 @@ def predict(cfg: vt.Config, run: Run, workload: Path, cal: dict[tuple[str, int],
     replaces the measured hand-over: 0 plans without it)."""
     from trainplan.accounts import pipeline
     from trainplan.planning import evaluate as plan
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     n = cfg.tokens_per_frame
     mfu = min(1.0, demand_fps * 6 * params * n / peak)

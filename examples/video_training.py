@@ -52,7 +52,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from trainplan.measure import calibration
+from trainplan.workload import calibration
 from trainplan.measure import handover
 from trainplan.measure import probe
 from trainplan.measure import profiler as tp_profile
@@ -365,7 +365,7 @@ def predict(cfg: Config, setting: Setting, params: int, demand_fps: float, peak_
     """The plan's pipeline account for this setting, through the workload loader and the plan."""
     from trainplan.accounts import pipeline
     from trainplan.planning import evaluate as plan
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     n = cfg.tokens_per_frame
     mfu = demand_fps * 6 * params * n / peak_flops  # what the measured step achieves of the peak

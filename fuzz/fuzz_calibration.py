@@ -26,14 +26,14 @@ import tomli_w  # noqa: E402
 if atheris is not None:
     with atheris.instrument_imports():
         from trainplan.errors import UserError
-        from trainplan.measure import calibration
-        from trainplan.workload import limits
-        from trainplan.workload.schema import load_workload
+        from trainplan.workload import calibration
+        from trainplan import limits
+        from trainplan.workload.load import load_workload
 else:
     from trainplan.errors import UserError
-    from trainplan.measure import calibration
-    from trainplan.workload import limits
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload import calibration
+    from trainplan import limits
+    from trainplan.workload.load import load_workload
 
 KEYS = [*calibration.KNOWN_KEYS, "cluster.cores", "model.hf_config", "bogus", ""]
 ANY: list[object] = [0, 1, -1, 2, 1.5, 120.0, 1e12, 1e308, -1e308, 5e-324, float("nan"), float("inf"), 2**63 - 1,

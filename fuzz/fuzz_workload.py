@@ -30,14 +30,16 @@ if atheris is not None:
         from trainplan.errors import UserError
         from trainplan.planning import evaluate as plan
         from trainplan.present import render
-        from trainplan.workload import limits
+        from trainplan import limits
         from trainplan.workload import schema as workload
+        from trainplan.workload.load import load_workload
 else:
     from trainplan.errors import UserError
     from trainplan.planning import evaluate as plan
     from trainplan.present import render
-    from trainplan.workload import limits
+    from trainplan import limits
     from trainplan.workload import schema as workload
+    from trainplan.workload.load import load_workload
 
 warnings.simplefilter("ignore")  # numpy overflow warnings: the CLI hides them; a crash is an exception
 
@@ -121,7 +123,7 @@ def one_input(data: bytes) -> None:
         fh.write(body)
     try:
         with limits.only_files([_FILE, _CONFIG]):
-            w = workload.load_workload(_FILE, sets)
+            w = load_workload(_FILE, sets)
             report = plan.build_report(w)
     except UserError as err:
         if "\n" in str(err) or "\x1b" in str(err):

@@ -325,7 +325,7 @@ def test_input_files_that_are_not_regular_files(tmp_path):
 
 
 def test_oversized_input_files(tmp_path):
-    from trainplan.workload.limits import MAX_BYTES
+    from trainplan.limits import MAX_BYTES
 
     big = tmp_path / "big.toml"
     big.write_text("# padding\n" * (MAX_BYTES["workload"] // 10 + 1))
@@ -448,7 +448,7 @@ def test_accounts_are_total_on_the_ranges():
     from trainplan.errors import UserError
     from trainplan.planning.evaluate import build_report
     from trainplan.present.render import to_json, to_table
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     planned = 0
     with warnings.catch_warnings():

@@ -177,7 +177,7 @@ def test_a_comma_decimal_in_an_empirical_file(cli, tmp_path):
 
 
 def test_a_calibration_entry_without_provenance_says_so(tmp_path):
-    from trainplan.measure import calibration
+    from trainplan.workload import calibration
 
     path = tmp_path / "cal.toml"
     path.write_text('format = 1\n[[values]]\nkey = "cluster.link"\nvalue = 2e9\n')

@@ -8,7 +8,7 @@ import pytest
 
 from trainplan.accounts import pipeline
 from trainplan.planning.evaluate import build_report
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 # reference workload (docs/pipeline-and-bill.md): demand 709,319 tokens/s (93 M parameters, MFU 0.4, one H100-SXM, 256
 # tokens a frame). Decoded frames are read at 1.5 W H bytes: 1.5 x 1920 x 1080 / 256 = 12,150 B/token.
@@ -58,7 +58,7 @@ def test_bad_cache_size_refused(cli):
 
 
 def test_read_probe_records_the_warm_rate_as_the_cache_rate(tmp_path):
-    from trainplan.measure import calibration
+    from trainplan.workload import calibration
 
     read = {"path": "/data/x", "bytes": 64e6, "block_bytes": 4 * 2**20, "cold_bytes_per_second": 1.2e9,
             "warm_bytes_per_second": 9e9, "cold_method": "posix_fadvise", "created": True}

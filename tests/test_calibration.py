@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from trainplan.measure import calibration
+from trainplan.workload import calibration
 from trainplan.errors import UserError
 
 MACHINE = {"hostname": "bench-1", "cpu_model": "Test CPU 9000", "cpu_count": 8}
@@ -80,7 +80,7 @@ def test_mfu_is_marked_end_to_end(tmp_path):
 
 
 def test_plan_takes_measured_values(tmp_path):
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     cal = write_decode(tmp_path / "cal.toml")
     w = load_workload(None, [], cal)
@@ -99,7 +99,7 @@ def handover_result(per_frame: float = 2.5e-4, making: float = 5e-5) -> dict:
 def test_the_hand_over_is_measured_in_the_plan(tmp_path):
     from trainplan.accounts import pipeline as pl
     from trainplan.planning.evaluate import pipeline_inputs
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     d = handover_result()
     cal = calibration.write(tmp_path / "cal.toml", calibration.HANDOVER_PROBE, settings={"batch": 16}, results=d,
@@ -124,7 +124,7 @@ def test_refuses_another_resolution(tmp_path):
         calibration.check_compatible(cal, {"data": {"width": 1920, "height": 1080}})
     assert "data.width" in err.value.expected and "3840x2160" in err.value.expected
     # the same refusal through the workload loader
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     with pytest.raises(UserError, match="data.width"):
         load_workload(None, [], cal)
@@ -205,7 +205,7 @@ MALFORMED = [
 
 @pytest.mark.parametrize("text,where", MALFORMED, ids=[str(i) for i in range(len(MALFORMED))])
 def test_malformed_shapes_are_refused_with_the_place(tmp_path, text, where):
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     path = tmp_path / "cal.toml"
     path.write_text(text)
@@ -256,8 +256,8 @@ def test_extra_fields_and_toml_dates_are_kept(tmp_path):
 def test_a_set_on_the_command_line_wins_over_the_calibration(tmp_path):
     """--set > calibration > workload file > default: a user planning a what-if against a measured
     value gets the value they typed, and its provenance says so."""
-    from trainplan.measure import calibration
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload import calibration
+    from trainplan.workload.load import load_workload
 
     cal = tmp_path / "cal.toml"
     calibration.write(cal, calibration.HANDOVER_PROBE, settings={"side": 112, "batch": 16},
@@ -275,8 +275,8 @@ def test_a_set_on_the_command_line_wins_over_the_calibration(tmp_path):
 
 
 def test_a_loopback_allreduce_never_stands_in_for_a_cluster_interconnect(tmp_path):
-    from trainplan.measure import calibration
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload import calibration
+    from trainplan.workload.load import load_workload
 
     cal = tmp_path / "cal.toml"
     d = {"backend": "gloo", "world_size": 2, "launched_by": "local processes", "bytes": 16e6,
@@ -292,8 +292,8 @@ def test_a_loopback_allreduce_never_stands_in_for_a_cluster_interconnect(tmp_pat
 
 
 def test_a_device_figure_applies_only_to_its_kind_of_accelerator(tmp_path):
-    from trainplan.measure import calibration
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload import calibration
+    from trainplan.workload.load import load_workload
 
     cal = tmp_path / "cal.toml"
     calibration.write(cal, "transfer", settings={}, results={},
@@ -309,7 +309,7 @@ def test_a_device_figure_applies_only_to_its_kind_of_accelerator(tmp_path):
 
 
 def _model_calibration(path, recompute: str = "none", attention: str = "sdpa", precision: str = "bf16"):
-    from trainplan.measure import calibration
+    from trainplan.workload import calibration
 
     calibration.write(path, "model", settings={"micro_batch": 2, "seq_len": 512, "attention": attention,
                                                "precision": precision, "recompute": recompute},
@@ -324,7 +324,7 @@ def test_a_model_calibration_applies_only_at_the_settings_it_was_measured_at(tmp
     (b S (L k + outside) by hand, micro-batch 4, S 1024, 12 layers); a plan with full recomputation, eager
     attention or fp32 leaves them out and says which setting differs."""
     from trainplan.planning.evaluate import build_report
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     cal = _model_calibration(tmp_path / "cal.toml")
     shape = ["model.layers=12", "model.width=768", "model.heads=12", "training.micro_batch=4", "training.seq_len=1024"]
@@ -348,7 +348,7 @@ def test_a_model_calibration_applies_only_at_the_settings_it_was_measured_at(tmp
 
 
 def test_a_model_calibration_at_autocast_applies_to_the_autocast_recipe(tmp_path):
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     cal = _model_calibration(tmp_path / "cal.toml", precision="autocast")
     assert load_workload(None, [], calibration=cal).training.activation_bytes_per_layer_token is None

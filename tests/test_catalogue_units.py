@@ -117,7 +117,7 @@ def test_every_accelerator_plans_a_laid_out_job(key):
     import math
 
     from trainplan.planning.evaluate import build_report
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     sets = [f"cluster.accelerator={key}", "cluster.count=16", "parallel.tensor=2", "parallel.pipeline=2",
             "cluster.devices_per_node=2", "model.layers=8", "model.width=1024", "model.heads=16",

@@ -105,9 +105,9 @@ def test_probe_cli_writes_the_calibration_and_plan_uses_it(cli, tmp_path):
 
 
 def test_a_link_measured_on_the_plans_kind_of_machine_is_applied(tmp_path):
-    from trainplan.measure import calibration
+    from trainplan.workload import calibration
     from trainplan.planning.evaluate import build_report
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     cal = tmp_path / "cal.toml"
     h100 = {"hostname": "node-0", "cpu_model": "x", "gpu": "NVIDIA H100 80GB HBM3"}

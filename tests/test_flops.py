@@ -121,7 +121,7 @@ def test_sweep_agrees_with_the_plan_on_the_architecture_terms():
     from trainplan.planning import sweep
     from trainplan.planning.evaluate import build_report
     from trainplan.present.render import flatten
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     sets = ["data.kind=tokens", "training.tokens=1e9", "model.layers=4", "model.width=512", "model.vocab=32000",
             "model.ffn_width=1408", "model.heads=8", "model.kv_heads=2", 'model.family="llama"']
@@ -175,7 +175,7 @@ def test_hfu_without_a_known_architecture_times_6p_at_the_hfu() -> None:
     """cluster.hfu on a model given by count and shape only (the default ViT): no architecture terms,
     so time = 6 P D / (peak x HFU) (found by the workload fuzzer: this used to reach None x float)."""
     from trainplan.planning.evaluate import build_report
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     w = load_workload(None, ["cluster.hfu=0.5", "data.kind=tokens", "training.tokens=1e9"])
     report = build_report(w)

@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 
 from trainplan import catalogue  # noqa: E402
 from trainplan.planning.evaluate import build_report  # noqa: E402
-from trainplan.workload.schema import load_workload  # noqa: E402
+from trainplan.workload.load import load_workload  # noqa: E402
 
 BASE = dict(vocab_size=1000, hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2)

@@ -11,7 +11,7 @@ from trainplan.accounts import storage
 from trainplan.catalogue.accelerators import accelerators, resolve_accelerator
 from trainplan.catalogue.dtypes import state_bytes_per_param
 from trainplan.planning.evaluate import build_report
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 from conftest import EXAMPLES
 

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 from trainplan.present.html import render_html
 from trainplan.planning.evaluate import build_report
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 
 class _Tags(HTMLParser):

@@ -16,7 +16,7 @@ from trainplan import units
 from trainplan.errors import UserError, nearest_name
 from trainplan.interfaces.cli import main
 from trainplan.planning.evaluate import build_report
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 CONFIGS = Path(__file__).parent / "fixtures" / "hf_configs"
 # Llama-2-7B by hand: 32 blocks of 4 d^2 attention + 3 d f SwiGLU + 2 d RMSNorm, the embedding and the

@@ -18,7 +18,7 @@ import pytest
 
 from trainplan.measure import inspect as insp
 from trainplan.measure import probe
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 FPS, FRAMES = 25.0, 60
 

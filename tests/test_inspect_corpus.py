@@ -18,7 +18,7 @@ import pytest
 av = pytest.importorskip("av")
 
 from trainplan.measure import inspect as insp  # noqa: E402
-from trainplan.workload.schema import load_workload  # noqa: E402
+from trainplan.workload.load import load_workload  # noqa: E402
 
 FPS = 25
 

@@ -18,7 +18,7 @@ from PIL import Image
 
 from trainplan.measure import inspect as insp
 from trainplan.measure import probe
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 SIZES = {"a.jpg": ("JPEG", 160, 120), "b.jpg": ("JPEG", 160, 120), "c.png": ("PNG", 80, 60),
          "d.webp": ("WEBP", 160, 120)}

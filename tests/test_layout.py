@@ -9,7 +9,7 @@ from trainplan.accounts import parallel
 from trainplan.planning.evaluate import resolve_model
 from trainplan.planning.layout import candidate_grid, search
 from trainplan.planning.validation import gpt_shape
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 SETS = ["model.layers=32", "model.width=4096", "model.heads=32", "model.vocab=32000", "training.seq_len=2048",
         "training.micro_batch=1", "training.grad_accum=16", "cluster.count=64", "cluster.accelerator=a100-sxm-80gb",

@@ -24,7 +24,7 @@ from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.errors import UserError
 from trainplan.planning import decisions
 from trainplan.planning.evaluate import build_report
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 LESSONS = Path(__file__).resolve().parent.parent / "examples" / "lessons"
 GIB = 2.0**30

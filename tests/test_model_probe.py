@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 
 from trainplan.interfaces import cli  # noqa: E402
 from trainplan.measure import model_probe as mp  # noqa: E402
+from trainplan.workload import calibration  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -127,7 +128,7 @@ def test_probe_builds_no_weights_and_records_its_settings(tmp_path: Path, capsys
 
 def test_calibration_matches_names_what_differs() -> None:
     measured_at = {"attention": "sdpa", "precision": "bf16", "recompute": "none", "seq_len": 128}
-    assert mp.calibration_matches(measured_at, "flash", "fp16", "none") == []
-    assert mp.calibration_matches(measured_at, "eager", "fp32", "full") == [
+    assert calibration.calibration_matches(measured_at, "flash", "fp16", "none") == []
+    assert calibration.calibration_matches(measured_at, "eager", "fp32", "full") == [
         "attention sdpa measured, eager planned", "precision bf16 measured, fp32 planned",
         "recompute none measured, full planned"]

@@ -400,7 +400,7 @@ def _plan_with_config(tmp_path, config: dict[str, Any]) -> dict:
     import json
 
     from trainplan.planning.evaluate import build_report
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "w.toml").write_text('[model]\nhf_config = "config.json"\n[training]\ntokens = "1M"\n'
@@ -452,7 +452,7 @@ def test_plan_traces_autocast_for_a_family_with_traits(tmp_path) -> None:
     import json
 
     from trainplan.planning.evaluate import build_report
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     config = {"model_type": "llama", **BASE}
     (tmp_path / "config.json").write_text(json.dumps(config))

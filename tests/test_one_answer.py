@@ -12,10 +12,10 @@ import pytest
 from trainplan.planning import solve, sweep
 from trainplan.planning.evaluate import build_report
 from trainplan.present.html import render_html
-from trainplan.present.quantities import format_figure
+from trainplan.quantities import format_figure
 from trainplan.present.render import to_markdown
 from trainplan.present.summary import first_screen
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 from conftest import EXAMPLES
 

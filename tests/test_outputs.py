@@ -1,6 +1,6 @@
 """--output writes only regular files, atomically, keeping the target's permissions (issue 16).
 
-In process (trainplan.present.outputs.write_output, the one writer every command uses) for
+In process (trainplan.outputs.write_output, the one writer every command uses) for
 the file-system cases, and through the command line for what a user sees: exit 2, one line
 naming --output, nothing written, no temporary file left.
 """
@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from trainplan.errors import UserError
-from trainplan.present.outputs import TEMP_PREFIX, write_output
+from trainplan.outputs import TEMP_PREFIX, write_output
 
 
 def _no_temporary(folder) -> None:

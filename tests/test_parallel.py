@@ -10,6 +10,7 @@ from published_formulas import korthikanti_activation_bytes_per_layer, narayanan
 
 from trainplan.accounts import parallel
 from trainplan.errors import UserError
+from trainplan.workload import layout_rules
 from trainplan.planning.validation import gpt_shape
 
 S, H, A = 2048, 12288, 96  # the 175B model of Korthikanti et al. 2022
@@ -178,12 +179,12 @@ def test_zero3_gathers_cost_more_than_plain_data_parallel():
 ])
 def test_check_layout_names_the_key(kwargs, key):
     with pytest.raises(UserError) as err:
-        parallel.check_layout(**kwargs)
+        layout_rules.check_layout(**kwargs)
     assert err.value.where == key
 
 
 def test_check_layout_returns_the_data_degree():
-    assert parallel.check_layout(512, 8, 8, heads=64, layers=80) == 8
+    assert layout_rules.check_layout(512, 8, 8, heads=64, layers=80) == 8
 
 
 def test_bad_layout_from_the_cli_is_one_line_exit_2(cli):
@@ -381,11 +382,11 @@ def test_stage_partition_with_embedding_units():
     assert tuple(map(float, parallel.stage_partition(126, 16, 1))) == (8.0, 7.0)
     assert tuple(map(float, parallel.stage_partition(96, 8, 0))) == (12.0, 12.0)
     assert tuple(map(float, parallel.stage_partition(48, 1, 1))) == (48.0, 48.0)
-    assert parallel.embedding_units(70, 12) == 1 and parallel.embedding_units(96, 8) == 0
-    assert parallel.embedding_units(71, 12) is None
-    assert parallel.check_layout(384, tensor=4, pipeline=12, layers=70) == 8
+    assert layout_rules.embedding_units(70, 12) == 1 and layout_rules.embedding_units(96, 8) == 0
+    assert layout_rules.embedding_units(71, 12) is None
+    assert layout_rules.check_layout(384, tensor=4, pipeline=12, layers=70) == 8
     with pytest.raises(UserError) as e:
-        parallel.check_layout(384, tensor=4, pipeline=12, layers=71)
+        layout_rules.check_layout(384, tensor=4, pipeline=12, layers=71)
     assert e.value.where == "parallel.pipeline"
 
 

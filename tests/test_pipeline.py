@@ -9,7 +9,7 @@ import pytest
 from trainplan.accounts import bill as bill_mod
 from trainplan.accounts import pipeline as pl
 from trainplan.planning.evaluate import build_report, pipeline_inputs
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 H100_BF16 = 989.5e12
 

@@ -199,14 +199,14 @@ def test_cli_decode_json_and_calibration(cli, tmp_path):
     d = json.loads(res.stdout)
     assert d["frames_per_cpu_second"] > 0
     assert d["frames_per_cpu_second_1080p"] == pytest.approx(d["frames_per_cpu_second"] * 192 * 108 / 2073600)
-    from trainplan.measure import calibration
+    from trainplan.workload import calibration
 
     m = calibration.load(cal)["cluster.core_fps_1080p"]
     assert m.value == pytest.approx(d["core_fps_1080p"])
     # the plan of a workload in the same format takes it as measured
     w = tmp_path / "w.toml"
     w.write_text("[data]\nwidth = 192\nheight = 108\n")
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     wl = load_workload(w, [], cal)
     assert wl.cluster.core_fps_1080p == pytest.approx(m.value)
@@ -229,7 +229,7 @@ def test_cli_read_and_matmul_table(cli, tmp_path):
 
 
 def test_matmul_as_peak_sets_the_accelerator_peak(tmp_path):
-    from trainplan.measure import calibration
+    from trainplan.workload import calibration
     from trainplan.interfaces.commands import probe as probe_cmd
 
     cal = tmp_path / "cal.toml"
@@ -246,7 +246,7 @@ def test_matmul_as_peak_sets_the_accelerator_peak(tmp_path):
 
 
 def test_probe_all_records_what_ran_and_why_the_rest_skipped(tmp_path, monkeypatch):
-    from trainplan.measure import calibration
+    from trainplan.workload import calibration
     from trainplan.interfaces.commands import probe as probe_cmd
 
     def no_allreduce(*a, **k):

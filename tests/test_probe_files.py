@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from trainplan.measure import probe
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 GOPS = (10, 20)
 FRAMES = 60

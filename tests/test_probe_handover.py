@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainplan.measure import calibration, handover
+from trainplan.measure import handover
+from trainplan.workload import calibration
 
 
 def _sets() -> list[str]:
@@ -18,7 +19,7 @@ def test_the_probe_writes_the_hand_over_and_the_plan_charges_it(cli, tmp_path):
     pytest.importorskip("torch")
     from trainplan.accounts import pipeline as pl
     from trainplan.planning.evaluate import pipeline_inputs
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     cal = tmp_path / "cal.toml"
     res = cli("probe", "handover", "--side", "32", "--batch", "8", "--seconds", "1", "--output", str(cal))

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 SLEEP, SPIN = 0.02, 0.01  # seconds an item: fetch (asleep), transform (on a core)
 
@@ -48,15 +48,27 @@ def module(tmp_path, monkeypatch):
 
 
 def test_cpu_and_wall_per_item_tell_fetch_from_prep(module):
+    """Timing on a shared machine: a run whose items waited for a core (load 8 on 2 cores stretches one
+    item's wall to 0.7 s) is measured again, up to 3 times, and each miss is reported."""
+    import warnings
+
     from trainplan.measure import loader
 
-    r = loader.probe_loader(f"{module}:make", seconds=0.5)
-    assert r.items >= 3
-    assert SPIN * 0.95 <= r.cpu_per_item <= SPIN * 2.0, r
-    assert r.wall_per_item >= (SLEEP + SPIN) * 0.95, r
-    # waiting is the sleep's share of the item: 2/3 by construction (less when the machine slows the spin)
-    assert 0.45 <= r.wait_share <= 0.72, r
-    assert r.items_per_cpu_second == pytest.approx(1 / r.cpu_per_item)
+    misses = []
+    for _attempt in range(3):
+        r = loader.probe_loader(f"{module}:make", seconds=0.5)
+        assert r.items >= 3
+        assert SPIN * 0.95 <= r.cpu_per_item, r  # a CPU clock only runs on a core: never short
+        assert r.wall_per_item >= (SLEEP + SPIN) * 0.95, r  # nor is the wall
+        assert r.items_per_cpu_second == pytest.approx(1 / r.cpu_per_item)
+        # waiting is the sleep's share of the item: 2/3 by construction (less when the machine slows the spin,
+        # more when an item waited for a core)
+        if r.cpu_per_item <= SPIN * 2.0 and 0.45 <= r.wait_share <= 0.72:
+            break
+        misses.append(f"cpu {r.cpu_per_item:.4f} s an item, wait share {r.wait_share:.2f}")
+        warnings.warn(f"loader probe timing missed (measuring again): {misses[-1]}", stacklevel=1)
+    else:
+        pytest.fail(f"3 runs missed the sleep's share: {misses}")
 
 
 @pytest.mark.parametrize("access, g", [("sequential", 1.0), ("random", 8.0)])

@@ -226,7 +226,7 @@ def test_cli_profiles_a_script(cli, tmp_path):
     res = cli("profile", str(script), "--warmup", "1", "--set", "model.params=1e6", "--output", str(cal), "--", "6")
     assert res.returncode == 0, res.stderr
     assert "plan predicted: busy" in res.stdout
-    from trainplan.measure import calibration
+    from trainplan.workload import calibration
 
     values = calibration.load(cal)
     assert values["cluster.mfu_end_to_end"].value is True

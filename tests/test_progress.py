@@ -9,8 +9,8 @@ import json
 import pytest
 from rich.console import Console
 
-from trainplan.present import progress as progress_mod
-from trainplan.present.progress import progress, progress_bar
+from trainplan import progress as progress_mod
+from trainplan.progress import progress, progress_bar
 
 
 def _terminal() -> tuple[Console, io.StringIO]:

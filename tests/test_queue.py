@@ -708,8 +708,8 @@ def test_vary_grid_rows_are_the_single_runs():
     """Each row of the grid is the simulation of its configuration run alone; without
     variability busy is the formula's min(1, cores x 120 / 2,770.78) within a point."""
     from trainplan.simulate.grid import grid_specs, parse_vary, run_grid
-    from trainplan.simulate.queue import queue_spec_from_workload
-    from trainplan.workload.schema import load_workload
+    from trainplan.planning.simulation import queue_spec_from_workload
+    from trainplan.workload.load import load_workload
 
     def base(sets):
         return queue_spec_from_workload(load_workload(None, sets, None), frames=20_000)[0]

@@ -8,9 +8,9 @@ import pytest
 
 from trainplan.planning.evaluate import build_report
 from trainplan.planning.figures import DIMENSIONS, FIGURES
-from trainplan.present.quantities import format_figure, json_safe, significant
+from trainplan.quantities import format_figure, json_safe, significant
 from trainplan.present.render import flatten
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 WORKLOADS = [
     [],

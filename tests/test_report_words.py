@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from trainplan.present.quantities import format_assumption, format_figure, input_dimensions
+from trainplan.quantities import format_assumption, format_figure
+from trainplan.workload.schema import input_dimensions
 
 
 def test_inputs_are_written_with_their_units() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainplan.errors import UserError
-from trainplan.workload import limits
+from trainplan import limits
 
 
 def _refused(res, key, *words):

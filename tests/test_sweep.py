@@ -14,7 +14,7 @@ from trainplan.errors import UserError
 from trainplan.planning.evaluate import build_report
 from trainplan.planning.figures import FIGURES
 from trainplan.present.render import flatten
-from trainplan.workload.schema import load_workload
+from trainplan.workload.load import load_workload
 
 
 def _same(got, want) -> bool:

@@ -157,7 +157,7 @@ def test_bad_names():
 
 def _plan(doc_text: str, tmp_path, *sets: str) -> dict:
     from trainplan.planning.evaluate import build_report
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     path = tmp_path / "w.toml"
     path.write_text(doc_text)

@@ -29,7 +29,7 @@ from trainplan.accounts import pipeline
 from trainplan.planning import evaluate as plan# noqa: E402
 from trainplan.errors import UserError  # noqa: E402
 from trainplan.interfaces.web import create_app, overrides_from_json  # noqa: E402
-from trainplan.workload.schema import load_workload  # noqa: E402
+from trainplan.workload.load import load_workload  # noqa: E402
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import math
+import re
 from collections.abc import Iterable
 from typing import Iterator
 
@@ -18,11 +19,26 @@ class UserError(Exception):
     def __init__(self, where: str, expected: str) -> None:
         # a key or value may come from a file or a request: no terminal escapes, no line
         # breaks, and no more than a screenful, in a message that is one line
-        from trainplan.workload.limits import printable
-
         self.where = _shorten(printable(str(where), one_line=True), _WHERE_CHARS)
         self.expected = _shorten(printable(str(expected), one_line=True), _EXPECTED_CHARS)
         super().__init__(f"{self.where}: {self.expected}")
+
+
+# ESC-introduced sequences (CSI, OSC, DCS..., two-character escapes) and every other C0/C1
+# control character except tab and newline.
+_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(\x07|\x1b\\)?|[PX^_][^\x1b]*(\x1b\\)?|[ -~]?)")
+# Unicode's direction overrides and isolates can make a line read other than it is.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_LINE_BREAK = re.compile(r"[\n\r\u2028\u2029\x85]")
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """`text` without terminal escape sequences or control characters (each shown as '?');
+    with `one_line`, line breaks too (a message is one line)."""
+    if not isinstance(text, str):
+        text = str(text)
+    text = _CONTROL.sub("?", _ESCAPE.sub("?", text))
+    return _LINE_BREAK.sub(" ", text).replace("\t", " ") if one_line else text
 
 
 # The longest key and explanation a message shows (characters); longer ones are cut with "...".

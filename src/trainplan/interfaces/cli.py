@@ -86,7 +86,7 @@ def _check_output_params(ctx: Any) -> None:
     """A file to write (`--output`, `-o`, a `--plot` file) is checked before the command's work: a
     device, a FIFO, a link to nothing, a read-only file or a missing folder fails at once, not after
     a 13-second sweep or an 18-second probe (issue 29). The writer checks again when it writes."""
-    from trainplan.present.outputs import FILE_OPTIONS, STDOUT_NAME, check_output_path
+    from trainplan.outputs import FILE_OPTIONS, STDOUT_NAME, check_output_path
 
     for param in ctx.command.params:
         value = ctx.params.get(param.name)
@@ -209,9 +209,9 @@ def plan(
                                          "assumptions with their sources")] = False,
 ) -> None:
     """The plan: fit, time, cost, and what the accelerator waits on."""
-    from trainplan.present.outputs import write_output
+    from trainplan.outputs import write_output
     from trainplan.planning.evaluate import build_report
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     from trainplan.interfaces.options import check_format
 
@@ -219,9 +219,9 @@ def plan(
     workload = load_workload(file, set_ or [], calibration)
     report = build_report(workload)
     if simulate:
-        from trainplan.simulate.queue import simulated_check
+        from trainplan.planning.simulation import simulated_check_of
 
-        report["simulation"] = simulated_check(workload, frames=frames)
+        report["simulation"] = simulated_check_of(workload, frames=frames)
     write_output(render(report, fmt, workload, detail), output)
 
 
@@ -230,7 +230,7 @@ def validate(file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml", help=
              set_: SetOpt = None, calibration: CalibrationOpt = None) -> None:
     """Check a workload without planning it."""
     from trainplan.planning.evaluate import resolve_model
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     workload = load_workload(file, set_ or [], calibration)
     resolve_model(workload)
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors -> one line on stderr and exit 2; internal errors -> exit 1."""
     import warnings
 
-    from trainplan.workload.limits import forget_inputs, os_error_text, printable
+    from trainplan.limits import forget_inputs, os_error_text, printable
 
     forget_inputs()  # --output may not replace a file this run reads (issue 16)
     # numpy's overflow/invalid warnings are never the user's business: the figures they would
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     warnings.simplefilter("ignore", RuntimeWarning)
     previous = _on_sigterm()
     try:
-        from trainplan.present.outputs import check_output_arguments
+        from trainplan.outputs import check_output_arguments
 
         check_output_arguments(list(sys.argv[1:] if argv is None else argv))
         code = app(args=argv, standalone_mode=False)

@@ -44,7 +44,8 @@ except ImportError:  # pragma: no cover - the `ui` extra is absent; create_app s
 
 from trainplan.planning import evaluate as plan_mod
 from trainplan.errors import UserError
-from trainplan.workload.schema import DataSection, Workload, load_workload
+from trainplan.workload.load import load_workload
+from trainplan.workload.schema import DataSection, Workload
 
 #: Resolutions offered by the page's selector (width, height, label).
 RESOLUTIONS: tuple[tuple[int, int, str], ...] = (
@@ -144,7 +145,8 @@ def workload_of_request(settings: Any, config: Any = None, workload: Any = None,
                         files: dict[str, Path] | None = None) -> Workload:
     """The workload of a request: uploaded TOML text (`config`) or a file given on the command
     line (`workload`, by name), or the built-in default; then the overrides of `set`."""
-    from trainplan.workload import limits, schema
+    from trainplan import limits
+    from trainplan.workload import schema
 
     overrides = overrides_from_json(settings)
     files = files or {}
@@ -496,7 +498,7 @@ def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> An
     from fastapi.responses import HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
-    from trainplan.workload import limits
+    from trainplan import limits
 
     workloads: dict[str, Path] = {}
     readable: set[str] = set()

@@ -188,7 +188,8 @@ def register_probe(probe_app: Any) -> None:
                                                            "calibration TOML file")] = None,
         ) -> None:
             from trainplan import units
-            from trainplan.measure import calibration, probe
+            from trainplan.measure import probe
+            from trainplan.workload import calibration
 
             if format not in ("table", "json"):
                 raise UserError("--format", f"expected table or json, got {format!r}")

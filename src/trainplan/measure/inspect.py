@@ -48,6 +48,9 @@ IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
 IMAGES_PER_SECOND = 1.0
 TABLE_SUFFIXES = frozenset({".parquet", ".arrow"})  # token tables: a token-id list column or a text column
 # every suffix a folder inspection reads (kind_of reads the rest as video)
+# Columns a token table's ids or text are looked for in, in this order (Hugging Face and Megatron names).
+ID_COLUMNS = ("input_ids", "tokens", "token_ids", "ids")
+TEXT_COLUMNS = ("text", "content", "document")
 READ_SUFFIXES = VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES | IMAGE_SUFFIXES | TABLE_SUFFIXES
 BITS_PER_BYTE = 8.0
 
@@ -508,7 +511,7 @@ def make_counter(tokenizer: str | None) -> tuple[Callable[[str], int], str]:
             from tokenizers import Tokenizer
         except ImportError:
             raise UserError("--tokenizer", "the tokenizers package is not installed (pip install tokenizers)") from None
-        from trainplan.workload import limits  # a regular file of bounded size: never a FIFO (issue 29)
+        from trainplan import limits  # a regular file of bounded size: never a FIFO (issue 29)
 
         text = limits.read_text(tokenizer, "tokenizer")
         try:
@@ -620,11 +623,9 @@ def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | No
                 dedup.add(doc)
             width = ids.dtype.itemsize
         elif kind_of(f) == "table":
-            from trainplan.measure import shards
-
             counter = counter or make_counter(tokenizer)
             width = None
-            for doc, width in shards.table_documents(f, counter[0]):
+            for doc, width in table_documents(f, counter[0]):
                 counted = counted if width else counter[1]
                 dedup.add(doc)
         else:
@@ -848,7 +849,7 @@ def to_workload(report: dict[str, Any], path: str | Path, source: str) -> Path:
             measured[f"data.{key}"] = source
     text = ("# written by `trainplan data inspect`; [measured] names the keys measured on the data\n"
             + tomli_w.dumps(doc))
-    from trainplan.present.outputs import write_output
+    from trainplan.outputs import write_output
 
     # the safe writer (issue 29): regular files only, atomically through a fresh temporary file,
     # mode and links kept, nothing left behind on a full disk
@@ -865,3 +866,58 @@ def finite(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+# ---------------------------------------------------------------- token tables (parquet, arrow)
+
+
+def _open_table(path: Path) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if path.suffix.lower() == ".parquet":
+            pf = pq.ParquetFile(path)
+            return pf.schema_arrow, (lambda cols: pf.iter_batches(batch_size=1024, columns=cols))
+        try:
+            reader = pa.ipc.open_file(path)
+            return reader.schema, (lambda cols: (reader.get_batch(i).select(cols) for i in range(reader.num_record_batches)))
+        except pa.ArrowInvalid:
+            stream = pa.ipc.open_stream(path)
+            return stream.schema, (lambda cols: (b.select(cols) for b in stream))
+    except (pa.ArrowInvalid, OSError) as err:
+        raise UserError(str(path), f"expected a parquet or arrow table ({err})") from None
+
+
+def table_documents(path: Path, count: Callable[[str], int]) -> Iterator[tuple[Document, int | None]]:
+    """A token table's rows as documents, with the token id width in bytes (None for text): the
+    first of `ID_COLUMNS` that holds lists of integers, else the first of `TEXT_COLUMNS` holding
+    strings; one row is one document."""
+    import pyarrow as pa
+
+    schema, batches = _open_table(path)
+    fields = {f.name: f.type for f in schema}
+    column, width = None, None
+    for name in ID_COLUMNS:
+        t = fields.get(name)
+        if t is not None and (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type):
+            column, width = name, t.value_type.bit_width // 8
+            break
+    if column is None:
+        column = next((n for n in TEXT_COLUMNS
+                       if n in fields and (pa.types.is_string(fields[n]) or pa.types.is_large_string(fields[n]))), None)
+    if column is None:
+        raise UserError(str(path), f"expected a token id list column ({', '.join(ID_COLUMNS)}) or a text column "
+                                   f"({', '.join(TEXT_COLUMNS)}), got columns {', '.join(fields) or 'none'}")
+    for batch in batches([column]):
+        values = batch.column(0)
+        if width is not None:
+            dtype = np.dtype(f"<i{width}") if pa.types.is_signed_integer(values.type.value_type) else np.dtype(f"<u{width}")
+            for row in values:
+                ids = np.asarray(row.values.to_numpy(zero_copy_only=False), dtype=dtype)
+                if ids.size:
+                    yield next(token_id_documents(ids, None, chunk=ids.size)), width
+        else:
+            for text in values.to_pylist():
+                if text:
+                    yield text_document(text, count), None

@@ -14,7 +14,7 @@ model_type and shape), never downloaded. Measured:
 
 It says what it will measure before it starts and shows its progress on a terminal. The
 calibration file records the attention, precision, recomputation, micro-batch and sequence
-length it measured at (``calibration_matches`` says whether a plan's settings are those).
+length it measured at (workload/calibration.calibration_matches says whether a plan's settings are those).
 torch and transformers are the `model` extra; without them the probe exits 2 naming it.
 """
 
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainplan.errors import UserError
+from trainplan.measure.trace import _layers, checkpointed_attention_core
 
 EXTRA_HINT = "torch and transformers installed (pip install 'trainplan[model]')"
 OUTSIDE = "outside"
@@ -72,20 +73,10 @@ def load_config(path: str | Path | None, sets: list[str] | tuple[str, ...] = ())
     if "model_type" not in config:
         raise UserError("model_type", "a config.json or --set model_type=NAME (llama, gpt2, ...)")
     from trainplan import units
-    from trainplan.workload import limits
+    from trainplan import limits
 
     limits.check_numbers(config, "--set", units.LARGEST_WHOLE)  # the numeric boundary (issue 29)
     return config
-
-
-def _layers(model: Any) -> list[Any]:
-    """The decoder layers: the ModuleList holding the most parameters (not merely the longest: StableLM's
-    per-head q/k norms are a longer list)."""
-    torch, _ = _imports()
-    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
-    if not lists:
-        raise UserError("model_type", "a decoder with a list of layers")
-    return list(max(lists, key=lambda m: sum(p.numel() for p in m.parameters())))
 
 
 def build_model(config: dict[str, Any], attention: str = "sdpa", device: str = "cpu", dtype: str = "bf16") -> Any:
@@ -120,43 +111,6 @@ class SavedBytes:
     @property
     def total(self) -> float:
         return sum(self.per_layer) + self.outside
-
-
-#: Attention cores run under checkpointed_attention_core since the process started (a family whose
-#: attention does not go through transformers' attention interface runs none: Falcon).
-CHECKPOINTED_CORES = [0]
-
-
-def checkpointed_attention_core() -> Any:
-    """A context in which every attention core (transformers' attention interface: eager or SDPA)
-    runs under torch.utils.checkpoint: selective recomputation as Megatron defines it. The
-    reentrant form saves the core's inputs (q, k, v) with save_for_backward, so the saved-tensor
-    hooks see what selective recomputation keeps. CHECKPOINTED_CORES counts the cores it ran."""
-    import contextlib
-
-    import torch.utils.checkpoint as checkpoint
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    @contextlib.contextmanager
-    def patched() -> Any:
-        original = ALL_ATTENTION_FUNCTIONS.get_interface
-
-        def get_interface(*args: Any, **kwargs: Any) -> Any:
-            core = original(*args, **kwargs)
-
-            def recomputed(module: Any, q: Any, k: Any, v: Any, mask: Any, **kw: Any) -> Any:
-                CHECKPOINTED_CORES[0] += 1
-                return checkpoint.checkpoint(lambda q_, k_, v_: core(module, q_, k_, v_, mask, **kw), q, k, v,
-                                             use_reentrant=True)
-            return recomputed
-
-        ALL_ATTENTION_FUNCTIONS.get_interface = get_interface
-        try:
-            yield
-        finally:
-            del ALL_ATTENTION_FUNCTIONS.get_interface  # the class's method again
-
-    return patched()
 
 
 def saved_bytes(model: Any, micro_batch: int, seq_len: int, seed: int = 0, keep_listing: bool = False,
@@ -356,30 +310,6 @@ class ModelProbe:
         return asdict(self)
 
 
-#: Settings a calibration was measured at, which a plan must share to use it (calibration_matches).
-CALIBRATION_SETTINGS = ("attention", "precision", "recompute", "micro_batch", "seq_len")
-
-
-def calibration_matches(settings: dict[str, Any], attention: str, precision: str, recompute: str) -> list[str]:
-    """The settings a plan differs from the calibration's in, in words ([] when it may use it).
-    Attention: flash keeps what sdpa keeps; precision: fp16 keeps what bf16 keeps. The micro-batch
-    and the sequence length need not match: the figures are per token, exact in S."""
-    def kind(a: str) -> str:
-        return "sdpa" if a == "flash" else a
-
-    def width(p: str) -> str:
-        return "bf16" if p in ("bf16", "fp16") else p
-
-    out = []
-    if "attention" in settings and kind(str(settings["attention"])) != kind(attention):
-        out.append(f"attention {settings['attention']} measured, {attention} planned")
-    if "precision" in settings and width(str(settings["precision"])) != width(precision):
-        out.append(f"precision {settings['precision']} measured, {precision} planned")
-    if "recompute" in settings and settings["recompute"] != recompute:
-        out.append(f"recompute {settings['recompute']} measured, {recompute} planned")
-    return out
-
-
 def announce(config: dict[str, Any], micro_batch: int, seq_len: int, attention: str, precision: str,
              recompute: str, flop_seq_lens: tuple[int, ...]) -> str:
     """What the probe will measure, in words, before it starts."""
@@ -411,7 +341,7 @@ def probe_model(config: dict[str, Any], micro_batch: int = 2, seq_len: int = 128
     """Everything `trainplan probe model` measures (module docstring)."""
     from trainplan.accounts import activations as act
     from trainplan.measure import trace
-    from trainplan.present.progress import progress
+    from trainplan.progress import progress
     from trainplan.workload.params import count_from_hf_config
 
     if micro_batch < 1 or seq_len < 4:

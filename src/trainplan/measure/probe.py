@@ -3,7 +3,7 @@
 Each probe is a function that runs a short, self-contained measurement and returns a
 frozen dataclass of plain floats in SI units (frames/s, bytes/s, FLOP/s) together with
 the settings it ran under, so that a calibration file can record both. Nothing here
-prints; `trainplan.interfaces.commands.probe` renders and `trainplan.measure.calibration` records.
+prints; `trainplan.interfaces.commands.probe` renders and `trainplan.workload.calibration` records.
 
 - `decode`: synthesise an H.264 clip in the workload's own format with PyAV (its wheel
   carries libx264; no network), decode it single-threaded, and time it in CPU-seconds
@@ -1061,7 +1061,7 @@ def read(path: str | Path, *, size: int = 64 * 2**20, block: int = 4 * 2**20) ->
         try:
             fd, name = tempfile.mkstemp(prefix="trainplan-read-probe-", dir=p)
         except OSError as err:
-            from trainplan.workload.limits import os_error_text
+            from trainplan.limits import os_error_text
 
             raise UserError(str(path), f"cannot write a test file there: {os_error_text(err)}") from None
         target = Path(name)
@@ -1099,7 +1099,7 @@ def _write_test_file(fd: int, size: int, block: int, shown: str) -> None:
             f.flush()
             os.fsync(f.fileno())
     except OSError as err:
-        from trainplan.workload.limits import os_error_text
+        from trainplan.limits import os_error_text
 
         raise UserError(shown, f"cannot write a {size:,}-byte test file there: {os_error_text(err)}") from None
 

@@ -201,7 +201,7 @@ class ProfileResult:
     cores_needed_prep: float | None = None  # cores that remove the prep stall (Little's law over the prep hops)
 
     def to_dict(self) -> dict[str, Any]:
-        from trainplan.present.quantities import json_safe
+        from trainplan.quantities import json_safe
 
         return json_safe(asdict(self))
 

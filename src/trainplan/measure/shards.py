@@ -38,9 +38,6 @@ MDS_INDEX = "index.json"
 LISTING_CONNECTIONS = 8
 # Bytes a tar header read asks for: one 512-byte header block and room for a long-name block.
 TAR_HEADER_REQUEST_BYTES = 2**16
-# Columns a token table's ids or text are looked for in, in this order (Hugging Face and Megatron names).
-ID_COLUMNS = ("input_ids", "tokens", "token_ids", "ids")
-TEXT_COLUMNS = ("text", "content", "document")
 LISTED = (insp.VIDEO_SUFFIXES | insp.TOKEN_ID_SUFFIXES | insp.TEXT_SUFFIXES | insp.TABLE_SUFFIXES
           | SHARD_SUFFIXES | IMAGE_SUFFIXES | {".json", ".mds"})
 
@@ -183,70 +180,15 @@ def mds_units(index: locations.Entry, fs: Any) -> list[Unit]:
 
 def _mds_suffix(name: str, encoding: str) -> str | None:
     """The suffix a member of an MDS column is inspected as: video bytes by the column's name, images
-    by their encoding, text (a str column named as in TEXT_COLUMNS) as .txt."""
+    by their encoding, text (a str column named as in insp.TEXT_COLUMNS) as .txt."""
     low = name.lower()
     if encoding in ("jpeg", "png", "pil"):
         return ".jpg" if encoding == "jpeg" else ".png"
     if encoding == "bytes" and (low in ("video", "clip") or f".{low}" in insp.VIDEO_SUFFIXES):
         return ".mp4" if low in ("video", "clip") else f".{low}"
-    if encoding == "str" and low in TEXT_COLUMNS:
+    if encoding == "str" and low in insp.TEXT_COLUMNS:
         return ".txt"
     return None
-
-
-# ---------------------------------------------------------------- token tables (parquet, arrow)
-
-
-def _open_table(path: Path) -> Any:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        if path.suffix.lower() == ".parquet":
-            pf = pq.ParquetFile(path)
-            return pf.schema_arrow, (lambda cols: pf.iter_batches(batch_size=1024, columns=cols))
-        try:
-            reader = pa.ipc.open_file(path)
-            return reader.schema, (lambda cols: (reader.get_batch(i).select(cols) for i in range(reader.num_record_batches)))
-        except pa.ArrowInvalid:
-            stream = pa.ipc.open_stream(path)
-            return stream.schema, (lambda cols: (b.select(cols) for b in stream))
-    except (pa.ArrowInvalid, OSError) as err:
-        raise UserError(str(path), f"expected a parquet or arrow table ({err})") from None
-
-
-def table_documents(path: Path, count: Callable[[str], int]) -> Iterator[tuple[insp.Document, int | None]]:
-    """A token table's rows as documents, with the token id width in bytes (None for text): the
-    first of `ID_COLUMNS` that holds lists of integers, else the first of `TEXT_COLUMNS` holding
-    strings; one row is one document."""
-    import pyarrow as pa
-
-    schema, batches = _open_table(path)
-    fields = {f.name: f.type for f in schema}
-    column, width = None, None
-    for name in ID_COLUMNS:
-        t = fields.get(name)
-        if t is not None and (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type):
-            column, width = name, t.value_type.bit_width // 8
-            break
-    if column is None:
-        column = next((n for n in TEXT_COLUMNS
-                       if n in fields and (pa.types.is_string(fields[n]) or pa.types.is_large_string(fields[n]))), None)
-    if column is None:
-        raise UserError(str(path), f"expected a token id list column ({', '.join(ID_COLUMNS)}) or a text column "
-                                   f"({', '.join(TEXT_COLUMNS)}), got columns {', '.join(fields) or 'none'}")
-    for batch in batches([column]):
-        values = batch.column(0)
-        if width is not None:
-            dtype = np.dtype(f"<i{width}") if pa.types.is_signed_integer(values.type.value_type) else np.dtype(f"<u{width}")
-            for row in values:
-                ids = np.asarray(row.values.to_numpy(zero_copy_only=False), dtype=dtype)
-                if ids.size:
-                    yield next(insp.token_id_documents(ids, None, chunk=ids.size)), width
-        else:
-            for text in values.to_pylist():
-                if text:
-                    yield insp.text_document(text, count), None
 
 
 # ---------------------------------------------------------------- reading a unit

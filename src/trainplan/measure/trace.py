@@ -242,6 +242,53 @@ class _AutocastLists:
         return Autocast()
 
 
+def _layers(model: Any) -> list[Any]:
+    """The decoder layers: the ModuleList holding the most parameters (not merely the longest: StableLM's
+    per-head q/k norms are a longer list)."""
+    torch, _ = _imports()
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    if not lists:
+        raise UserError("model_type", "a decoder with a list of layers")
+    return list(max(lists, key=lambda m: sum(p.numel() for p in m.parameters())))
+
+
+#: Attention cores run under checkpointed_attention_core since the process started (a family whose
+#: attention does not go through transformers' attention interface runs none: Falcon).
+CHECKPOINTED_CORES = [0]
+
+
+def checkpointed_attention_core() -> Any:
+    """A context in which every attention core (transformers' attention interface: eager or SDPA)
+    runs under torch.utils.checkpoint: selective recomputation as Megatron defines it. The
+    reentrant form saves the core's inputs (q, k, v) with save_for_backward, so the saved-tensor
+    hooks see what selective recomputation keeps. CHECKPOINTED_CORES counts the cores it ran."""
+    import contextlib
+
+    import torch.utils.checkpoint as checkpoint
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    @contextlib.contextmanager
+    def patched() -> Any:
+        original = ALL_ATTENTION_FUNCTIONS.get_interface
+
+        def get_interface(*args: Any, **kwargs: Any) -> Any:
+            core = original(*args, **kwargs)
+
+            def recomputed(module: Any, q: Any, k: Any, v: Any, mask: Any, **kw: Any) -> Any:
+                CHECKPOINTED_CORES[0] += 1
+                return checkpoint.checkpoint(lambda q_, k_, v_: core(module, q_, k_, v_, mask, **kw), q, k, v,
+                                             use_reentrant=True)
+            return recomputed
+
+        ALL_ATTENTION_FUNCTIONS.get_interface = get_interface
+        try:
+            yield
+        finally:
+            del ALL_ATTENTION_FUNCTIONS.get_interface  # the class's method again
+
+    return patched()
+
+
 def build_meta(config: dict[str, Any], attention: str, precision: str) -> Any:
     """AutoModelForCausalLM on the meta device from a config.json dict (shapes only)."""
     torch, transformers = _imports()
@@ -274,8 +321,6 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
     torch, _ = _imports()
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
-
-    from trainplan.measure.model_probe import _layers
 
     layer_list = _layers(model)  # the ModuleList holding the most parameters: the decoder stack
     layer_of = {id(m): i for i, m in enumerate(layer_list)}
@@ -334,8 +379,6 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
     kernel = _sdpa_stand_in(torch) if attention == "sdpa" else contextlib.nullcontext()
     casting = _AutocastLists.mode(torch, weight_copies) if autocast else contextlib.nullcontext()
     if selective:
-        from trainplan.measure.model_probe import checkpointed_attention_core
-
         core = checkpointed_attention_core()
     else:
         core = contextlib.nullcontext()
@@ -402,8 +445,6 @@ def trace_activations(config: dict[str, Any], micro_batch: int = 1, seq_lens: tu
     layers = _fit(first, second, t1, t2, s1, s2)
     selective_layers: tuple[TracedLayer, ...] = ()
     if selective:
-        from trainplan.measure.model_probe import CHECKPOINTED_CORES
-
         before = CHECKPOINTED_CORES[0]
         sel1, _, _, _ = _saved_once(model, micro_batch, s1, attention, False, autocast, True)
         sel2, _, _, _ = _saved_once(model, micro_batch, s2, attention, False, autocast, True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from trainplan.planning.figures import section_figures
-from trainplan.present.quantities import format_figure as fmt
-from trainplan.present.quantities import format_assumption
+from trainplan.quantities import format_figure as fmt
+from trainplan.quantities import format_assumption
+from trainplan.workload.schema import input_dimensions
 
 #: the label each line carries on the first screen and in the reports
 LABELS = {"fits": "Fits?", "time": "Time", "cost": "Cost", "waits_on": "Waits on", "measure": "Measure",
@@ -143,7 +144,8 @@ def _measure(report: dict[str, Any]) -> str:
             picks.append(f"the step (predicted, not measured: `{how}` measures cluster.mfu)")
         elif a and a.get("provenance") == "assumed" and not str(a.get("source", "")).startswith(
                 ("workload file", "--set")):
-            picks.append(f"{key} (assumed {format_assumption(key, a['value'])}; `{how}`)")  # with its unit
+            shown = format_assumption(key, a["value"], input_dimensions())  # with its unit
+            picks.append(f"{key} (assumed {shown}; `{how}`)")
     if not picks:
         return "the figures that drive this plan are given or measured."
     return " and ".join(picks) + "."

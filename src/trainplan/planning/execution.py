@@ -33,6 +33,8 @@ from trainplan.accounts import parallel, step_ops
 from trainplan.accounts import training_state as ts
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.catalogue.interconnect import platform
+from trainplan.workload.layout_rules import embedding_units
+from trainplan.planning.model_terms import checkpoint_tail, recipe_of  # noqa: F401 (callers read them here too)
 from trainplan.workload.schema import Workload
 
 DEFAULT_HEAD_WIDTH = 64  # heads = width / 64 when a shape gives no head count (GPT-3's head width)
@@ -89,52 +91,6 @@ def execution_of(w: Workload) -> Execution:
     return Execution(int(p.tensor), int(p.pipeline), int(p.interleave), int(p.context), int(p.expert), p.schedule,
                      bool(p.sequence), int(t.micro_batch), int(t.grad_accum), t.sharding or ts.sharding_of_zero(t.zero),
                      t.recompute, attention_kind(w), recipe)
-
-
-def recipe_of(w: Workload) -> tuple[ts.Recipe, str]:
-    t = w.training
-    if t.state_recipe is not None:
-        return ts.recipe(t.state_recipe), t.state_recipe
-    legacy = state_bytes_per_param(t.precision, t.optimizer)
-    name = f"{t.precision} + {t.optimizer}"
-    return ts.Recipe(name, legacy.weights, legacy.grads, legacy.master, legacy.optimizer, ts.FP32_GRAD_PARTITION_BYTES,
-                     legacy.source), name
-
-
-def checkpoint_tail(w: Workload, count: Any) -> tuple[float, str]:
-    """(tail_params, words): the layers' last-product parameters that full recomputation does not re-run
-    under the workload's framework (accounts/compute.flops_per_token's `tail_params`), and how the
-    recomputation is counted, in words (catalogue/checkpoint_tail.toml)."""
-    fw = step_ops.framework(w.parallel.framework)
-    if fw.checkpoint != "non-reentrant":
-        return 0.0, f"{fw.key}'s reentrant checkpoint re-runs each layer's whole forward"
-    if w.training.dropout:
-        return 0.0, "a non-reentrant checkpoint re-runs the whole forward: dropout's masks are drawn again"
-    if count is None:
-        return 0.0, "the whole forward re-run counted (the layer's last product is not known without its shape)"
-    from trainplan.workload.params import checkpoint_tail_params
-
-    tail = checkpoint_tail_params(count)
-    family = count.family.split(" (")[0]
-    if tail is None:
-        from trainplan.measure import trace
-
-        if w.model.hf_config is None or not trace.available():
-            return 0.0, (f"the whole forward re-run counted: {family} is not measured under a non-reentrant "
-                         "checkpoint (catalogue/checkpoint_tail.toml; with torch installed a config.json's module "
-                         "is measured), which may skip its last product")
-        from trainplan.measure.model_probe import checkpoint_tail_params as measured_tail
-        from trainplan.workload.params import load_hf_config
-
-        skipped = measured_tail(load_hf_config(w.base_dir / w.model.hf_config))
-        if skipped == 0:
-            return 0.0, (f"a non-reentrant checkpoint re-runs a {family} layer's whole forward (measured on its own "
-                         "module, meta device)")
-        return skipped, ("a non-reentrant checkpoint re-runs each layer but the products nothing keeps the output of "
-                         f"(measured on {family}'s own module, meta device: {skipped:,.0f} parameters a token)")
-    if tail == 0:
-        return 0.0, f"a non-reentrant checkpoint re-runs a {family} layer's whole forward (its last product's output is kept)"
-    return float(tail), "a non-reentrant checkpoint re-runs each layer but its MLP down projection"
 
 
 def has_shape(model: Any) -> bool:
@@ -387,12 +343,10 @@ def run(w: Workload, model: Any, terms: Any, values: Any, hw: parallel.Hardware 
         end_to_end=bool(w.cluster.mfu_end_to_end),
         flops_per_token=None if terms.flops_per_token_model is None or isinstance(params, np.ndarray)
         else (terms.flops_per_token_model, terms.flops_per_token_executed),
-        embedding_stages=parallel.embedding_units(shape.layers, ex.pipeline, ex.interleave) or 0,
+        embedding_stages=embedding_units(shape.layers, ex.pipeline, ex.interleave) or 0,
         **framework_kwargs(w))
     return account, ex, source
 
-
-MICRO_BATCH_HALVINGS = 16  # 2^16 down to 1 at most
 
 #: keys whose value changes what fits, so also the micro-batch chosen: a sweep plans them one by one
 #: where the micro-batch is chosen (planning/sweep.py)
@@ -405,45 +359,3 @@ def micro_batch_is_chosen(w: Workload, model: Any) -> bool:
     return not given(w, "training.micro_batch") and has_shape(model) and model_given(w)
 
 
-def choose_micro_batch(w: Workload, model: Any) -> Workload:
-    """The workload with the largest micro-batch that fits, when the user gave none (docs/parallel.md).
-
-    Only for a model the user gave with a shape: the default (training.micro_batch) is halved until
-    the fullest device fits, and training.grad_accum doubled with it so the sequences per step stay
-    the same; the report names the choice as derived. If none fits, 1 is kept and the plan says what
-    else to change."""
-    if not micro_batch_is_chosen(w, model):
-        return w
-    from trainplan.planning.inputs import PlanInputs
-    from trainplan.workload.schema import Provenance
-
-    start = int(w.training.micro_batch)
-    tried = []
-    candidate = w
-    for _ in range(MICRO_BATCH_HALVINGS + 1):
-        b = int(candidate.training.micro_batch)
-        tried.append(b)
-        if bool(np.all(PlanInputs.of(candidate, model=model, choose=False).execution.fits)) or b == 1:
-            break
-        candidate = _with_micro_batch(w, b // 2, int(w.training.grad_accum) * (start // (b // 2)))
-    if candidate is w:
-        return w
-    prov = dict(w.provenance)
-    b = int(candidate.training.micro_batch)
-    prov["training.micro_batch"] = Provenance(
-        "derived", f"chosen: the largest of {', '.join(map(str, tried))} that fits" if b != 1 or bool(
-            np.all(PlanInputs.of(candidate, model=model, choose=False).execution.fits))
-        else f"chosen: 1, the smallest of {', '.join(map(str, tried))}; none fits")
-    prov["training.grad_accum"] = Provenance(
-        "derived", f"x {start // b} with the micro-batch, so a step keeps {start * int(w.training.grad_accum)} "
-        "sequences per data-parallel rank")
-    candidate._provenance = prov
-    return candidate
-
-
-def _with_micro_batch(w: Workload, micro_batch: int, grad_accum: int) -> Workload:
-    training = w.training.model_copy(update={"micro_batch": micro_batch, "grad_accum": grad_accum})
-    out = w.model_copy(update={"training": training})
-    out._provenance = dict(w.provenance)
-    out._base_dir = w.base_dir
-    return out

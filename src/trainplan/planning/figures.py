@@ -4,7 +4,7 @@ The CLI table, Markdown, HTML, the web page, sweep columns and solve targets all
 read this table; nothing else says what unit a figure has or what it is called.
 The order here is the order of the JSON report and of the rendered tables.
 
-A figure's `dimension` is one of DIMENSIONS below; present/quantities.py formats
+A figure's `dimension` is one of DIMENSIONS below; quantities.py formats
 each dimension one way, and solve parses a target in it ("compute.seconds<=4 h").
 
 Adding a section to the report (see planning/evaluate.py, SECTIONS) is one builder

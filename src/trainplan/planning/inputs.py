@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
-from trainplan.workload.schema import Workload, leaf_value
-
-if TYPE_CHECKING:
-    from trainplan.planning.evaluate import ModelFacts
+from trainplan.planning import execution as execution_mod
+from trainplan.planning import model_terms
+from trainplan.planning.execution import micro_batch_is_chosen
+from trainplan.planning.model import ModelFacts, resolve_model
+from trainplan.workload.schema import Provenance, Workload, leaf_value
 
 # Numeric workload keys that enter the formulas as plain arithmetic (a sweep may make any an array),
 # and the pipeline_arrays argument each one is (if any).
@@ -69,12 +70,8 @@ class PlanInputs:
         """Inputs of workload `w`, with the keys in `arrays` replaced by arrays of one length; a micro-batch
         the user did not give is chosen to fit (planning/execution.py choose_micro_batch) unless `choose`
         is off."""
-        from trainplan.planning.evaluate import resolve_model
-
         model = model or resolve_model(w)
         if choose and not (arrays and ("training.micro_batch" in arrays or "training.grad_accum" in arrays)):
-            from trainplan.planning.execution import choose_micro_batch
-
             w = choose_micro_batch(w, model)
         arrays = dict(arrays or {})
         values: dict[str, Any] = {k: leaf_value(w, k) for k in VECTOR_KEYS | SHAPE_KEYS}
@@ -119,14 +116,10 @@ class PlanInputs:
     def terms(self) -> Any:
         """The architecture's activations, training state and FLOPs (planning/model_terms.py): scalars of
         the workload, whose keys a sweep loops rather than varies as arrays when the architecture is known."""
-        from trainplan.planning import model_terms
-
         return model_terms.evaluate(self.workload, self.model)
 
     @cached_property
     def _execution(self) -> Any:
-        from trainplan.planning import execution as execution_mod
-
         if self.varied & EXECUTION_KEYS:
             return execution_mod.run(self.workload, self.model, self.terms, self.values, varied=self.varied)
         # nothing the execution reads varies (a sweep of the pipeline's keys): one account a workload, not a chunk
@@ -194,3 +187,50 @@ class PlanInputs:
                 self.values["cluster.count"] * self.peak_flops * e.step_seconds)
         args.update(changes)
         return args
+
+
+# ---------------------------------------------------------------- the micro-batch chosen to fit
+
+MICRO_BATCH_HALVINGS = 16  # 2^16 down to 1 at most
+
+
+def choose_micro_batch(w: Workload, model: Any) -> Workload:
+    """The workload with the largest micro-batch that fits, when the user gave none (docs/parallel.md).
+
+    Only for a model the user gave with a shape: the default (training.micro_batch) is halved until
+    the fullest device fits, and training.grad_accum doubled with it so the sequences per step stay
+    the same; the report names the choice as derived. If none fits, 1 is kept and the plan says what
+    else to change."""
+    if not micro_batch_is_chosen(w, model):
+        return w
+    start = int(w.training.micro_batch)
+    tried = []
+    candidate = w
+    for _ in range(MICRO_BATCH_HALVINGS + 1):
+        b = int(candidate.training.micro_batch)
+        tried.append(b)
+        if bool(np.all(PlanInputs.of(candidate, model=model, choose=False).execution.fits)) or b == 1:
+            break
+        candidate = _with_micro_batch(w, b // 2, int(w.training.grad_accum) * (start // (b // 2)))
+    if candidate is w:
+        return w
+    prov = dict(w.provenance)
+    b = int(candidate.training.micro_batch)
+    prov["training.micro_batch"] = Provenance(
+        "derived", f"chosen: the largest of {', '.join(map(str, tried))} that fits" if b != 1 or bool(
+            np.all(PlanInputs.of(candidate, model=model, choose=False).execution.fits))
+        else f"chosen: 1, the smallest of {', '.join(map(str, tried))}; none fits")
+    prov["training.grad_accum"] = Provenance(
+        "derived", f"x {start // b} with the micro-batch, so a step keeps {start * int(w.training.grad_accum)} "
+        "sequences per data-parallel rank")
+    candidate._provenance = prov
+    return candidate
+
+
+
+def _with_micro_batch(w: Workload, micro_batch: int, grad_accum: int) -> Workload:
+    training = w.training.model_copy(update={"micro_batch": micro_batch, "grad_accum": grad_accum})
+    out = w.model_copy(update={"training": training})
+    out._provenance = dict(w.provenance)
+    out._base_dir = w.base_dir
+    return out

@@ -17,6 +17,7 @@ from trainplan.accounts import parallel, step_ops
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.planning import execution as execution_mod
 from trainplan.errors import UserError
+from trainplan.workload.layout_rules import check_layout
 from trainplan.workload.schema import Workload
 
 # The candidate grid of the search (each filtered by what it must divide). Interleaving: any
@@ -240,7 +241,7 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
         raise UserError("model.layers", "a shape (model.layers and model.width, or model.hf_config) to search "
                         "parallel layouts")
     n = int(devices or w.cluster.count)
-    d_now = parallel.check_layout(w.cluster.count, w.parallel.tensor, w.parallel.pipeline, w.parallel.interleave,
+    d_now = check_layout(w.cluster.count, w.parallel.tensor, w.parallel.pipeline, w.parallel.interleave,
                                   w.parallel.context, w.parallel.expert, w.parallel.data, w.parallel.schedule,
                                   w.parallel.sequence, shape.heads, shape.layers, shape.experts)
     global_batch = int(w.training.micro_batch * w.training.grad_accum * d_now)

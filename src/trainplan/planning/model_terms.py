@@ -21,8 +21,10 @@ from typing import Any
 from trainplan.accounts import activations as act
 from trainplan.accounts import compute as compute_mod
 from trainplan.accounts import memory as memory_mod
+from trainplan.accounts import step_ops
 from trainplan.accounts import training_state as ts
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
+from trainplan.workload.schema import Workload
 
 
 # Keys the architecture's terms depend on that the sweep would otherwise vectorise (model.* keys are
@@ -162,8 +164,6 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
     terms.activation_report["activations_source"] = terms.activations_source
 
     # training state: its bytes are the execution model's (planning/execution.py); here what it is made of
-    from trainplan.planning.execution import recipe_of
-
     recipe, _ = recipe_of(w)
     adapters = adapter_params(w, model)
     trainable = adapters if t.method != "full" else float(model.params)
@@ -174,8 +174,6 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
     # FLOPs
     if known:
         from trainplan.workload.params import attention_width, matmul_params
-
-        from trainplan.planning.execution import checkpoint_tail
 
         n, head = matmul_params(count)
         tail, rerun = checkpoint_tail(w, count)
@@ -202,3 +200,49 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
         # run, so the rate follows the HFU given (the fuzzer found the None this used to leave)
         terms.utilisation, terms.hfu = c.hfu, c.hfu
     return terms
+
+
+def recipe_of(w: Workload) -> tuple[ts.Recipe, str]:
+    t = w.training
+    if t.state_recipe is not None:
+        return ts.recipe(t.state_recipe), t.state_recipe
+    legacy = state_bytes_per_param(t.precision, t.optimizer)
+    name = f"{t.precision} + {t.optimizer}"
+    return ts.Recipe(name, legacy.weights, legacy.grads, legacy.master, legacy.optimizer, ts.FP32_GRAD_PARTITION_BYTES,
+                     legacy.source), name
+
+
+def checkpoint_tail(w: Workload, count: Any) -> tuple[float, str]:
+    """(tail_params, words): the layers' last-product parameters that full recomputation does not re-run
+    under the workload's framework (accounts/compute.flops_per_token's `tail_params`), and how the
+    recomputation is counted, in words (catalogue/checkpoint_tail.toml)."""
+    fw = step_ops.framework(w.parallel.framework)
+    if fw.checkpoint != "non-reentrant":
+        return 0.0, f"{fw.key}'s reentrant checkpoint re-runs each layer's whole forward"
+    if w.training.dropout:
+        return 0.0, "a non-reentrant checkpoint re-runs the whole forward: dropout's masks are drawn again"
+    if count is None:
+        return 0.0, "the whole forward re-run counted (the layer's last product is not known without its shape)"
+    from trainplan.workload.params import checkpoint_tail_params
+
+    tail = checkpoint_tail_params(count)
+    family = count.family.split(" (")[0]
+    if tail is None:
+        from trainplan.measure import trace
+
+        if w.model.hf_config is None or not trace.available():
+            return 0.0, (f"the whole forward re-run counted: {family} is not measured under a non-reentrant "
+                         "checkpoint (catalogue/checkpoint_tail.toml; with torch installed a config.json's module "
+                         "is measured), which may skip its last product")
+        from trainplan.measure.model_probe import checkpoint_tail_params as measured_tail
+        from trainplan.workload.params import load_hf_config
+
+        skipped = measured_tail(load_hf_config(w.base_dir / w.model.hf_config))
+        if skipped == 0:
+            return 0.0, (f"a non-reentrant checkpoint re-runs a {family} layer's whole forward (measured on its own "
+                         "module, meta device)")
+        return skipped, ("a non-reentrant checkpoint re-runs each layer but the products nothing keeps the output of "
+                         f"(measured on {family}'s own module, meta device: {skipped:,.0f} parameters a token)")
+    if tail == 0:
+        return 0.0, f"a non-reentrant checkpoint re-runs a {family} layer's whole forward (its last product's output is kept)"
+    return float(tail), "a non-reentrant checkpoint re-runs each layer but its MLP down projection"

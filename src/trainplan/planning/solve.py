@@ -27,7 +27,8 @@ import numpy as np
 from trainplan.planning import sweep
 from trainplan.errors import UserError, did_you_mean
 from trainplan.units import SECONDS_PER_HOUR
-from trainplan.workload.schema import SECTIONS, Workload, load_workload
+from trainplan.workload.load import load_workload
+from trainplan.workload.schema import SECTIONS, Workload
 
 # Integers evaluated in the first block; each further block doubles.
 FIRST_BLOCK = 1024

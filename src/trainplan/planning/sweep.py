@@ -28,7 +28,8 @@ from trainplan.planning import execution, model_terms
 from trainplan.planning import inputs as inputs_mod
 from trainplan.planning.figures import FIGURES
 from trainplan.planning.inputs import PlanInputs
-from trainplan.workload.schema import SECTIONS, Workload, leaf_keys, load_workload, parse_override_value
+from trainplan.workload.load import load_workload
+from trainplan.workload.schema import SECTIONS, Workload, leaf_keys, parse_override_value
 
 # Points evaluated per numpy call: bounds the memory of a long sweep (about 100 arrays of this length).
 CHUNK_POINTS = 250_000
@@ -553,7 +554,7 @@ def to_json(result: SweepResult) -> bytes:
     newline): its memory is the text, once, and one piece's objects, not an object per row."""
     import json
 
-    from trainplan.present.quantities import json_safe
+    from trainplan.quantities import json_safe
 
     import io
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.present.quantities import format_assumption, format_figure, input_dimensions
+from trainplan.quantities import format_assumption, format_figure
+from trainplan.workload.schema import input_dimensions
 from trainplan.present.render import ACCOUNTS, SECTION_TITLES, applies, flatten, format_value, given, label_of, section_rows
 
 # Points of the busy-against-cores curve.
@@ -184,10 +185,11 @@ def _timeline(report: dict[str, Any], workload: Any) -> list[dict[str, Any]] | N
     if workload is None or sim.get("busy") is None:
         return None
     # the plan's check keeps no timeline: simulate a short run of the same spec to draw one
+    from trainplan.planning.simulation import queue_spec_from_workload
     from trainplan.simulate import queue
 
     try:
-        spec, _account, _notes = queue.queue_spec_from_workload(
+        spec, _account, _notes = queue_spec_from_workload(
             workload, TIMELINE_FRAMES, int(sim.get("seed") or 0), None, sim.get("buffer_frames"))
         result = queue.simulate(spec, timeline_limit=TIMELINE_INTERVALS)
     except Exception:  # noqa: BLE001 - a missing drawing must not lose the page

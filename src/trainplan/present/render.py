@@ -1,7 +1,7 @@
 """Renderings of a report: a rich table, JSON and Markdown (HTML lives in html.py).
 
 Labels, units and the order of figures come from planning/figures.py (FIGURES), the
-formatting from present/quantities.py; nothing here knows what a figure means.
+formatting from quantities.py; nothing here knows what a figure means.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import json
 from typing import Any, Iterator
 
 from trainplan.planning.figures import FIGURES, SECTION_ORDER
-from trainplan.present.quantities import format_assumption, format_figure, format_input, input_dimensions
+from trainplan.quantities import format_assumption, format_figure, format_input
+from trainplan.workload.schema import input_dimensions
 
 ACCOUNTS = SECTION_ORDER
 

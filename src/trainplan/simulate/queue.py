@@ -1073,26 +1073,8 @@ def _with_hand_over(account: Any, g: float, o: float) -> tuple[float, float, flo
         f"deliver {cores / o:.4g} frames used a second between them")
 
 
-def queue_spec_from_workload(
-    workload: Any,
-    frames: int = 100_000,
-    seed: int = 0,
-    variability: Variability | None = None,
-    buffer_frames: int | None = None,
-    read_ahead_frames: int | None = READ_AHEAD_FRAMES,
-) -> tuple[QueueSpec, Any, list[str]]:
-    """The queue of a `Workload` (data.buffer sizes the buffer): spec, its PipelineAccount, notes."""
-    from trainplan.accounts import pipeline as pipeline_mod
-    from trainplan.planning.evaluate import pipeline_inputs
-
-    account = pipeline_mod.pipeline_account(**pipeline_inputs(workload))
-    b = workload.data.buffer if buffer_frames is None else buffer_frames
-    spec, notes = queue_spec_from_pipeline(account, b, frames, seed, variability, read_ahead_frames)
-    return spec, account, notes
-
-
 def simulated_check(
-    workload_or_account: Any,
+    account: Any,
     frames: int = 200_000,
     seed: int = 0,
     variability: Variability | None = None,
@@ -1100,25 +1082,16 @@ def simulated_check(
 ) -> dict[str, Any]:
     """The simulated busy fraction next to the formula's, for `trainplan plan --simulate`.
 
-    Accepts a Workload or a pipeline.PipelineAccount. Keys: `busy` (simulated),
+    Takes a pipeline.PipelineAccount (a workload's: planning/simulation.py). Keys: `busy` (simulated),
     `formula_busy` (min(1, S/D) of the simulated stages, §7's busy when prefetching),
     `difference` (busy - formula_busy), `pipeline_busy` (the plan's figure), and the
     simulation's throughput, bottleneck, buffer, frames, seed and notes. Token data has
     no queue: then `busy` is None and a note says why.
     """
-    if hasattr(workload_or_account, "stage_tokens_per_second"):
-        account = workload_or_account
-        buffer = 64 if buffer_frames is None else buffer_frames
-        if getattr(account, "kind", "video") != "video":
-            return _no_queue(account)
-        spec, notes = queue_spec_from_pipeline(account, buffer, frames, seed, variability)
-    else:
-        if workload_or_account.data.kind != "video":
-            from trainplan.accounts import pipeline as pipeline_mod
-            from trainplan.planning.evaluate import pipeline_inputs
-
-            return _no_queue(pipeline_mod.pipeline_account(**pipeline_inputs(workload_or_account)))
-        spec, account, notes = queue_spec_from_workload(workload_or_account, frames, seed, variability, buffer_frames)
+    buffer = 64 if buffer_frames is None else buffer_frames
+    if getattr(account, "kind", "video") != "video":
+        return _no_queue(account)
+    spec, notes = queue_spec_from_pipeline(account, buffer, frames, seed, variability)
     r = simulate(spec, timeline_limit=0)
     return {
         "busy": r.busy,

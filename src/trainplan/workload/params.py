@@ -869,7 +869,7 @@ def load_hf_config(path: str | Path) -> dict[str, Any]:
     if file.is_dir():
         file = file / HF_CONFIG_FILENAME
     where = str(file)
-    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+    from trainplan import limits  # regular files only, size and nesting caps (issue 16)
 
     config = limits.loads_json(limits.read_text(file, "hf_config"), where)
     if not isinstance(config, dict):

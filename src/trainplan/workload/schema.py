@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 from trainplan import units
 from trainplan.catalogue.accelerators import Accelerator, resolve_accelerator
 from trainplan.errors import UserError, did_you_mean
+from trainplan.workload.codecs import CODEC_ALIASES, CODECS
 
 # ---------------------------------------------------------------- unit-aware field types
 
@@ -87,14 +89,6 @@ def _whole_sequence(value: Any) -> Any:
     if number != math.floor(number) or abs(number) > LARGEST_WHOLE:
         raise ValueError(f"expected a whole number of tokens, got {value!r}")
     return int(number)
-
-
-# Video codec names as users write them (the codec, not the decoder library: AV1 is av1 whether libdav1d
-# or libaom decodes it), and the other spellings taken for them.
-CODECS = ("h264", "hevc", "av1", "vp9", "vp8", "mpeg4", "mpeg2video", "mjpeg", "prores", "jpeg", "png", "webp")
-CODEC_ALIASES = {"avc": "h264", "h.264": "h264", "x264": "h264", "h265": "hevc", "h.265": "hevc", "x265": "hevc",
-                 "libdav1d": "av1", "libaom-av1": "av1", "mpeg2": "mpeg2video",
-                 "jpg": "jpeg"}
 
 
 def _codec(value: Any) -> Any:
@@ -164,7 +158,7 @@ class Section(BaseModel):
         if not isinstance(value, bool) and cls.model_fields[info.field_name].annotation is bool:
             raise ValueError("expected true or false")
         if isinstance(value, str):  # text reaches a terminal: no escape sequences (issue 16)
-            from trainplan.workload.limits import printable
+            from trainplan.limits import printable
 
             return printable(value)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -508,7 +502,7 @@ class Provenance:
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+    from trainplan import limits  # regular files only, size and nesting caps (issue 16)
 
     return limits.loads_toml(limits.read_text(path, "workload"), str(path))
 
@@ -536,7 +530,7 @@ def apply_override(doc: dict[str, Any], assignment: str) -> str:
     try:
         value = parse_override_value(raw)
     except ValueError:  # an integer of more digits than Python converts
-        from trainplan.workload.limits import MAX_DIGITS
+        from trainplan.limits import MAX_DIGITS
 
         raise UserError(key, f"expected a number of at most {MAX_DIGITS:,} digits") from None
     set_path(doc, parts, value, key)
@@ -641,75 +635,6 @@ def _leaves(model: BaseModel, prefix: str = "") -> list[tuple[str, BaseModel, st
     return out
 
 
-def load_workload(
-    path: str | Path | None = None,
-    overrides: list[str] | tuple[str, ...] = (),
-    calibration: str | Path | None = None,
-) -> Workload:
-    """Read a workload file (or the built-in default), apply --set overrides and a calibration file."""
-    doc: dict[str, Any] = read_toml(path) if path is not None else {}
-    inspected = _measured_table(doc, path)  # keys `trainplan data inspect` measured (issue 14)
-    intervals = _interval_table(doc, path)  # and the intervals of those it measured on a sample (issue 26)
-    from_file = {k for k, _, _ in _dotted(doc)}
-    set_keys = {apply_override(doc, a) for a in overrides}
-    measured: dict[str, tuple[Any, str]] = {}
-    if calibration is not None:
-        from trainplan.measure import calibration as calibration_module
-
-        # a --set names what the user wants for this run: it wins over a measured value, which wins
-        # over the workload file
-        # a figure measured on another kind of machine or tier is left out, and the plan says so (issue 25)
-        left = calibration_module.left_out(calibration, doc, _training_settings(doc))
-        measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys | set(left)}
-        for key, (value, _source) in measured.items():
-            set_path(doc, key.split("."), value, key)
-    calibrated = set(measured)  # keys the calibration file set: a measured figure, not the sample's
-    measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
-                **measured}
-    workload = build_workload(doc)
-    workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
-    workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
-    workload._intervals = _checked_intervals(doc, intervals, path, keep=from_file - set_keys - calibrated)
-    if calibration is not None:
-        workload._left_out = {k: why for k, why in left.items() if k not in set_keys}
-        for key, why in left.items():
-            if key in workload._provenance and key not in set_keys:
-                was = workload._provenance[key]
-                workload._provenance[key] = Provenance(was.kind, f"{was.source}; {why}")
-    from trainplan.workload.model_source import reconcile_params_with_config  # imports this module
-
-    workload = reconcile_params_with_config(workload)  # model keys beside model.hf_config must agree
-    if calibration is not None:
-        from trainplan.measure import calibration as calibration_module
-
-        check = getattr(calibration_module, "check_compatible", None)
-        if check is not None:
-            check(calibration, workload)
-    return workload
-
-
-def _training_settings(doc: dict[str, Any]) -> dict[str, str]:
-    """The attention kernel, precision and recomputation the workload `doc` plans with (its values, else the
-    defaults), as a `probe model` calibration records them: autocast is the autocast_fp32 recipe."""
-    given = doc.get("training") if isinstance(doc.get("training"), dict) else {}
-    fields = TrainingSection.model_fields
-
-    def value(key: str) -> str:
-        return str(given.get(key, fields[key].default))
-
-    precision = "autocast" if value("state_recipe") == "autocast_fp32" else value("precision")
-    return {"attention": value("attention"), "precision": precision, "recompute": value("recompute")}
-
-
-def _measured_table(doc: dict[str, Any], path: Any) -> dict[str, str]:
-    """Pop a workload file's `[measured]` table (dotted key -> where it was measured): those keys'
-    values were measured on the data (`trainplan data inspect --output`), so their provenance is `measured`."""
-    table = doc.pop("measured", {})
-    if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
-        raise UserError(f"{path}: measured", "expected a table of dotted keys, each naming where it was measured")
-    return table
-
-
 #: The confidence of the intervals a sampled `trainplan data inspect` writes (measure/sampling.py).
 INTERVAL_CONFIDENCE: Final[float] = 0.95
 #: The keys a sample measures with an interval: the corpus figures the plan reads.
@@ -717,42 +642,6 @@ INTERVAL_KEYS: Final[tuple[str, ...]] = ("data.hours", "data.bitrate", "data.pix
                                          "data.bytes_per_token", "training.tokens")
 
 
-def _interval_table(doc: dict[str, Any], path: Any) -> dict[str, Any]:
-    """Pop a workload file's `[measured_interval]` table (dotted key -> [low, high])."""
-    table = doc.pop("measured_interval", {})
-    where = f"{path}: measured_interval" if path is not None else "measured_interval"
-    if not isinstance(table, dict):
-        raise UserError(where, "expected a table of dotted keys, each with its interval [low, high]")
-    return table
-
-
-def _checked_intervals(doc: dict[str, Any], table: dict[str, Any], path: Any,
-                       keep: set[str]) -> dict[str, tuple[float, float]]:
-    """The intervals of keys whose value is the file's (not a --set or a calibration's), each bound
-    checked as the key itself is (the schema's constraint and plausible range), low <= high."""
-    out: dict[str, tuple[float, float]] = {}
-    for key, bounds in table.items():
-        where = f"{path}: measured_interval.{key}" if path is not None else f"measured_interval.{key}"
-        if key not in INTERVAL_KEYS:
-            raise UserError(where, f"expected one of {', '.join(INTERVAL_KEYS)}")
-        if (not isinstance(bounds, list) or len(bounds) != 2
-                or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)
-                or bounds[0] > bounds[1]):
-            raise UserError(where, f"expected [low, high], two numbers with low <= high, got {units.shown(bounds)}")
-        for bound in bounds:
-            trial = copy.deepcopy(doc)
-            set_path(trial, key.split("."), bound, key)
-            try:
-                build_workload(trial)
-            except UserError as err:
-                raise UserError(where, err.expected) from None  # as the key itself would be refused
-        if key in keep:
-            out[key] = (float(bounds[0]), float(bounds[1]))
-    return out
-
-
-# The model of the built-in default workload (the reference workload, docs/pipeline-and-bill.md), used only when the
-# workload names no model at all: a user's model.params or config.json must not inherit its shape.
 DEFAULT_MODEL = {"params": 93e6, "layers": 12, "width": 768}
 MODEL_IDENTITY_KEYS = ("params", "layers", "width", "hf_config")
 
@@ -826,7 +715,7 @@ def _check_consistency(w: Workload) -> None:
 
 def _check_parallel(w: Workload) -> None:
     """Degrees that multiply to the device count and divide what they split (issue 13)."""
-    from trainplan.accounts.parallel import check_layout
+    from trainplan.workload.layout_rules import check_layout
 
     p = w.parallel
     check_layout(w.cluster.count, p.tensor, p.pipeline, p.interleave, p.context, p.expert, p.data, p.schedule,
@@ -927,3 +816,51 @@ def _apply_plausible_ranges() -> None:
 
 
 _apply_plausible_ranges()
+
+
+# ---------------------------------------------------------------- each key's dimension, for the formatter
+
+
+def input_dimensions() -> dict[str, str]:
+    """Each workload key's dimension for format_figure, read from the schema's unit types
+    (workload/schema.py: Bytes, ByteRate, PerHourPrice ...): `cluster.link` -> byte_rate."""
+    return _input_dimensions(sys.modules[__name__])
+
+
+def _input_dimensions(schema: Any) -> dict[str, str]:
+    import typing
+
+    by_type = {"Bytes": "bytes", "ByteRate": "byte_rate", "BitRate": "bit_rate", "FlopRate": "flop_rate",
+               "Seconds": "seconds", "Hours": "hours", "Months": "months", "Watts": "watts", "Fraction": "fraction",
+               "Headroom": "fraction", "Dollars": "dollars", "PerHourPrice": "dollars_per_hour",
+               "PerGBPrice": "dollars_per_gb", "PerGBMonthPrice": "dollars_per_gb_month",
+               "PerDay": "requests_per_day", "BytesPerToken": "bytes_per_token", "SequenceLength": "tokens",
+               "Cores": "cores", "Epochs": "epochs", "Attempts": "attempts", "PerSecond": "frames_per_second",
+               "CarbonIntensity": "grams_per_kwh"}
+    marks = {}
+    for name, dimension in by_type.items():
+        alias = getattr(schema, name, None)
+        for meta in typing.get_args(alias)[1:]:
+            marks[id(meta)] = dimension
+    out: dict[str, str] = {}
+
+    def visit(model: Any, prefix: str) -> None:
+        for field_name, info in model.model_fields.items():
+            metas = list(info.metadata)
+            for arg in typing.get_args(info.annotation):  # X | None keeps X's Annotated metadata inside
+                metas += list(typing.get_args(arg)[1:])
+                if isinstance(arg, type) and hasattr(arg, "model_fields"):
+                    visit(arg, f"{prefix}{field_name}.")
+            ann = info.annotation
+            if isinstance(ann, type) and hasattr(ann, "model_fields"):
+                visit(ann, f"{prefix}{field_name}.")
+                continue
+            for meta in metas:
+                if id(meta) in marks:
+                    out[f"{prefix}{field_name}"] = marks[id(meta)]
+                    break
+
+    visit(schema.Workload, "")
+    out.update({"model.params": "parameters", "training.tokens": "tokens",  # counts of a named thing
+                "data.tokenizer_rate": "tokens_per_second"})  # the one rate per second that is not frames
+    return out

@@ -37,14 +37,14 @@ SmallFormatOpt = format_option(SMALL_FORMATS)
 
 def _write_small(values: dict[str, Any], fmt: str, output: Optional[Path], title: str) -> None:
     """A small answer as JSON (the default), an aligned table or Markdown; to stdout or --output."""
-    from trainplan.present.outputs import write_output
+    from trainplan.outputs import write_output
 
     if fmt == "json":
         write_output(json.dumps(values, indent=2), output)
     elif fmt == "markdown":
         write_output(figures_markdown(title, values), output)
     else:
-        from trainplan.present.quantities import key_value_lines
+        from trainplan.quantities import key_value_lines
 
         write_output(key_value_lines({k: v for k, v in values.items() if not isinstance(v, (list, dict))}, {}),
                      output)
@@ -122,7 +122,7 @@ def inspect_cmd(
     from trainplan.measure import locations
 
     if output is not None:  # before the work: not a device, a FIFO, read-only, nor one of the inspected files
-        from trainplan.present.outputs import refuse_inspected
+        from trainplan.outputs import refuse_inspected
 
         refuse_inspected(output, [Path(p) for p in paths if not locations.is_url(p)],
                          read=lambda f: f.suffix.lower() in insp.READ_SUFFIXES)
@@ -169,7 +169,7 @@ def group_plans(report: dict[str, Any], workload: Optional[Path]) -> list[dict[s
     each group's share of the decode work."""
     from trainplan.accounts import pipeline
     from trainplan.planning import evaluate as plan
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     out = []
     for g in report["aggregate"]["groups"]:
@@ -190,7 +190,7 @@ def _skip_line(path: Path, reason: str) -> None:
     """One line on stderr for each file passed over (the inspection goes on with the rest)."""
     import sys
 
-    from trainplan.workload.limits import printable
+    from trainplan.limits import printable
 
     print(f"data inspect: skipped {printable(str(path), one_line=True)}: {reason}", file=sys.stderr)
 
@@ -198,7 +198,7 @@ def _skip_line(path: Path, reason: str) -> None:
 def _report_skips(report: dict[str, Any]) -> None:
     import sys
 
-    from trainplan.workload.limits import printable
+    from trainplan.limits import printable
 
     for t in report.get("truncated", []):
         print(f"data inspect: truncated {printable(t['path'], one_line=True)}: {t['reason']} (measured as far as it "
@@ -305,7 +305,7 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
 
 def _interval_note(a: dict[str, Any]) -> str:
     """A sample's intervals of the keys a workload takes, for the provenance the plan shows."""
-    from trainplan.present.quantities import significant
+    from trainplan.quantities import significant
 
     names = {"hours": "hours", "bitrate": "bit rate (bit/s)", "bytes_per_token": "bytes per token"}
     parts = [f"{label} [{significant(a['intervals'][k]['low'])}, {significant(a['intervals'][k]['high'])}]"
@@ -315,7 +315,7 @@ def _interval_note(a: dict[str, Any]) -> str:
 
 def _interval_lines(a: dict[str, Any], inspected: int) -> list[str]:
     """A sample's figures with their intervals (docs/data-where-it-lives.md), one line each."""
-    from trainplan.present.quantities import significant
+    from trainplan.quantities import significant
 
     intervals = a.get("intervals") or {}
     if not intervals:

@@ -26,7 +26,7 @@ def _check_format(fmt: str) -> None:
 
 def _gib(x: float) -> str:
     """Bytes as every other command writes them (decimal GB: the card reads 85.5 GB in plan and here)."""
-    from trainplan.present.quantities import format_figure
+    from trainplan.quantities import format_figure
 
     return format_figure(x, "bytes")
 
@@ -98,8 +98,8 @@ def layout_command(
     """The fastest parallel layouts (TP, PP, SP, CP, EP, DP, ZeRO, recompute) that fit, with memory and step time."""
     from trainplan.planning.evaluate import clean, resolve_model
     from trainplan.planning.layout import search
-    from trainplan.present.outputs import write_output
-    from trainplan.workload.schema import load_workload
+    from trainplan.outputs import write_output
+    from trainplan.workload.load import load_workload
 
     _check_format(format)
     w = load_workload(file, set_ or [], calibration)
@@ -116,7 +116,7 @@ def validate_against_command(
     """Plan a set of published training runs and compare with their measured step times (in and out of sample)."""
     from trainplan.planning.evaluate import clean
     from trainplan.planning.validation import ALIASES, leave_one_set_out, validate
-    from trainplan.present.outputs import write_output
+    from trainplan.outputs import write_output
 
     _check_format(format)
     result = validate(suite).as_dict()

@@ -65,7 +65,7 @@ def params_command(
     output: OutputOpt = None,
 ) -> None:
     """Exact parameter count of a Hugging Face config.json (what transformers would build)."""
-    from trainplan.present.outputs import write_output
+    from trainplan.outputs import write_output
 
     check_format(output_format)
     if config.suffix.lower() == ".toml":  # a workload, not a model config: say so, not "valid JSON"

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from trainplan.measure import calibration
+from trainplan.workload import calibration
 from trainplan.measure import probe
 from trainplan.errors import UserError
 from trainplan.planning.evaluate import clean
@@ -80,7 +80,7 @@ def _check_decode_sizes(fmt: probe.ClipFormat, frames: int | None, side: int, ba
     """The synthetic clip's frames, memory and time, before it is encoded."""
     import math
 
-    from trainplan.workload import limits
+    from trainplan import limits
 
     limits.check_seconds("--seconds", seconds)
     n = frames if frames is not None else max(60, 2 * fmt.gop)
@@ -104,7 +104,7 @@ def _check_decode_sizes(fmt: probe.ClipFormat, frames: int | None, side: int, ba
 def _decode_settings(file: Path | None, sets: list[str], width: int | None, height: int | None,
                      fps: float | None, bitrate: str | None, gop: int | None, side: int | None,
                      access: str | None) -> tuple[probe.ClipFormat, int, str]:
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     from trainplan.errors import named_as
 
@@ -124,7 +124,7 @@ def _decode_settings(file: Path | None, sets: list[str], width: int | None, heig
 def run_decode(fmt: probe.ClipFormat, side: int, access: str, frames: int | None, samples: int,
                postprocess: str, preset: str, handoff: str = "none", batch: int = 16,
                seconds: float = 0.0) -> dict[str, Any]:
-    from trainplan.present.progress import progress
+    from trainplan.progress import progress
 
     with progress("decode probe: encoding and decoding a clip"):
         result = probe.decode(fmt, frames=frames, access=access, random_samples=samples,  # type: ignore[arg-type]
@@ -163,7 +163,7 @@ def run_decode_files(videos: list[Path], file: Path | None, sets: list[str], sid
                      samples: int, postprocess: str, sample: int, decoders: int | None) -> dict[str, Any]:
     """The decode probe on the user's files (a sample of them), in the workload's side and access pattern."""
     from trainplan.measure import inspect as insp
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     w = load_workload(file, sets)
     chosen = access or ("random" if w.data.access == "random" else "sequential")
@@ -194,7 +194,7 @@ def run_loader(factory: str, file: Path | None, sets: list[str], seconds: float,
     """The loader probe (measure/loader.py) and the 1080p rate it gives the workload's frames."""
     from trainplan.accounts import pipeline
     from trainplan.measure import loader
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     w = load_workload(file, sets)
     r = loader.probe_loader(factory, seconds=seconds, max_items=items).to_dict()
@@ -331,7 +331,7 @@ def location_read_table(d: dict[str, Any]) -> str:
 
 
 def run_matmul(n: int, seconds: float) -> dict[str, Any]:
-    from trainplan.present.progress import progress
+    from trainplan.progress import progress
 
     with progress("matmul probe"):
         results, skipped = probe.matmul(n, min_seconds=seconds)
@@ -486,7 +486,7 @@ def register(app: typer.Typer) -> None:
         memory, the hand-over): data.loader_cpu_per_frame."""
         _check_format(format)
         from trainplan.measure import handover
-        from trainplan.workload import limits
+        from trainplan import limits
 
         limits.check_seconds("--seconds", seconds, low=0.0, low_included=False)
         if side < 1 or batch < 1:
@@ -534,7 +534,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Achieved FLOP/s of numpy, and of torch on the CPU and a GPU when present."""
         _check_format(format)
-        from trainplan.workload import limits
+        from trainplan import limits
 
         limits.check_seconds("--seconds", seconds, low=0.01)
         limits.check_allocation("--n", MATMUL_BYTES_PER_ELEMENT * n * n, f"the {n:,} x {n:,} matrices")
@@ -633,7 +633,7 @@ def _handover(side: int) -> dict[str, Any]:
 def run_all(file: Path | None, sets: list[str], path: Path, processes: int,
             output: Path | None) -> dict[str, Any]:
     """Run the set of probes with a progress bar on stderr; record each in `output` as it finishes."""
-    from trainplan.present.progress import progress
+    from trainplan.progress import progress
 
     machine = probe.machine()
     fmt, side, access = _decode_settings(file, sets, None, None, None, None, None, None, None)

@@ -88,7 +88,7 @@ def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attentio
     anything (issue 29): weights from the exact count, activations as the schema's default of saved
     width-sized tensors per layer and token (training.saved_tensors_per_layer) in bf16, and with eager
     attention the S x S scores."""
-    from trainplan.workload import limits
+    from trainplan import limits
     from trainplan.workload.params import count_from_hf_config
     from trainplan.workload.schema import TrainingSection
 
@@ -168,7 +168,8 @@ def register(probe_app: typer.Typer) -> None:
 
 
 def write_calibration(path: Path, config: dict[str, Any], measured: Any) -> None:
-    from trainplan.measure import calibration, probe
+    from trainplan.measure import probe
+    from trainplan.workload import calibration
 
     note = (f"saved tensors of {measured.model_type} ({measured.attention}, {measured.precision}, recompute "
             f"{measured.recompute}, b={measured.micro_batch}, S={measured.seq_len}), the real module traced on the "

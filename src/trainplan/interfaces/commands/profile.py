@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from trainplan.measure import calibration
+from trainplan.workload import calibration
 from trainplan.measure import profiler as profile_mod
 from trainplan.errors import UserError
 from trainplan.planning.evaluate import clean
@@ -27,7 +27,7 @@ from trainplan.planning.evaluate import clean
 def _predicted(workload_file: Path | None, sets: list[str], cal: Path | None) -> tuple[Any, Any]:
     from trainplan.accounts import pipeline
     from trainplan.planning import evaluate as plan
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
     w = load_workload(workload_file, sets, cal)
     return w, pipeline.pipeline_account(**plan.pipeline_inputs(w))

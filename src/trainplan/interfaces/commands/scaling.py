@@ -40,13 +40,13 @@ def _emit(out: dict[str, Any], fmt: str) -> None:
     if fmt not in FORMATS:
         from trainplan.interfaces.options import check_format
         check_format(fmt, tuple(FORMATS))
-    from trainplan.present.quantities import json_safe
+    from trainplan.quantities import json_safe
 
     clean = json_safe(out)
     if fmt == "json":
         typer.echo(json.dumps(clean, indent=2))
     else:
-        from trainplan.present.quantities import key_value_lines
+        from trainplan.quantities import key_value_lines
 
         typer.echo(key_value_lines(clean, {"tokens_per_param": "ratio", "loss": "ratio"}))
 

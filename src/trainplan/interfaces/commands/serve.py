@@ -149,8 +149,8 @@ def serve_command(
     show_ladder: Annotated[bool, typer.Option("--ladder", help="every model size x dtype as one table")] = False,
 ) -> None:
     """Serving: weights, KV cache, largest batch, tokens/s, cost per request, crossover with training."""
-    from trainplan.present.outputs import write_output
-    from trainplan.workload.schema import load_workload
+    from trainplan.outputs import write_output
+    from trainplan.workload.load import load_workload
 
     fmt = check_format(output_format)
     w = load_workload(file, set_ or [], calibration)
@@ -189,9 +189,9 @@ def roofline_command(
 ) -> None:
     """Roofline of the workload's accelerator: ridge, matmul and element-wise intensity, and the batch
     at which the model's FFN layer (d x ffn) turns compute-bound."""
-    from trainplan.workload.schema import load_workload
+    from trainplan.workload.load import load_workload
 
-    from trainplan.present.outputs import write_output
+    from trainplan.outputs import write_output
 
     fmt = check_format(output_format)
     w = load_workload(file, set_ or [])
@@ -226,7 +226,7 @@ def roofline_command(
     elif fmt == "markdown":
         write_output(figures_markdown(f"Roofline of {acc.name}", out, dims), output)
     else:
-        from trainplan.present.quantities import key_value_lines
+        from trainplan.quantities import key_value_lines
 
         write_output(key_value_lines(out, dims), output)
 

@@ -82,7 +82,7 @@ def read_sample(path: Path) -> tuple[float, ...]:
     """Per-frame decode seconds: a JSON list, a JSON object with `frame_seconds` or
     `decode_seconds`, or text with one number a line (commas allowed; # comments).
     Each time is in [0, MAX_FRAME_SECONDS] and at least one is above zero."""
-    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+    from trainplan import limits  # regular files only, size and nesting caps (issue 16)
 
     where = str(path)
     text = limits.read_text(path, "empirical")
@@ -145,7 +145,8 @@ def simulation_report(workload: Any, frames: int, seed: int, variability: Any, b
                       timeline: int = 2000, read_ahead: int | None = READ_AHEAD_DEFAULT, engine: str = "auto",
                       ) -> tuple[dict[str, Any], Any]:
     """The JSON object of `trainplan simulate` and the QueueResult behind it."""
-    from trainplan.simulate.queue import buffer_sweep, queue_spec_from_workload, simulate
+    from trainplan.planning.simulation import queue_spec_from_workload
+    from trainplan.simulate.queue import buffer_sweep, simulate
 
     spec, account, notes = queue_spec_from_workload(workload, frames=frames, seed=seed, variability=variability,
                                                     read_ahead_frames=read_ahead)
@@ -175,8 +176,8 @@ def vary_report(file: Path | None, sets: list[str], calibration: Path | None, va
     """The JSON object of `trainplan simulate --vary`: one row per combination of the varied keys."""
     from trainplan.simulate import fast, grid
     from trainplan.simulate.progress import progress_bar
-    from trainplan.simulate.queue import queue_spec_from_workload
-    from trainplan.workload.schema import load_workload
+    from trainplan.planning.simulation import queue_spec_from_workload
+    from trainplan.workload.load import load_workload
 
     varies = [grid.parse_vary(v) for v in vary]
 
@@ -279,7 +280,7 @@ def plot_timeline(result: Any, path: Path, title: str | None = None) -> None:
     path = Path(path)
     if path.suffix.lower() not in PLOT_SUFFIXES:
         raise UserError("--plot", f"a file ending in {', '.join(PLOT_SUFFIXES)}, got {path.name!r}")
-    from trainplan.present.outputs import check_output_path, write_output
+    from trainplan.outputs import check_output_path, write_output
 
     check_output_path(path, "--plot")
     if not result.timeline:
@@ -366,8 +367,8 @@ def simulate_command(
         "--engine", help="auto, python (the reference) or compiled (numba, the `fast` extra)")] = "auto",
 ) -> None:
     """Simulate the input pipeline as a queue: busy fraction, waits and a timeline (docs/simulation.md)."""
-    from trainplan.present.outputs import write_output
-    from trainplan.workload.schema import load_workload
+    from trainplan.outputs import write_output
+    from trainplan.workload.load import load_workload
 
     if output_format not in FORMATS:
         from trainplan.interfaces.options import check_format
@@ -397,7 +398,7 @@ def simulate_command(
     if jobs < 0:
         raise UserError("--jobs", f"a number of worker processes >= 0 (0: every core), got {jobs}")
     sweep = _buffers(buffers)
-    from trainplan.present.outputs import check_output_path
+    from trainplan.outputs import check_output_path
 
     for option, path in (("--output", output), ("--plot", plot)):
         if path is not None and str(path) != "-":

@@ -30,7 +30,7 @@ def solve_command(
 ) -> None:
     """The smallest (or largest) value of KEY that meets a target; the cheapest accelerator kind."""
     from trainplan.planning import solve
-    from trainplan.present.outputs import write_output
+    from trainplan.outputs import write_output
 
     if output_format not in ("json", "table"):
         from trainplan.interfaces.options import check_format
@@ -49,7 +49,7 @@ def solve_command(
     if output_format == "json":
         write_output(json.dumps(result, indent=2, allow_nan=False), output)
     else:
-        from trainplan.present.quantities import format_figure, format_input
+        from trainplan.quantities import format_figure, format_input
         from trainplan.present.render import format_value, label_of
 
         lines = [f"{result['key']} = {format_input(result['value'])}"]

@@ -32,7 +32,7 @@ def sweep_command(
 ) -> None:
     """The report's figures over a grid of workloads: one row per point."""
     from trainplan.planning import sweep
-    from trainplan.present.outputs import write_output
+    from trainplan.outputs import write_output
 
     if output_format not in FORMATS:
         from trainplan.interfaces.options import check_format
@@ -63,7 +63,8 @@ def sweep_command(
 def rows_text(result: "object", markdown: bool = False) -> str:
     """The sweep's rows for people: each column under its label, each value through format_value by
     its declared dimension (a varied workload key with its unit); at most TABLE_ROWS rows."""
-    from trainplan.present.quantities import format_assumption, input_dimensions
+    from trainplan.quantities import format_assumption
+    from trainplan.workload.schema import input_dimensions
     from trainplan.present.render import format_value, label_of
 
     columns = result.columns  # type: ignore[attr-defined]

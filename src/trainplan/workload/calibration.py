@@ -119,7 +119,7 @@ def _clean(obj: Any) -> Any:
 def read_file(path: str | Path, *, as_input: bool = True) -> dict[str, Any]:
     """The raw document of a calibration file; UserError when it is missing or malformed.
     `as_input=False` when the file is read only to be updated (then --output may replace it)."""
-    from trainplan.workload import limits  # regular files only, size and nesting caps (issue 16)
+    from trainplan import limits  # regular files only, size and nesting caps (issue 16)
 
     if not Path(path).exists():
         raise UserError(str(path), "no such calibration file (write one with `trainplan probe decode --output FILE`)")
@@ -152,7 +152,7 @@ MEASURED_RANGES: dict[str, tuple[float, float]] = {
 
 
 def _printable(value: Any) -> Any:
-    from trainplan.workload.limits import printable
+    from trainplan.limits import printable
 
     if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
         return value.isoformat()
@@ -253,7 +253,7 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
     """
     p = Path(path)
     date = date or now()
-    from trainplan.present.outputs import check_output_path, write_output
+    from trainplan.outputs import check_output_path, write_output
 
     check_output_path(p, may_replace_input=True)  # a directory, a device or a missing parent is refused before reading
     doc: dict[str, Any] = read_file(p, as_input=False) if merge and p.is_file() else {"format": FORMAT_VERSION}
@@ -344,6 +344,30 @@ def _same_kind(kind: str, accelerator: str) -> bool:
     return family != "cpu" and family in kind.lower()
 
 
+#: Settings a calibration was measured at, which a plan must share to use it (calibration_matches).
+CALIBRATION_SETTINGS = ("attention", "precision", "recompute", "micro_batch", "seq_len")
+
+
+def calibration_matches(settings: dict[str, Any], attention: str, precision: str, recompute: str) -> list[str]:
+    """The settings a plan differs from the calibration's in, in words ([] when it may use it).
+    Attention: flash keeps what sdpa keeps; precision: fp16 keeps what bf16 keeps. The micro-batch
+    and the sequence length need not match: the figures are per token, exact in S."""
+    def kind(a: str) -> str:
+        return "sdpa" if a == "flash" else a
+
+    def width(p: str) -> str:
+        return "bf16" if p in ("bf16", "fp16") else p
+
+    out = []
+    if "attention" in settings and kind(str(settings["attention"])) != kind(attention):
+        out.append(f"attention {settings['attention']} measured, {attention} planned")
+    if "precision" in settings and width(str(settings["precision"])) != width(precision):
+        out.append(f"precision {settings['precision']} measured, {precision} planned")
+    if "recompute" in settings and settings["recompute"] != recompute:
+        out.append(f"recompute {settings['recompute']} measured, {recompute} planned")
+    return out
+
+
 #: Figures `probe model` measured at an attention kernel, precision and recomputation (issue 24).
 MODEL_KEYS = frozenset({"training.activation_bytes_per_layer_token", "training.activation_bytes_outside_token"})
 
@@ -354,15 +378,13 @@ def left_out(path: str | Path, workload_doc: dict[str, Any],
     with the reason in words: a device or network figure measured on another kind of machine, or a
     network figure measured at another tier (a loopback all-reduce stands for no cluster link); a
     model's activations measured at another attention kernel, precision or recomputation than
-    `training` (the plan's `attention`, `precision` and `recompute`, as model_probe.calibration_matches
+    `training` (the plan's `attention`, `precision` and `recompute`, as calibration_matches
     reads them)."""
     cal = parse(read_file(path), path)
     accelerator = _accelerator_family(workload_doc)
     out: dict[str, str] = {}
     for entry in cal.values:
         if entry.key in MODEL_KEYS and training is not None:
-            from trainplan.measure.model_probe import calibration_matches
-
             probe = cal.probes.get(entry.probe)
             differs = calibration_matches(dict(probe.settings) if probe is not None else {}, **training)
             if differs:
@@ -390,7 +412,7 @@ def left_out(path: str | Path, workload_doc: dict[str, Any],
 def _source_text(entry: dict[str, Any], path: str | Path | None = None) -> str:
     """Where a measured value came from, saying only what the entry records: an entry that names no
     probe is "given in" the file, not "measured by `trainplan probe`" (issue 29)."""
-    from trainplan.workload.limits import printable
+    from trainplan.limits import printable
 
     host, cpu, date, probe = (entry.get(k) or "" for k in ("hostname", "cpu_model", "date", "probe"))
     machine = f"{host} ({cpu})" if host and cpu else (host or (f"a machine with {cpu}" if cpu else ""))
@@ -473,7 +495,7 @@ def _av_version() -> str:
 
 
 def _codec_name(name: str) -> str:
-    from trainplan.workload.schema import CODEC_ALIASES
+    from trainplan.workload.codecs import CODEC_ALIASES
 
     return CODEC_ALIASES.get(name.strip().lower(), name.strip().lower())
 

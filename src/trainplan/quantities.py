@@ -189,56 +189,10 @@ def format_input(value: Any) -> str:
     return str(value)
 
 
-def input_dimensions() -> dict[str, str]:
-    """Each workload key's dimension for format_figure, read from the schema's unit types
-    (workload/schema.py: Bytes, ByteRate, PerHourPrice ...): `cluster.link` -> byte_rate."""
-    from trainplan.workload import schema
-
-    return _input_dimensions(schema)
-
-
-def _input_dimensions(schema: Any) -> dict[str, str]:
-    import typing
-
-    by_type = {"Bytes": "bytes", "ByteRate": "byte_rate", "BitRate": "bit_rate", "FlopRate": "flop_rate",
-               "Seconds": "seconds", "Hours": "hours", "Months": "months", "Watts": "watts", "Fraction": "fraction",
-               "Headroom": "fraction", "Dollars": "dollars", "PerHourPrice": "dollars_per_hour",
-               "PerGBPrice": "dollars_per_gb", "PerGBMonthPrice": "dollars_per_gb_month",
-               "PerDay": "requests_per_day", "BytesPerToken": "bytes_per_token", "SequenceLength": "tokens",
-               "Cores": "cores", "Epochs": "epochs", "Attempts": "attempts", "PerSecond": "frames_per_second",
-               "CarbonIntensity": "grams_per_kwh"}
-    marks = {}
-    for name, dimension in by_type.items():
-        alias = getattr(schema, name, None)
-        for meta in typing.get_args(alias)[1:]:
-            marks[id(meta)] = dimension
-    out: dict[str, str] = {}
-
-    def visit(model: Any, prefix: str) -> None:
-        for field_name, info in model.model_fields.items():
-            metas = list(info.metadata)
-            for arg in typing.get_args(info.annotation):  # X | None keeps X's Annotated metadata inside
-                metas += list(typing.get_args(arg)[1:])
-                if isinstance(arg, type) and hasattr(arg, "model_fields"):
-                    visit(arg, f"{prefix}{field_name}.")
-            ann = info.annotation
-            if isinstance(ann, type) and hasattr(ann, "model_fields"):
-                visit(ann, f"{prefix}{field_name}.")
-                continue
-            for meta in metas:
-                if id(meta) in marks:
-                    out[f"{prefix}{field_name}"] = marks[id(meta)]
-                    break
-
-    visit(schema.Workload, "")
-    out.update({"model.params": "parameters", "training.tokens": "tokens",  # counts of a named thing
-                "data.tokenizer_rate": "tokens_per_second"})  # the one rate per second that is not frames
-    return out
-
-
-def format_assumption(key: str, value: Any, dimensions: dict[str, str] | None = None) -> str:
-    """A workload input with its unit ("cluster.link" 1.5e9 -> "1.5 GB/s"), else as format_input writes it."""
-    dimension = (dimensions if dimensions is not None else input_dimensions()).get(key)
+def format_assumption(key: str, value: Any, dimensions: dict[str, str]) -> str:
+    """A workload input with its unit ("cluster.link" 1.5e9 -> "1.5 GB/s"), else as format_input writes it;
+    `dimensions`: each key's (workload/schema.input_dimensions)."""
+    dimension = dimensions.get(key)
     plain = _scalar(value)
     if dimension and isinstance(plain, (int, float)) and not isinstance(plain, bool):
         return format_figure(plain, dimension)

@@ -43,7 +43,7 @@ def _print(text: str | bytes) -> None:
 
 
 def _why(err: OSError) -> str:
-    from trainplan.workload.limits import os_error_text
+    from trainplan.limits import os_error_text
 
     return os_error_text(err)
 
@@ -53,7 +53,7 @@ def check_output_path(path: str | Path, option: str = "--output",
     """The file to write for `path` (a link's target) and its stat when it exists; UserError when
     `path` may not be written. Called before the work, so a bad --output fails fast.
     `may_replace_input`: the file is updated in place on purpose (a calibration file)."""
-    from trainplan.workload.limits import input_identities, printable
+    from trainplan.limits import input_identities, printable
 
     raw = os.fspath(path)
     shown = printable(raw, one_line=True)
@@ -96,7 +96,7 @@ def refuse_inspected(path: str | Path, inputs: list[Path], option: str = "--outp
     """UserError when `path` may not be written (check_output_path) or is one of the files `inputs`
     names (a folder: every file under it that `read(file)` says the command reads; all without it):
     a command that reads data files and writes a workload must not replace the data it measured."""
-    from trainplan.workload.limits import printable
+    from trainplan.limits import printable
 
     _target, info = check_output_path(path, option)
     if info is None:
@@ -139,7 +139,7 @@ def write_output(text: str | bytes, path: str | Path | None, option: str = "--ou
     if path is None or os.fspath(path) == STDOUT_NAME:
         _print(text)
         return
-    from trainplan.workload.limits import printable
+    from trainplan.limits import printable
 
     target, info = check_output_path(path, option, may_replace_input)
     shown = printable(os.fspath(path), one_line=True)

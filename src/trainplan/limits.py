@@ -10,7 +10,7 @@ times, a Hugging Face config.json) goes through `read_text`, so that
 - every OS error (missing, permission denied, a name too long, a loop of links) is one line
   naming the path, never a traceback;
 - the file is remembered as an input of this run, so that `--output` can refuse to
-  overwrite it (trainplan.present.outputs).
+  overwrite it (trainplan.outputs).
 
 `loads_toml` and `loads_json` parse with a nesting cap: a document nested deeper than
 MAX_NESTING levels (tables, arrays, objects, dotted keys all count) is refused with one
@@ -34,7 +34,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Final, Iterable, Iterator
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, printable  # noqa: F401 (printable: re-exported)
 
 #: Size caps by kind of file, in bytes. Chosen far above any real file of the kind (a workload
 #: or calibration file is a few kB; a config.json of the largest published models is < 10 kB; an
@@ -236,21 +236,7 @@ def check_numbers(obj: Any, where: str, largest: int) -> None:
             units.number(node, f"{printable(where)}: {printable(path or 'value')}")
 
 
-# ESC-introduced sequences (CSI, OSC, DCS..., two-character escapes) and every other C0/C1
-# control character except tab and newline.
-_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(\x07|\x1b\\)?|[PX^_][^\x1b]*(\x1b\\)?|[ -~]?)")
-# Unicode's direction overrides and isolates can make a line read other than it is.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_LINE_BREAK = re.compile(r"[\n\r\u2028\u2029\x85]")
-
-
-def printable(text: str, one_line: bool = False) -> str:
-    """`text` without terminal escape sequences or control characters (each shown as '?');
-    with `one_line`, line breaks too (a message is one line)."""
-    if not isinstance(text, str):
-        text = str(text)
-    text = _CONTROL.sub("?", _ESCAPE.sub("?", text))
-    return _LINE_BREAK.sub(" ", text).replace("\t", " ") if one_line else text
+# printable (text made safe for a terminal) lives with the one-line messages it serves (errors.py)
 
 
 # ---------------------------------------------------------------- sizes before allocating (issue 29)

@@ -1,0 +1,118 @@
+"""A workload as a run reads it: the file (or the built-in default), its `[measured]` and
+`[measured_interval]` tables, `--set` overrides, a calibration file's measured values, and the
+model keys checked against a config.json beside them. The top of the workload layer: it
+brings schema.py (the keys), calibration.py (the measured values) and model_source.py (the
+config.json) together, so none of those imports another's loader."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+from trainplan import units
+from trainplan.errors import UserError
+from trainplan.workload import calibration as calibration_module
+from trainplan.workload.model_source import reconcile_params_with_config
+from trainplan.workload.schema import (INTERVAL_KEYS, Provenance, TrainingSection, Workload, _dotted, _provenance,
+                                       apply_override, build_workload, read_toml, set_path)
+
+
+def load_workload(
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    calibration: str | Path | None = None,
+) -> Workload:
+    """Read a workload file (or the built-in default), apply --set overrides and a calibration file."""
+    doc: dict[str, Any] = read_toml(path) if path is not None else {}
+    inspected = _measured_table(doc, path)  # keys `trainplan data inspect` measured (issue 14)
+    intervals = _interval_table(doc, path)  # and the intervals of those it measured on a sample (issue 26)
+    from_file = {k for k, _, _ in _dotted(doc)}
+    set_keys = {apply_override(doc, a) for a in overrides}
+    measured: dict[str, tuple[Any, str]] = {}
+    if calibration is not None:
+        # a --set names what the user wants for this run: it wins over a measured value, which wins
+        # over the workload file
+        # a figure measured on another kind of machine or tier is left out, and the plan says so (issue 25)
+        left = calibration_module.left_out(calibration, doc, _training_settings(doc))
+        measured = {k: v for k, v in calibration_module.load(calibration).items() if k not in set_keys | set(left)}
+        for key, (value, _source) in measured.items():
+            set_path(doc, key.split("."), value, key)
+    calibrated = set(measured)  # keys the calibration file set: a measured figure, not the sample's
+    measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
+                **measured}
+    workload = build_workload(doc)
+    workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
+    workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
+    workload._intervals = _checked_intervals(doc, intervals, path, keep=from_file - set_keys - calibrated)
+    if calibration is not None:
+        workload._left_out = {k: why for k, why in left.items() if k not in set_keys}
+        for key, why in left.items():
+            if key in workload._provenance and key not in set_keys:
+                was = workload._provenance[key]
+                workload._provenance[key] = Provenance(was.kind, f"{was.source}; {why}")
+    workload = reconcile_params_with_config(workload)  # model keys beside model.hf_config must agree
+    if calibration is not None:
+        calibration_module.check_compatible(calibration, workload)
+    return workload
+
+
+def _training_settings(doc: dict[str, Any]) -> dict[str, str]:
+    """The attention kernel, precision and recomputation the workload `doc` plans with (its values, else the
+    defaults), as a `probe model` calibration records them: autocast is the autocast_fp32 recipe."""
+    given = doc.get("training") if isinstance(doc.get("training"), dict) else {}
+    fields = TrainingSection.model_fields
+
+    def value(key: str) -> str:
+        return str(given.get(key, fields[key].default))
+
+    precision = "autocast" if value("state_recipe") == "autocast_fp32" else value("precision")
+    return {"attention": value("attention"), "precision": precision, "recompute": value("recompute")}
+
+
+def _measured_table(doc: dict[str, Any], path: Any) -> dict[str, str]:
+    """Pop a workload file's `[measured]` table (dotted key -> where it was measured): those keys'
+    values were measured on the data (`trainplan data inspect --output`), so their provenance is `measured`."""
+    table = doc.pop("measured", {})
+    if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+        raise UserError(f"{path}: measured", "expected a table of dotted keys, each naming where it was measured")
+    return table
+
+
+def _interval_table(doc: dict[str, Any], path: Any) -> dict[str, Any]:
+    """Pop a workload file's `[measured_interval]` table (dotted key -> [low, high])."""
+    table = doc.pop("measured_interval", {})
+    where = f"{path}: measured_interval" if path is not None else "measured_interval"
+    if not isinstance(table, dict):
+        raise UserError(where, "expected a table of dotted keys, each with its interval [low, high]")
+    return table
+
+
+def _checked_intervals(doc: dict[str, Any], table: dict[str, Any], path: Any,
+                       keep: set[str]) -> dict[str, tuple[float, float]]:
+    """The intervals of keys whose value is the file's (not a --set or a calibration's), each bound
+    checked as the key itself is (the schema's constraint and plausible range), low <= high."""
+    out: dict[str, tuple[float, float]] = {}
+    for key, bounds in table.items():
+        where = f"{path}: measured_interval.{key}" if path is not None else f"measured_interval.{key}"
+        if key not in INTERVAL_KEYS:
+            raise UserError(where, f"expected one of {', '.join(INTERVAL_KEYS)}")
+        if (not isinstance(bounds, list) or len(bounds) != 2
+                or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)
+                or bounds[0] > bounds[1]):
+            raise UserError(where, f"expected [low, high], two numbers with low <= high, got {units.shown(bounds)}")
+        for bound in bounds:
+            trial = copy.deepcopy(doc)
+            set_path(trial, key.split("."), bound, key)
+            try:
+                build_workload(trial)
+            except UserError as err:
+                raise UserError(where, err.expected) from None  # as the key itself would be refused
+        if key in keep:
+            out[key] = (float(bounds[0]), float(bounds[1]))
+    return out
+
+
+# The model of the built-in default workload (the reference workload, docs/pipeline-and-bill.md), used only when the
+# workload names no model at all: a user's model.params or config.json must not inherit its shape.
