@@ -60,3 +60,17 @@ def plan_json():
         return json.loads(res.stdout)
 
     return _plan
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_scheduling_policy():
+    """SVT-AV1's encoder (libsvtav1, which tests/test_inspect_corpus.py writes a clip with) switches the
+    thread that calls it to SCHED_FIFO where it may (as root). Every process the suite starts afterwards
+    inherits the real-time policy: a `simulate --vary -j 2` then runs its two workers at FIFO priority on
+    both cores, the test's own thread cannot run until they finish, and a signal test sends its signal to a
+    process that has already exited (issue 29's 'workers did not start'). The policy is put back after
+    every test that changed it."""
+    policy = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
+    yield
+    if policy is not None and os.sched_getscheduler(0) != policy:
+        os.sched_setscheduler(0, policy, os.sched_param(0))

@@ -62,7 +62,6 @@ def _misses(kind: str, r: profiler.ProfileResult) -> list[str]:
 
 
 @pytest.mark.parametrize("workers", [0, 1])
-@pytest.mark.xfail(reason="issue 25: with 1 worker the spinning loader is split half fetch in the full suite (known, open)", strict=False)
 def test_a_sleeping_fetch_is_fetch_and_a_spinning_transform_is_prep(workers):
     for kind in ("sleep", "spin"):
         for attempt in (1, 2):  # a miss is retried once, and reported
@@ -79,9 +78,33 @@ def test_a_sleeping_fetch_is_fetch_and_a_spinning_transform_is_prep(workers):
 
 
 def test_says_it_could_not_split_when_nothing_says_what_the_workers_did(monkeypatch):
-    monkeypatch.setattr(profiler, "_child_pids", lambda: [])
+    monkeypatch.setattr(profiler, "loader_pids", lambda iterator, before: [])
     r = profiled("sleep", 1, seconds=0.3)
     assert r.stall["fetch"] is None and r.stall["prep"] is None
     assert r.stall["split"] is False and "could not split" in r.stall["reason"]
     assert "could not split" in r.stall_basis
     assert "could not split" in profiler.summary(r)
+
+
+def test_only_the_loaders_own_workers_are_counted():
+    """Another child of the training process (an experiment tracker's service, a data server: here a
+    sleeping process started before the loop) is not the loader's: with it asleep beside a spinning worker,
+    the split still names prep (it read half fetch when every child was counted)."""
+    import subprocess
+    import sys
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for attempt in (1, 2):
+            r = profiled("spin", 1)
+            misses = _misses("spin", r)
+            if not misses:
+                break
+            if attempt == 1:
+                warnings.warn(f"stall split missed (retrying once): {misses}", stacklevel=1)
+        assert not misses, misses
+        assert "1 process(es)" in r.stall_basis
+    finally:
+        bystander.kill()
+        bystander.wait()
+

@@ -74,7 +74,6 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers and /proc: Linux")
 @pytest.mark.parametrize("sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-@pytest.mark.xfail(reason="issue 29: the pool's workers may not have started within the test's wait in the full suite (known, open)", strict=False)
 def test_simulate_vary_stops_its_workers(tmp_path, sig, status):
     """Generous bounds for a busy 2-core machine: up to 120 s for the workers to start, 60 s to stop."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}

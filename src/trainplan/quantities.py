@@ -37,15 +37,21 @@ def _scalar(x: Any) -> Any:
 
 
 def json_safe(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars become Python ones, inf/nan become None, tuples lists."""
+    """The one JSON-safe copy (report, sweep, web page): numpy scalars become Python ones, arrays and
+    tuples lists, keys text, inf/nan None (JSON has no NaN or Infinity); anything else JSON cannot hold
+    (a path, an enum) its text."""
     if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
+    if isinstance(obj, np.ndarray) and obj.ndim > 0:
+        return json_safe(obj.tolist())
     obj = _scalar(obj)
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
-    return obj
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
 
 
 def significant(x: float, digits: int = 3) -> str:

@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover - the `ui` extra is absent; create_app s
 
 from trainplan.planning import evaluate as plan_mod
 from trainplan.errors import UserError
+from trainplan.quantities import json_safe
 from trainplan.workload.load import load_workload
 from trainplan.workload.schema import DataSection, Workload
 
@@ -298,25 +299,6 @@ def _static_text(name: str) -> str:
 
 
 _MEDIA_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
-
-
-def json_safe(obj: Any) -> Any:
-    """The report with every non-finite float as null (JSON has no NaN or Infinity)."""
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.ndarray):
-        return json_safe(obj.tolist())
-    if obj is None or isinstance(obj, (str, int, bool)):
-        return obj
-    return str(obj)
 
 
 def allowed_hosts(port: int) -> frozenset[str]:

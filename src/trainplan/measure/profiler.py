@@ -339,7 +339,9 @@ class Profiler:
                 self._replay_left = float(len(iterable))  # type: ignore[arg-type]
             except TypeError:  # an iterable dataset: the loop decides when to stop
                 self._replay_left = math.inf
+        before = set(_child_pids())
         iterator = iter(iterable)
+        self._workers_clock.pids = lambda: loader_pids(iterator, before)
         body_start: float | None = None
         body_cpu = 0.0
         start_event = None
@@ -574,6 +576,19 @@ def _child_pids() -> list[int]:
     return sorted(pids)
 
 
+def loader_pids(iterator: Any, before: set[int]) -> list[int]:
+    """The loader's own worker processes: those its iterator names (torch's DataLoader iterator keeps
+    them in `_workers`), else the processes started since the iterator was made. Other children of the
+    training process (an experiment tracker's service, a data server) are not the loader's: counted,
+    their idle time would read as fetch (issue 25)."""
+    workers = getattr(iterator, "_workers", None)
+    if isinstance(workers, (list, tuple)):
+        pids = [int(w.pid) for w in workers if isinstance(getattr(w, "pid", None), int)]
+        if pids:
+            return pids
+    return [pid for pid in _child_pids() if pid not in before]
+
+
 def process_clock(pid: int | str) -> tuple[float, float] | None:
     """(CPU seconds, seconds waiting for a core) of a process (or "thread-self"): utime + stime from
     /proc/PID/stat, the run-queue wait from /proc/PID/schedstat; None where /proc does not say."""
@@ -613,6 +628,7 @@ class WorkerClock:
         self.first: dict[int, tuple[float, float, float]] = {}  # pid -> (time, cpu, wait)
         self.last: dict[int, tuple[float, float, float]] = {}
         self._sampled = 0.0
+        self.pids: Callable[[], list[int]] = _child_pids  # the loader's processes (Profiler.wrap says which)
 
     def sample(self, force: bool = False) -> None:
         """Read the processes' clocks, at most every SAMPLE_SECONDS (a fast loop is not slowed by /proc
@@ -621,7 +637,7 @@ class WorkerClock:
         if not force and self.last and now - self._sampled < SAMPLE_SECONDS:
             return
         self._sampled = now
-        for pid in _child_pids():
+        for pid in self.pids():
             clock = process_clock(pid)
             if clock is None:
                 continue
