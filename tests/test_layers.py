@@ -122,3 +122,12 @@ def test_the_check_sees_function_level_imports() -> None:
                             inside.add((module, sub if sub in MODULES else node.module))
     assert len(inside) > 50  # the package imports lazily where start-up time asks for it
     assert all(target in GRAPH[module] for module, target in inside if target != module)
+
+
+def test_catalogues_are_read_through_their_one_loader() -> None:
+    """catalogue.table(name) is the only reader of catalogue/*.toml (docs/architecture.md)."""
+    loader = PACKAGE / "catalogue" / "__init__.py"
+    readers = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                     if p != loader and ('"trainplan.catalogue"' in p.read_text(encoding="utf-8")
+                                         or ".toml\").read_text" in p.read_text(encoding="utf-8")))
+    assert readers == []

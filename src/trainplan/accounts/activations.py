@@ -32,12 +32,10 @@ runs its backward; the head and loss are never recomputed.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
+from trainplan import catalogue
 from trainplan.errors import UserError
 
 FP32_BYTES = 4.0  # IEEE 754 single precision
@@ -46,10 +44,8 @@ ATTENTION_KINDS = ("sdpa", "flash", "eager")
 RECOMPUTE_KINDS = ("none", "selective", "full")
 
 
-@lru_cache(maxsize=1)
 def traits_table() -> dict[str, Any]:
-    text = resources.files("trainplan.catalogue").joinpath("activation_traits.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return catalogue.table("activation_traits")
 
 
 def families() -> tuple[str, ...]:

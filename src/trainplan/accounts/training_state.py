@@ -25,12 +25,10 @@ gradients or moments, and the recipe's full state for the adapters only.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
+from trainplan import catalogue
 from trainplan.errors import UserError
 
 # DeepSpeed reduces gradients into an fp32 partition for the optimizer (stage_1_and_2.py, stage3.py)
@@ -39,10 +37,8 @@ SHARDING = ("none", "zero1", "zero2", "zero3", "fsdp")
 METHODS = ("full", "lora", "qlora")
 
 
-@lru_cache(maxsize=1)
 def table() -> dict[str, Any]:
-    text = resources.files("trainplan.catalogue").joinpath("state_recipes.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return catalogue.table("state_recipes")
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
+from trainplan import catalogue
 from trainplan import units
 from trainplan.errors import UserError
 
@@ -51,10 +50,8 @@ def _rate(value: Any, where: str) -> float:
     return units.parse(text, "byte_rate", where)
 
 
-@lru_cache(maxsize=1)
 def _raw() -> dict[str, Any]:
-    text = resources.files("trainplan.catalogue").joinpath("interconnect.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return catalogue.table("interconnect")
 
 
 @lru_cache(maxsize=1)

@@ -16,14 +16,13 @@ is out of sample. `step_error_band()` is the figure a plan shows beside its step
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
+from trainplan import catalogue
 from trainplan.accounts import parallel, step_ops
 from trainplan.catalogue.accelerators import resolve_accelerator
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
@@ -50,16 +49,12 @@ FIT_HALF_INTENSITY = (0.0, 600.0)
 FIT_POINTS = 46
 
 
-@lru_cache(maxsize=1)
 def megatron_runs() -> dict[str, Any]:
-    text = resources.files("trainplan.catalogue").joinpath("megatron_runs.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    return catalogue.table("megatron_runs")
 
 
-@lru_cache(maxsize=1)
 def published_sets() -> dict[str, Any]:
-    text = resources.files("trainplan.catalogue").joinpath("validation_runs.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)["sets"]
+    return catalogue.table("validation_runs")["sets"]
 
 
 def set_names() -> tuple[str, ...]:
@@ -490,8 +485,7 @@ def measured_error_band() -> dict[str, Any]:
 def step_error_band() -> dict[str, Any]:
     """The band a plan shows beside its step time (cheap: catalogue/validation_runs.toml [band], which
     tests/test_validation.py holds equal to `measured_error_band()`)."""
-    entry = tomllib.loads(resources.files("trainplan.catalogue").joinpath("validation_runs.toml")
-                          .read_text(encoding="utf-8"))["band"]
+    entry = catalogue.table("validation_runs")["band"]
     band = float(entry["band"])
     runs = int(entry["runs"])
     return {"band": band, "bias": float(entry["bias"]), "max": float(entry["max"]), "runs": runs,
