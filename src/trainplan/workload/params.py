@@ -173,6 +173,23 @@ GPT2_KEY_ALIASES: Final[dict[str, str]] = {
 #: MixtralConfig.attribute_map.
 MIXTRAL_KEY_ALIASES: Final[dict[str, str]] = {"num_local_experts": "num_experts"}
 
+#: The config.json names of each shape workload key, the generic (Llama-style) name first, the names
+#: other families write after it: the one table the count's readers and the range check derive from.
+CONFIG_NAMES: Final[dict[str, tuple[str, ...]]] = {
+    "model.layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "model.width": ("hidden_size", "n_embd", "d_model"),
+    "model.vocab": ("vocab_size",),
+    "model.ffn_width": ("intermediate_size", "ffn_hidden_size"),
+    "model.heads": ("num_attention_heads", "n_head"),
+    "model.kv_heads": ("num_key_value_heads",),
+    "model.experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "model.experts_per_token": ("num_experts_per_tok",),
+}
+#: Each config field and the workload key it stands for: the config is held to the same plausible range
+#: as the key (workload.schema.PLAUSIBLE_RANGES), so that a config saying 10^13 layers is refused at the
+#: boundary instead of building a per-layer list of 10^13 entries.
+CONFIG_SHAPE_KEYS: Final[dict[str, str]] = {name: key for key, names in CONFIG_NAMES.items() for name in names}
+
 
 # --------------------------------------------------------------------------- #
 # Public result.
@@ -733,18 +750,11 @@ _LLAMA_LIKE_DEFAULTS: Final[dict[str, dict[str, Any]]] = {
 }
 
 _LLAMA_LIKE_KEYS: Final[dict[str, str]] = {
-    "layers": "num_hidden_layers",
-    "width": "hidden_size",
-    "vocab": "vocab_size",
-    "ffn_width": "intermediate_size",
-    "heads": "num_attention_heads",
-    "kv_heads": "num_key_value_heads",
+    **{key.split(".", 1)[1]: names[0] for key, names in CONFIG_NAMES.items()},  # layers -> num_hidden_layers ...
     "head_dim": "head_dim",
     "tied": "tie_word_embeddings",
     "attention_bias": "attention_bias",
     "mlp_bias": "mlp_bias",
-    "experts": "num_local_experts",
-    "experts_per_token": "num_experts_per_tok",
 }
 
 
@@ -882,19 +892,6 @@ def load_hf_config(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{where}: model_type", f"expected the name of a model family (text), got "
                         f"{units.shown(config['model_type'])}")
     return config
-
-
-#: A config.json's shape fields and the workload key each one stands for: the config is held to the
-#: same plausible range as the key (workload.schema.PLAUSIBLE_RANGES), so that a config saying 10^13
-#: layers is refused at the boundary instead of building a per-layer list of 10^13 entries.
-CONFIG_SHAPE_KEYS: Final[dict[str, str]] = {
-    "num_hidden_layers": "model.layers", "n_layer": "model.layers", "num_layers": "model.layers",
-    "n_layers": "model.layers", "hidden_size": "model.width", "n_embd": "model.width", "d_model": "model.width",
-    "vocab_size": "model.vocab", "intermediate_size": "model.ffn_width", "ffn_hidden_size": "model.ffn_width",
-    "num_attention_heads": "model.heads", "n_head": "model.heads", "num_key_value_heads": "model.kv_heads",
-    "num_local_experts": "model.experts", "num_experts": "model.experts", "n_routed_experts": "model.experts",
-    "num_experts_per_tok": "model.experts_per_token",
-}
 
 
 def _check_shape_ranges(config: dict[str, Any], where: str, prefix: str = "") -> None:
