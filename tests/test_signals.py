@@ -25,7 +25,7 @@ def test_typer_status_is_kept(cli):
 
 
 def _interrupt_probe_read(monkeypatch, what):
-    from trainplan.measure import probe
+    from trainplan.measure import read
 
     def stop(path):  # the moment after the test file is written, before it is read
         assert Path(path).is_file()
@@ -34,7 +34,7 @@ def _interrupt_probe_read(monkeypatch, what):
         os.kill(os.getpid(), signal.SIGTERM)  # cli.main's handler raises it here
         time.sleep(5)  # pragma: no cover - the handler has already raised
 
-    monkeypatch.setattr(probe, "_drop_from_cache", stop)
+    monkeypatch.setattr(read, "_drop_from_cache", stop)
 
 
 @pytest.mark.parametrize("what,status,word", [("sigint", 130, "interrupted"), ("sigterm", 143, "terminated")])

@@ -116,8 +116,8 @@ def _result(op: str, backend: str, world: int, nbytes: int, repeats: int, second
 def measure(ops: list[str], processes: int = 2, size: int = 16 * 2**20, repeats: int = 10,
             backend: str | None = None, timeout: float = 120.0) -> list[CollectiveResult]:
     """Time each collective of `ops` (names of accounts/collectives.py) on a `size`-byte buffer."""
-    from trainplan.measure.probe import (ProbeSkipped, _require_torch, join_torchrun_job, leave_torchrun_job,
-                                         run_local_ranks)
+    from trainplan.measure.allreduce import join_torchrun_job, leave_torchrun_job, run_local_ranks
+    from trainplan.measure.host import ProbeSkipped, _require_torch
 
     for op in ops:
         if op not in OPS.values():

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trainplan.errors import UserError
-from trainplan.measure.probe import ProbeSkipped
+from trainplan.measure.host import ProbeSkipped
 
 DISTINCT_FRAMES = 64  # frames made once and yielded in turn: a fresh tensor each time, no decode
 

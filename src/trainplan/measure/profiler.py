@@ -886,7 +886,7 @@ def warm_files(paths: list[Path], block: int = 4 * 2**20) -> int:
 
 def drop_files(paths: list[Path]) -> str:
     """Drop the files' pages from the page cache (posix_fadvise DONTNEED, no privilege needed)."""
-    from trainplan.measure.probe import _drop_from_cache
+    from trainplan.measure.read import _drop_from_cache
 
     methods = {_drop_from_cache(p) for p in paths}
     return "; ".join(sorted(methods)) if methods else "no data files named: nothing dropped"
