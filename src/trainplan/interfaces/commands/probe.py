@@ -383,6 +383,234 @@ def _skip(why: probe.ProbeSkipped) -> None:
     typer.echo(f"trainplan: skipped: {why}", err=True)
 
 
+# ---------------------------------------------------------------- the commands (registered below)
+
+
+def decode_cmd(
+    file: Annotated[Optional[list[Path]], typer.Argument(
+        help="a workload TOML (the built-in default without one) and/or your video files or folders: "
+             "given videos, they are decoded instead of a synthetic clip")] = None,
+    set_: SetOpt = None,
+    width: Annotated[Optional[int], typer.Option(help="frame width in pixels (default data.width)")] = None,
+    height: Annotated[Optional[int], typer.Option(help="frame height in pixels (default data.height)")] = None,
+    fps: Annotated[Optional[float], typer.Option(help="frames per second (default data.fps)")] = None,
+    bitrate: Annotated[Optional[str], typer.Option(help="stored bit rate, e.g. '8 Mbit/s' (default data.bitrate)")] = None,
+    gop: Annotated[Optional[int], typer.Option(help="keyframe interval in frames (default data.gop)")] = None,
+    side: Annotated[Optional[int], typer.Option(help="model image side in pixels (default data.side)")] = None,
+    access: Annotated[Optional[str], typer.Option(help="sequential or random: which figures are the headline "
+                                                  "and go to the calibration (default data.access)")] = None,
+    frames: Annotated[Optional[int], typer.Option(help="frames in the synthetic clip (default two GOPs, >= 60)")] = None,
+    samples: Annotated[int, typer.Option(help="random-access targets")] = 16,
+    postprocess: Annotated[str, typer.Option(help="rgb_resize (the plan's assumed decode rate includes it), rgb or none")] = "rgb_resize",
+    preset: Annotated[str, typer.Option(help="x264 preset of the synthetic clip")] = "veryfast",
+    handoff: Annotated[str, typer.Option(help="none, or shared_memory: hand each batch over as a DataLoader "
+                                         "worker does (needs torch)")] = "none",
+    batch: Annotated[int, typer.Option(help="frames per handed-off batch", min=1)] = 16,
+    seconds: Annotated[float, typer.Option(help="decode the clip again until this many CPU-seconds "
+                                           "are spent (a steadier figure)", min=0)] = 0.0,
+    sample: Annotated[int, typer.Option("--sample", help="video files decoded (a uniform sample)", min=1)] = 4,
+    decoders: Annotated[Optional[int], typer.Option(help="contention: up to this many decoders at once "
+                                                    "(default the cores present; 0 skips it)", min=0)] = None,
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """Decode on one thread: frames per CPU-second. Your files (in order, random access, torchcodec
+    when installed, contention with 1..k decoders), or a synthetic H.264 clip in the workload's format."""
+    _check_format(format)
+    workload_files = [p for p in (file or []) if p.suffix.lower() == ".toml"]
+    videos = [p for p in (file or []) if p.suffix.lower() != ".toml"]
+    if len(workload_files) > 1:
+        raise UserError("FILE", "expected at most one workload TOML")
+    file = workload_files[0] if workload_files else None  # type: ignore[assignment]
+    if videos:
+        d = run_decode_files(videos, file, set_ or [], side, access, samples, postprocess, sample, decoders)
+        if output is not None:
+            write_decode_files(output, d, probe.machine())
+        if format == "json":  # the table lists them itself
+            for s in d["skipped"]:
+                typer.echo(f"trainplan: skipped: {s}", err=True)
+        _emit(d, format, decode_files_table)
+        return
+    if postprocess not in probe.POSTPROCESS_TEXT:
+        raise UserError("--postprocess", f"expected one of {', '.join(probe.POSTPROCESS_TEXT)}, got {postprocess!r}")
+    if handoff not in probe.HANDOFF_TEXT:
+        raise UserError("--handoff", f"expected one of {', '.join(probe.HANDOFF_TEXT)}, got {handoff!r}")
+    if samples < 1:
+        raise UserError("--samples", f"expected at least 1, got {samples}")
+    if frames is not None and frames < 1:
+        raise UserError("--frames", f"expected at least 1, got {frames}")
+    fmt, side_px, chosen = _decode_settings(file, set_ or [], width, height, fps, bitrate, gop, side, access)
+    _check_decode_sizes(fmt, frames, side_px, batch, seconds)
+    d = run_decode(fmt, side_px, chosen, frames, samples, postprocess, preset, handoff, batch, seconds)
+    if output is not None:
+        write_decode(output, d, probe.machine())
+    _emit(d, format, decode_table)
+
+
+def loader_cmd(
+    factory: Annotated[str, typer.Argument(metavar="MODULE:FACTORY", help="a callable returning your Dataset "
+                                           "(map-style or iterable), e.g. mydata:make_dataset")],
+    file: Annotated[Optional[Path], typer.Argument(help="the workload TOML whose data the loader reads "
+                                                   "(frame size, codec, access)")] = None,
+    set_: SetOpt = None,
+    seconds: Annotated[float, typer.Option(help="seconds of items timed", min=0)] = 2.0,
+    items: Annotated[int, typer.Option(help="at most this many items timed", min=1)] = 10_000,
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """Your own Dataset and transform, per item: CPU and wall seconds, the wait share; its rate as the
+    plan's decode rate (cluster.core_fps_1080p) at the workload's frame size and access."""
+    _check_format(format)
+    d = run_loader(factory, file, set_ or [], seconds, items)
+    if output is not None:
+        write_loader(output, d, probe.machine())
+    _emit(d, format, loader_table)
+
+
+def handover_cmd(
+    side: Annotated[int, typer.Option(help="frame side in pixels, as the model takes it")] = 224,
+    batch: Annotated[int, typer.Option(help="frames per batch, as the loader hands them over")] = 16,
+    seconds: Annotated[float, typer.Option(help="seconds of hand-over measured")] = 2.0,
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """A DataLoader worker's CPU per frame besides decoding it (collation, the copy into shared
+    memory, the hand-over): data.loader_cpu_per_frame."""
+    _check_format(format)
+    from trainplan.measure import handover
+    from trainplan import limits
+
+    limits.check_seconds("--seconds", seconds, low=0.0, low_included=False)
+    if side < 1 or batch < 1:
+        raise UserError("--side" if side < 1 else "--batch", "expected at least 1")
+    frame = side * side * 3  # uint8 RGB
+    limits.check_allocation("--side", handover.DISTINCT_FRAMES * frame,
+                            f"{handover.DISTINCT_FRAMES} ready frames of {side} x {side} px")
+    limits.check_allocation("--batch", (handover.DISTINCT_FRAMES + HANDOVER_BATCHES_HELD * batch) * frame,
+                            f"{HANDOVER_BATCHES_HELD} batches of {batch:,} frames of {side} x {side} px in flight")
+    try:
+        d = handover.handover(side=side, batch=batch, seconds=seconds).to_dict()
+    except probe.ProbeSkipped as why:
+        _skip(why)
+        return
+    if output is not None:
+        write_handover(output, d, probe.machine())
+    _emit(d, format, handover_table)
+
+
+def read_cmd(
+    path: Annotated[str, typer.Argument(help="a file to read, or a directory to write a test file in; or a "
+                                             "location URL (s3://, gs://, az://, https://): an object or a prefix")] = ".",
+    size: Annotated[Optional[str], typer.Option(help="test file size when PATH is a directory (default 64 MiB), "
+                                                     "or a URL prefix holding no object (default 16 MiB)")] = None,
+    repeats: Annotated[int, typer.Option(help="a URL: requests of each kind timed (their median)", min=1)] = 5,
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """Bytes/s reading a file, cold (page cache dropped for the file) and warm; at a URL: time to
+    first byte, throughput per connection, by request size and with concurrent connections."""
+    _check_format(format)
+    d = run_read(path, size, repeats)
+    if output is not None:
+        write_read(output, d, probe.machine())
+    _emit(d, format, read_table)
+
+
+def matmul_cmd(
+    n: Annotated[int, typer.Option(help="matrix size (CPU); a GPU uses 8192", min=16)] = 1024,
+    seconds: Annotated[float, typer.Option(help="seconds per measurement", min=0.01)] = 0.5,
+    as_peak: Annotated[bool, typer.Option("--as-peak", help="record the achieved rate as "
+                                          "cluster.accelerator.peak_flops (GPU, else one CPU thread)")] = False,
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """Achieved FLOP/s of numpy, and of torch on the CPU and a GPU when present."""
+    _check_format(format)
+    from trainplan import limits
+
+    limits.check_seconds("--seconds", seconds, low=0.01)
+    limits.check_allocation("--n", MATMUL_BYTES_PER_ELEMENT * n * n, f"the {n:,} x {n:,} matrices")
+    d = run_matmul(n, seconds)
+    if format == "json":  # the table lists them itself
+        for s in d["skipped"]:
+            typer.echo(f"trainplan: skipped: {s}", err=True)
+    if output is not None:
+        write_matmul(output, d, probe.machine(), as_peak)
+    _emit(d, format, matmul_table)
+
+
+def transfer_cmd(
+    size: Annotated[str, typer.Option(help="bytes per copy")] = "256 MiB",
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """Host-to-device bytes/s with torch on a GPU (skips without one)."""
+    _check_format(format)
+    try:
+        d = probe.transfer(int(_parse(size, "bytes", "--size") or 0)).to_dict()
+    except probe.ProbeSkipped as why:
+        _skip(why)
+        raise typer.Exit(0) from None
+    if output is not None:
+        calibration.write(output, "transfer", settings={"bytes": d["bytes"]}, results=d,
+                          values=calibration.transfer_values(d), machine=probe.machine())
+    _emit(d, format, transfer_table)
+
+
+def allreduce_cmd(
+    processes: Annotated[int, typer.Option(help="local processes (ignored under torchrun)", min=2)] = 2,
+    size: Annotated[str, typer.Option(help="message size")] = "16 MiB",
+    repeats: Annotated[int, typer.Option(help="all-reduces timed", min=1)] = 10,
+    backend: Annotated[Optional[str], typer.Option(help="gloo or nccl (default: nccl under torchrun with "
+                                                   "CUDA, else gloo)")] = None,
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """All-reduce bytes/s with torch.distributed: gloo over local processes, or NCCL under torchrun."""
+    _check_format(format)
+    try:
+        r = probe.allreduce(processes, int(_parse(size, "bytes", "--size") or 0), repeats, backend)
+    except probe.ProbeSkipped as why:
+        _skip(why)
+        raise typer.Exit(0) from None
+    d = r.to_dict()
+    import os
+
+    if os.environ.get("RANK", "0") != "0":
+        return  # under torchrun only rank 0 reports
+    if output is not None:
+        calibration.write(output, "allreduce", settings={k: d[k] for k in ("backend", "world_size", "bytes",
+                                                                            "launched_by")},
+                          results=d, values=calibration.allreduce_values(d), machine=probe.machine())
+    _emit(d, format, allreduce_table)
+
+
+def all_cmd(
+    file: WorkloadArg = None,
+    set_: SetOpt = None,
+    path: Annotated[Path, typer.Option(help="where the read probe writes its test file")] = Path("."),
+    processes: Annotated[int, typer.Option(help="all-reduce processes", min=2)] = 2,
+    format: FormatOpt = "table",  # noqa: A002
+    output: OutputOpt = None,
+) -> None:
+    """Every probe in turn, with a progress bar; those that cannot run here say why."""
+    _check_format(format)
+    out = run_all(file, set_ or [], path, processes, output)
+    if format == "json":
+        typer.echo(json.dumps(clean(out), indent=2))
+        return
+    parts = []
+    for name, table in (("decode", decode_table), ("read", read_table), ("matmul", matmul_table),
+                        ("transfer", transfer_table), ("allreduce", allreduce_table)):
+        if out.get(name):
+            parts.append(table(out[name]))
+    for s in out["skipped"]:
+        parts.append(f"skipped {s['probe']}: {s['reason']}")
+    if output is not None:
+        parts.append(f"calibration written to {output}")
+    typer.echo("\n".join(parts))
+
+
 # ---------------------------------------------------------------- registration
 
 
@@ -393,234 +621,17 @@ def register(app: typer.Typer) -> None:
     from trainplan.interfaces.commands import probe_model  # issue 12: `probe model`
     probe_model.register(probe_app)
 
-    @probe_app.command("decode")
-    def decode_cmd(
-        file: Annotated[Optional[list[Path]], typer.Argument(
-            help="a workload TOML (the built-in default without one) and/or your video files or folders: "
-                 "given videos, they are decoded instead of a synthetic clip")] = None,
-        set_: SetOpt = None,
-        width: Annotated[Optional[int], typer.Option(help="frame width in pixels (default data.width)")] = None,
-        height: Annotated[Optional[int], typer.Option(help="frame height in pixels (default data.height)")] = None,
-        fps: Annotated[Optional[float], typer.Option(help="frames per second (default data.fps)")] = None,
-        bitrate: Annotated[Optional[str], typer.Option(help="stored bit rate, e.g. '8 Mbit/s' (default data.bitrate)")] = None,
-        gop: Annotated[Optional[int], typer.Option(help="keyframe interval in frames (default data.gop)")] = None,
-        side: Annotated[Optional[int], typer.Option(help="model image side in pixels (default data.side)")] = None,
-        access: Annotated[Optional[str], typer.Option(help="sequential or random: which figures are the headline "
-                                                      "and go to the calibration (default data.access)")] = None,
-        frames: Annotated[Optional[int], typer.Option(help="frames in the synthetic clip (default two GOPs, >= 60)")] = None,
-        samples: Annotated[int, typer.Option(help="random-access targets")] = 16,
-        postprocess: Annotated[str, typer.Option(help="rgb_resize (the plan's assumed decode rate includes it), rgb or none")] = "rgb_resize",
-        preset: Annotated[str, typer.Option(help="x264 preset of the synthetic clip")] = "veryfast",
-        handoff: Annotated[str, typer.Option(help="none, or shared_memory: hand each batch over as a DataLoader "
-                                             "worker does (needs torch)")] = "none",
-        batch: Annotated[int, typer.Option(help="frames per handed-off batch", min=1)] = 16,
-        seconds: Annotated[float, typer.Option(help="decode the clip again until this many CPU-seconds "
-                                               "are spent (a steadier figure)", min=0)] = 0.0,
-        sample: Annotated[int, typer.Option("--sample", help="video files decoded (a uniform sample)", min=1)] = 4,
-        decoders: Annotated[Optional[int], typer.Option(help="contention: up to this many decoders at once "
-                                                        "(default the cores present; 0 skips it)", min=0)] = None,
-        format: FormatOpt = "table",  # noqa: A002
-        output: OutputOpt = None,
-    ) -> None:
-        """Decode on one thread: frames per CPU-second. Your files (in order, random access, torchcodec
-        when installed, contention with 1..k decoders), or a synthetic H.264 clip in the workload's format."""
-        _check_format(format)
-        workload_files = [p for p in (file or []) if p.suffix.lower() == ".toml"]
-        videos = [p for p in (file or []) if p.suffix.lower() != ".toml"]
-        if len(workload_files) > 1:
-            raise UserError("FILE", "expected at most one workload TOML")
-        file = workload_files[0] if workload_files else None  # type: ignore[assignment]
-        if videos:
-            d = run_decode_files(videos, file, set_ or [], side, access, samples, postprocess, sample, decoders)
-            if output is not None:
-                write_decode_files(output, d, probe.machine())
-            if format == "json":  # the table lists them itself
-                for s in d["skipped"]:
-                    typer.echo(f"trainplan: skipped: {s}", err=True)
-            _emit(d, format, decode_files_table)
-            return
-        if postprocess not in probe.POSTPROCESS_TEXT:
-            raise UserError("--postprocess", f"expected one of {', '.join(probe.POSTPROCESS_TEXT)}, got {postprocess!r}")
-        if handoff not in probe.HANDOFF_TEXT:
-            raise UserError("--handoff", f"expected one of {', '.join(probe.HANDOFF_TEXT)}, got {handoff!r}")
-        if samples < 1:
-            raise UserError("--samples", f"expected at least 1, got {samples}")
-        if frames is not None and frames < 1:
-            raise UserError("--frames", f"expected at least 1, got {frames}")
-        fmt, side_px, chosen = _decode_settings(file, set_ or [], width, height, fps, bitrate, gop, side, access)
-        _check_decode_sizes(fmt, frames, side_px, batch, seconds)
-        d = run_decode(fmt, side_px, chosen, frames, samples, postprocess, preset, handoff, batch, seconds)
-        if output is not None:
-            write_decode(output, d, probe.machine())
-        _emit(d, format, decode_table)
-
-    @probe_app.command("loader")
-    def loader_cmd(
-        factory: Annotated[str, typer.Argument(metavar="MODULE:FACTORY", help="a callable returning your Dataset "
-                                               "(map-style or iterable), e.g. mydata:make_dataset")],
-        file: Annotated[Optional[Path], typer.Argument(help="the workload TOML whose data the loader reads "
-                                                       "(frame size, codec, access)")] = None,
-        set_: SetOpt = None,
-        seconds: Annotated[float, typer.Option(help="seconds of items timed", min=0)] = 2.0,
-        items: Annotated[int, typer.Option(help="at most this many items timed", min=1)] = 10_000,
-        format: FormatOpt = "table",  # noqa: A002
-        output: OutputOpt = None,
-    ) -> None:
-        """Your own Dataset and transform, per item: CPU and wall seconds, the wait share; its rate as the
-        plan's decode rate (cluster.core_fps_1080p) at the workload's frame size and access."""
-        _check_format(format)
-        d = run_loader(factory, file, set_ or [], seconds, items)
-        if output is not None:
-            write_loader(output, d, probe.machine())
-        _emit(d, format, loader_table)
-
-    @probe_app.command("handover")
-    def handover_cmd(
-        side: Annotated[int, typer.Option(help="frame side in pixels, as the model takes it")] = 224,
-        batch: Annotated[int, typer.Option(help="frames per batch, as the loader hands them over")] = 16,
-        seconds: Annotated[float, typer.Option(help="seconds of hand-over measured")] = 2.0,
-        format: FormatOpt = "table",  # noqa: A002
-        output: OutputOpt = None,
-    ) -> None:
-        """A DataLoader worker's CPU per frame besides decoding it (collation, the copy into shared
-        memory, the hand-over): data.loader_cpu_per_frame."""
-        _check_format(format)
-        from trainplan.measure import handover
-        from trainplan import limits
-
-        limits.check_seconds("--seconds", seconds, low=0.0, low_included=False)
-        if side < 1 or batch < 1:
-            raise UserError("--side" if side < 1 else "--batch", "expected at least 1")
-        frame = side * side * 3  # uint8 RGB
-        limits.check_allocation("--side", handover.DISTINCT_FRAMES * frame,
-                                f"{handover.DISTINCT_FRAMES} ready frames of {side} x {side} px")
-        limits.check_allocation("--batch", (handover.DISTINCT_FRAMES + HANDOVER_BATCHES_HELD * batch) * frame,
-                                f"{HANDOVER_BATCHES_HELD} batches of {batch:,} frames of {side} x {side} px in flight")
-        try:
-            d = handover.handover(side=side, batch=batch, seconds=seconds).to_dict()
-        except probe.ProbeSkipped as why:
-            _skip(why)
-            return
-        if output is not None:
-            write_handover(output, d, probe.machine())
-        _emit(d, format, handover_table)
-
-    @probe_app.command("read")
-    def read_cmd(
-        path: Annotated[str, typer.Argument(help="a file to read, or a directory to write a test file in; or a "
-                                                 "location URL (s3://, gs://, az://, https://): an object or a prefix")] = ".",
-        size: Annotated[Optional[str], typer.Option(help="test file size when PATH is a directory (default 64 MiB), "
-                                                         "or a URL prefix holding no object (default 16 MiB)")] = None,
-        repeats: Annotated[int, typer.Option(help="a URL: requests of each kind timed (their median)", min=1)] = 5,
-        format: FormatOpt = "table",  # noqa: A002
-        output: OutputOpt = None,
-    ) -> None:
-        """Bytes/s reading a file, cold (page cache dropped for the file) and warm; at a URL: time to
-        first byte, throughput per connection, by request size and with concurrent connections."""
-        _check_format(format)
-        d = run_read(path, size, repeats)
-        if output is not None:
-            write_read(output, d, probe.machine())
-        _emit(d, format, read_table)
-
-    @probe_app.command("matmul")
-    def matmul_cmd(
-        n: Annotated[int, typer.Option(help="matrix size (CPU); a GPU uses 8192", min=16)] = 1024,
-        seconds: Annotated[float, typer.Option(help="seconds per measurement", min=0.01)] = 0.5,
-        as_peak: Annotated[bool, typer.Option("--as-peak", help="record the achieved rate as "
-                                              "cluster.accelerator.peak_flops (GPU, else one CPU thread)")] = False,
-        format: FormatOpt = "table",  # noqa: A002
-        output: OutputOpt = None,
-    ) -> None:
-        """Achieved FLOP/s of numpy, and of torch on the CPU and a GPU when present."""
-        _check_format(format)
-        from trainplan import limits
-
-        limits.check_seconds("--seconds", seconds, low=0.01)
-        limits.check_allocation("--n", MATMUL_BYTES_PER_ELEMENT * n * n, f"the {n:,} x {n:,} matrices")
-        d = run_matmul(n, seconds)
-        if format == "json":  # the table lists them itself
-            for s in d["skipped"]:
-                typer.echo(f"trainplan: skipped: {s}", err=True)
-        if output is not None:
-            write_matmul(output, d, probe.machine(), as_peak)
-        _emit(d, format, matmul_table)
-
-    @probe_app.command("transfer")
-    def transfer_cmd(
-        size: Annotated[str, typer.Option(help="bytes per copy")] = "256 MiB",
-        format: FormatOpt = "table",  # noqa: A002
-        output: OutputOpt = None,
-    ) -> None:
-        """Host-to-device bytes/s with torch on a GPU (skips without one)."""
-        _check_format(format)
-        try:
-            d = probe.transfer(int(_parse(size, "bytes", "--size") or 0)).to_dict()
-        except probe.ProbeSkipped as why:
-            _skip(why)
-            raise typer.Exit(0) from None
-        if output is not None:
-            calibration.write(output, "transfer", settings={"bytes": d["bytes"]}, results=d,
-                              values=calibration.transfer_values(d), machine=probe.machine())
-        _emit(d, format, transfer_table)
-
-    @probe_app.command("allreduce")
-    def allreduce_cmd(
-        processes: Annotated[int, typer.Option(help="local processes (ignored under torchrun)", min=2)] = 2,
-        size: Annotated[str, typer.Option(help="message size")] = "16 MiB",
-        repeats: Annotated[int, typer.Option(help="all-reduces timed", min=1)] = 10,
-        backend: Annotated[Optional[str], typer.Option(help="gloo or nccl (default: nccl under torchrun with "
-                                                       "CUDA, else gloo)")] = None,
-        format: FormatOpt = "table",  # noqa: A002
-        output: OutputOpt = None,
-    ) -> None:
-        """All-reduce bytes/s with torch.distributed: gloo over local processes, or NCCL under torchrun."""
-        _check_format(format)
-        try:
-            r = probe.allreduce(processes, int(_parse(size, "bytes", "--size") or 0), repeats, backend)
-        except probe.ProbeSkipped as why:
-            _skip(why)
-            raise typer.Exit(0) from None
-        d = r.to_dict()
-        import os
-
-        if os.environ.get("RANK", "0") != "0":
-            return  # under torchrun only rank 0 reports
-        if output is not None:
-            calibration.write(output, "allreduce", settings={k: d[k] for k in ("backend", "world_size", "bytes",
-                                                                                "launched_by")},
-                              results=d, values=calibration.allreduce_values(d), machine=probe.machine())
-        _emit(d, format, allreduce_table)
-
+    probe_app.command("decode")(decode_cmd)
+    probe_app.command("loader")(loader_cmd)
+    probe_app.command("handover")(handover_cmd)
+    probe_app.command("read")(read_cmd)
+    probe_app.command("matmul")(matmul_cmd)
+    probe_app.command("transfer")(transfer_cmd)
+    probe_app.command("allreduce")(allreduce_cmd)
     from trainplan.measure.collectives import register_probe  # allgather, reducescatter, alltoall (issue 13)
     register_probe(probe_app)
 
-    @probe_app.command("all")
-    def all_cmd(
-        file: WorkloadArg = None,
-        set_: SetOpt = None,
-        path: Annotated[Path, typer.Option(help="where the read probe writes its test file")] = Path("."),
-        processes: Annotated[int, typer.Option(help="all-reduce processes", min=2)] = 2,
-        format: FormatOpt = "table",  # noqa: A002
-        output: OutputOpt = None,
-    ) -> None:
-        """Every probe in turn, with a progress bar; those that cannot run here say why."""
-        _check_format(format)
-        out = run_all(file, set_ or [], path, processes, output)
-        if format == "json":
-            typer.echo(json.dumps(clean(out), indent=2))
-            return
-        parts = []
-        for name, table in (("decode", decode_table), ("read", read_table), ("matmul", matmul_table),
-                            ("transfer", transfer_table), ("allreduce", allreduce_table)):
-            if out.get(name):
-                parts.append(table(out[name]))
-        for s in out["skipped"]:
-            parts.append(f"skipped {s['probe']}: {s['reason']}")
-        if output is not None:
-            parts.append(f"calibration written to {output}")
-        typer.echo("\n".join(parts))
-
+    probe_app.command("all")(all_cmd)
     app.add_typer(probe_app, name="probe")
 
 
