@@ -1,6 +1,7 @@
 """`trainplan layout`: the search over layouts, vectorised over the candidate grid."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -69,13 +70,35 @@ def test_flash_attention_drops_selective_duplicates():
 
 
 def test_layout_cli_json(cli):
+    """The JSON's layouts against what any layout of these 64 A100s must satisfy, by hand: degrees that
+    multiply to the devices and keep the global batch (16 micro-batches of 1 on each of 64 / (t p) ranks),
+    tokens per second = global batch x S / step, MFU = 6 N x tokens/s / (64 x 312 TFLOP/s) with N counted
+    by hand, memory within the card, fastest first; and the table shows the same three in that order."""
     args = [a for s in SETS for a in ("--set", s)]
     res = cli("layout", *args, "--top", "3", "-f", "json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert len(out["layouts"]) == 3
+    layouts = out["layouts"]
+    assert len(layouts) == 3 and out["devices"] == 64
+    global_batch = 16 * 1 * 64  # grad_accum x micro_batch x data ranks of the plain data-parallel layout
+    d, layers, vocab, seq = 4096, 32, 32000, 2048
+    n = layers * 12 * d * d + vocab * d  # the textbook block (4 d^2 attention, 8 d^2 MLP) and the head
+    attention = 12 * layers * d * seq  # 12 L d S a token
+    steps = [x["step_seconds"] for x in layouts]
+    assert steps == sorted(steps)
+    for x in layouts:
+        assert x["tensor"] * x["pipeline"] * x["context"] * x["data"] == 64
+        assert x["micro_batch"] * x["micro_batches"] * x["data"] == global_batch == out["global_batch"]
+        assert x["fits"] and x["per_device_bytes"] <= out["device_memory"] == 80 * 2**30
+        assert x["tokens_per_second"] == pytest.approx(global_batch * seq / x["step_seconds"], rel=1e-9)
+        assert x["mfu"] == pytest.approx((6 * n + attention) * x["tokens_per_second"] / (64 * 312e12), rel=1e-3)
     table = cli("layout", *args, "--top", "3")
-    assert table.returncode == 0 and "TP" in table.stdout
+    assert table.returncode == 0
+    rows = [line.split() for line in table.stdout.splitlines() if re.match(r"\s+\d+\s+\d+\s+\d+\s", line)]
+    assert len(rows) == 3, table.stdout
+    for row, x in zip(rows, layouts):  # columns TP PP v CP EP DP SP b m ...
+        assert [int(v) for v in (row[0], row[1], row[5], row[7], row[8])] == [
+            x["tensor"], x["pipeline"], x["data"], x["micro_batch"], x["micro_batches"]], (row, x)
 
 
 def test_layout_without_a_shape_exit_2(cli):
