@@ -181,11 +181,17 @@ def test_a_kind_sweep_blanks_the_figures_one_kind_has_not(order):
 
 
 def test_progress_bar_chunks_agree():
+    """A grid of more than one chunk, each point against the hand formula of the default workload: busy =
+    min(1, cores x 120 frames/s / demand), demand = 0.4 x 989.5e12 / (6 x 93e6 x 256) frames/s
+    (docs/pipeline-and-bill.md), whatever the micro-batch; points taken from every chunk."""
     big = sweep.sweep(None, [], ["cluster.cores=1:600", "training.micro_batch=1:500"], progress=False)
-    assert len(big) == 300_000  # more than one chunk
-    i = 599 * 500 + 499  # the last point: 600 cores, micro-batch 500
-    assert big.columns["cluster.cores"][i] == 600 and big.columns["training.micro_batch"][i] == 500
-    assert big.columns["pipeline.busy"][i] == 1.0
+    assert len(big) == 300_000 > sweep.CHUNK_POINTS  # two chunks at least
+    demand = 0.4 * 989.5e12 / (6 * 93e6 * 256)
+    points = np.arange(0, len(big), 7_919)  # a prime stride: every chunk, both axes at many values
+    cores = big.columns["cluster.cores"][points]
+    assert np.array_equal(cores, 1 + points // 500)
+    assert np.array_equal(big.columns["training.micro_batch"][points], 1 + points % 500)
+    np.testing.assert_allclose(big.columns["pipeline.busy"][points], np.minimum(1.0, cores * 120 / demand), rtol=1e-12)
 
 
 # ---------------------------------------------------------------- sweep at one point == plan, every figure
