@@ -341,3 +341,41 @@ def test_requested_figures_alone_are_computed(monkeypatch):
     computed = {k for k in made[0].__dict__ if k in pipeline_mod.FIGURES}
     assert "busy" in computed and "bottleneck_index" not in computed
     assert not computed & {"cores_needed", "threshold_params", "decoded_bytes_per_hour", "pixels_per_token"}
+
+
+def test_the_execution_per_combination_equals_it_per_row():
+    """A grid whose execution keys (micro-batch, device count, gradient accumulation) sit at the slow, the
+    middle and the fast axis, beside a pipeline key: each chunk's execution runs once per combination of
+    those keys (PlanInputs.grid) and is taken to the rows. Every figure equals the same rows evaluated
+    row by row, and the plan's own report at a sample of points (figures a sweep writes)."""
+    from trainplan.planning.evaluate import build_report
+    from trainplan.planning.inputs import GridRows, PlanInputs, RowsOf
+    from trainplan.workload.load import load_workload
+
+    vary = ["training.micro_batch=1,2,4", "cluster.cores=2:40:2", "cluster.count=1,2", "training.grad_accum=1,3"]
+    axes = [sweep.parse_vary(v) for v in vary]
+    w = load_workload(None, [])
+    shape = [len(a.values) for a in axes]
+    grid_arrays = np.meshgrid(*(np.asarray(a.values, float) for a in axes), indexing="ij")
+    arrays = {a.key: g.reshape(-1) for a, g in zip(axes, grid_arrays)}
+    n = int(np.prod(shape))
+    start, length = 7, n - 11  # a chunk that starts and ends inside the grid
+    chunk = {k: v[start:start + length] for k, v in arrays.items()}
+    grid = GridRows(tuple(a.key for a in axes), tuple(np.asarray(a.values, float) for a in axes), start, length)
+    inputs = PlanInputs.of(w, chunk, grid=grid)
+    assert isinstance(inputs.execution, RowsOf)  # 12 combinations for 449 rows: per combination
+    by_combination = sweep.evaluate(w, chunk, None, grid)
+    by_row = sweep.evaluate(w, chunk, None)
+    assert set(by_combination) == set(by_row)
+    for key in by_row:
+        got, want = np.asarray(by_combination[key]), np.asarray(by_row[key])
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True, err_msg=key)
+        else:
+            assert np.array_equal(got, want), key
+    for i in (0, 100, length - 1):
+        sets = [f"{k}={int(v[i]) if float(v[i]).is_integer() else v[i]}" for k, v in chunk.items()]
+        report = build_report(load_workload(None, sets))
+        assert by_combination["pipeline.busy"][i] == pytest.approx(report["pipeline"]["busy"], rel=1e-12)
+        assert by_combination["compute.seconds_per_step"][i] == pytest.approx(
+            report["compute"]["seconds_per_step"], rel=1e-12)

@@ -55,6 +55,70 @@ _EXECUTIONS: dict[int, tuple[Any, Any]] = {}
 
 
 @dataclass(frozen=True)
+class GridRows:
+    """Rows `start` .. `start + length` of the product grid of `keys` (the last fastest), each key's values
+    given: what lets a figure that reads only some of the keys be computed once per combination of
+    theirs and taken to the rows."""
+
+    keys: tuple[str, ...]
+    values: tuple[np.ndarray, ...]
+    start: int
+    length: int
+
+    def combinations(self, keys: frozenset[str]) -> int:
+        """How many combinations of `keys`' values the whole grid has (a chunk has at most these)."""
+        return int(np.prod([len(v) for k, v in zip(self.keys, self.values) if k in keys]))
+
+    def compact(self, keys: frozenset[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The product grid of `keys` alone (each key a flat array over its combinations) and, for each
+        row, the index of its combination."""
+        picked = [i for i, k in enumerate(self.keys) if k in keys]
+        sizes = [len(v) for v in self.values]
+        strides = [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))]
+        shape = [sizes[i] for i in picked]
+        mesh = np.meshgrid(*(np.asarray(self.values[i], np.float64) for i in picked), indexing="ij")
+        compact = {self.keys[i]: m.reshape(-1) for i, m in zip(picked, mesh)}
+        row = np.arange(self.start, self.start + self.length, dtype=np.int64)
+        index: np.ndarray | None = None
+        inner = 1
+        for i, size in zip(reversed(picked), reversed(shape)):
+            along = row // strides[i] if strides[i] > 1 else row.copy()
+            np.remainder(along, size, out=along)  # this axis's position in each row
+            if inner > 1:
+                along *= inner
+            index = along if index is None else np.add(index, along, out=index)
+            inner *= size
+        return compact, index if index is not None else np.zeros(self.length, np.int64)
+
+
+class RowsOf:
+    """An account evaluated per combination, read per row: each array over the combinations taken to the
+    rows when first read (only the figures asked for are expanded); anything else as it is."""
+
+    def __init__(self, account: Any, rows: np.ndarray, combinations: int, values: Mapping[str, Any]) -> None:
+        self._account, self._rows, self._combinations = account, rows, combinations
+        self.combination_values = values  # each workload key as the account saw it (over the combinations)
+
+    @property
+    def combined(self) -> Any:
+        """The account over the combinations (not taken to the rows)."""
+        return self._account
+
+    def per_row(self, value: Any) -> Any:
+        """An array over the combinations taken to the rows (anything else as it is)."""
+        if isinstance(value, np.ndarray) and value.shape == (self._combinations,):
+            return value[self._rows]
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._account, name)
+        if isinstance(value, np.ndarray) and value.shape == (self._combinations,):
+            value = value[self._rows]
+            setattr(self, name, value)  # read once
+        return value
+
+
+@dataclass(frozen=True)
 class PlanInputs:
     """What `evaluate` reads: the workload, its resolved model, and each numeric key's value."""
 
@@ -63,10 +127,11 @@ class PlanInputs:
     values: Mapping[str, Any]  # workload key -> number (or None where unset), or an array where varied
     varied: frozenset[str] = field(default_factory=frozenset)
     length: int = 1
+    grid: GridRows | None = None  # where the arrays are rows of a product grid (a sweep's chunk)
 
     @classmethod
     def of(cls, w: Workload, arrays: Mapping[str, np.ndarray] | None = None,
-           model: ModelFacts | None = None, choose: bool = True) -> PlanInputs:
+           model: ModelFacts | None = None, choose: bool = True, grid: GridRows | None = None) -> PlanInputs:
         """Inputs of workload `w`, with the keys in `arrays` replaced by arrays of one length; a micro-batch
         the user did not give is chosen to fit (planning/execution.py choose_micro_batch) unless `choose`
         is off."""
@@ -79,13 +144,13 @@ class PlanInputs:
         values["model.params"], values["model.layers"], values["model.width"] = model.params, model.layers, model.width
         values.update(arrays)
         length = len(next(iter(arrays.values()))) if arrays else 1
-        return cls(w, model, values, frozenset(arrays), length)
+        return cls(w, model, values, frozenset(arrays), length, grid)
 
     def replace(self, **changes: Any) -> PlanInputs:
         """The same inputs with some keys given as KEY=value (dots written as '__')."""
         values = dict(self.values)
         values.update({k.replace("__", "."): v for k, v in changes.items()})
-        return PlanInputs(self.workload, self.model, values, self.varied, self.length)
+        return PlanInputs(self.workload, self.model, values, self.varied, self.length)  # no grid: any values
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -120,7 +185,16 @@ class PlanInputs:
 
     @cached_property
     def _execution(self) -> Any:
-        if self.varied & EXECUTION_KEYS:
+        varied = self.varied & EXECUTION_KEYS
+        if varied and self.grid is not None and varied <= set(self.grid.keys) \
+                and 2 * self.grid.combinations(varied) <= self.length:
+            # the execution reads only its own keys: evaluated once per combination of their values (a
+            # sweep's 10^6 rows over 10^3 micro-batches run 10^3 accounts), each figure taken to the rows
+            compact, rows = self.grid.compact(varied)
+            values = {k: v for k, v in self.values.items() if k not in self.varied} | compact
+            account, ex, source = execution_mod.run(self.workload, self.model, self.terms, values, varied=self.varied)
+            return RowsOf(account, rows, len(next(iter(compact.values()))), values), ex, source
+        if varied:
             return execution_mod.run(self.workload, self.model, self.terms, self.values, varied=self.varied)
         # nothing the execution reads varies (a sweep of the pipeline's keys): one account a workload, not a chunk
         key = id(self.workload)
@@ -182,9 +256,16 @@ class PlanInputs:
         e = self.execution
         per_param = float(np.mean(e.model_flops_per_token)) / float(self.model.active_params)
         args["flops_per_param_token"] = per_param
+        # over the execution's combinations where it ran per combination (a sweep), then taken to the rows
+        on = e.combined if isinstance(e, RowsOf) else e
+        values = e.combination_values if isinstance(e, RowsOf) else self.values
+        active = self.active_params
+        if isinstance(e, RowsOf) and "model.params" in self.varied:
+            active = np.asarray(values["model.params"], np.float64) * (self.model.active_params / self.model.params)
         with np.errstate(divide="ignore", invalid="ignore"):
-            args["mfu"] = e.tokens_per_step * per_param * self.active_params / (
-                self.values["cluster.count"] * self.peak_flops * e.step_seconds)
+            mfu = on.tokens_per_step * per_param * active / (values["cluster.count"] * self.peak_flops
+                                                               * on.step_seconds)
+        args["mfu"] = e.per_row(mfu) if isinstance(e, RowsOf) else mfu
         args.update(changes)
         return args
 

@@ -27,7 +27,7 @@ from trainplan.planning import evaluate as plan_mod
 from trainplan.planning import execution, model_terms
 from trainplan.planning import inputs as inputs_mod
 from trainplan.planning.figures import FIGURES
-from trainplan.planning.inputs import PlanInputs
+from trainplan.planning.inputs import EXECUTION_KEYS, GridRows, PlanInputs
 from trainplan.workload.load import load_workload
 from trainplan.workload.schema import SECTIONS, Workload, leaf_keys, parse_override_value
 
@@ -248,11 +248,13 @@ def _count_is_params(w: Workload) -> bool:
     return m.params is not None and m.hf_config is None and m.vocab is None and m.family == "standard"
 
 
-def evaluate(w: Workload, arrays: dict[str, np.ndarray], figures: list[str] | None = None) -> dict[str, np.ndarray]:
+def evaluate(w: Workload, arrays: dict[str, np.ndarray], figures: list[str] | None = None,
+             grid: GridRows | None = None) -> dict[str, np.ndarray]:
     """The sweep's figures (planning/figures.py, `sweep=True`) for workload `w` with the keys in
     `arrays` replaced by arrays of one length: planning.evaluate.evaluate, broadcast to columns.
-    With `figures`, only the accounts those figures need are computed."""
-    inputs = PlanInputs.of(w, arrays)
+    With `figures`, only the accounts those figures need are computed; `grid` says the arrays are rows
+    of a product grid (the execution model then runs once per combination of its own keys)."""
+    inputs = PlanInputs.of(w, arrays, grid=grid)
     values = plan_mod.evaluate(inputs, [f for f in figures if f not in arrays] if figures else None)
     keep = {k: v for k, v in values.items() if (FIGURES[k].sweep if k in FIGURES else True)}
     return {k: np.broadcast_to(np.asarray(v), (inputs.length,)) for k, v in keep.items()}
@@ -326,6 +328,10 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
     if reorder:
         _fill_grid(columns, axes, 0)
     figure_keys: list[str] | None = None
+    # the vector axes as a product grid, for the execution model's keys among them (PlanInputs.grid):
+    # their values as arrays once, not once a chunk (10^7 values would be converted 40 times)
+    vector_keys = tuple(a.key for a in vector)
+    vector_values = tuple(np.asarray(a.values, float) for a in vector) if set(vector_keys) & EXECUTION_KEYS else ()
     offset = 0
     no_plan: list[tuple[int, str]] = []  # (offset, reason) of combinations that have no plan (a layout they break)
     show = progress if progress is not None else total > PROGRESS_POINTS
@@ -361,9 +367,11 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
                     place = np.full(n, base_place, dtype=np.int64)
                     for a, ix in zip(vector, picked):
                         place += ix * strides[where[a.key]]
+                    grid = None
                 else:  # the chunk's grid: views of the key columns, not copies
                     arrays = {a.key: columns[a.key][offset:offset + n] for a in vector}
-                figs = evaluate(w, arrays, figures)
+                    grid = GridRows(vector_keys, vector_values, start, n) if vector_values else None
+                figs = evaluate(w, arrays, figures, grid)
                 if figure_keys is None:
                     cols = {**dict(zip((a.key for a in looped), combo)), **arrays, **figs}
                     figure_keys = [k for k in _wanted(cols, keys, figures) if k not in columns]
