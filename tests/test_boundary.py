@@ -79,6 +79,10 @@ def test_parse_refuses_a_product_past_float_range():
     (f'[cluster]\naccelerator = {{ peak_flops = {BIG}, memory = "80 GB" }}\n', "cluster.accelerator.peak_flops"),
     (f"[model]\nparams = {HUGE}\n", "w.toml"),  # tomllib itself refuses to convert it
     ("[cluster]\ncores = 5e-324\n", "cluster.cores"),
+    # a number written as text in a plain float field (the CI fuzzer's find: it reached the answer as None)
+    ('[data]\npixels_per_frame = "5e-324"\n', "data.pixels_per_frame"),
+    ('[energy]\npue = "1e400"\n', "energy.pue"),
+    ("[data]\npixels_per_frame = 0.5\n", "data.pixels_per_frame"),  # a frame has at least one pixel
 ])
 def test_workload_numbers_past_the_boundary(cli, tmp_path, toml, key):
     refused(cli, tmp_path, ["plan", "w.toml", "--output", "out.json"], key, {"w.toml": toml})

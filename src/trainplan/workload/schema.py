@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Final, Literal, Optional, Union, get_args, get_origin
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
                       field_validator)
@@ -144,6 +144,10 @@ Dollars = Annotated[float, _unit("dollars")]
 CarbonIntensity = Annotated[float, _unit("carbon")]
 
 
+#: Field types pydantic turns text into a float for, without a unit's parser (which checks the number itself).
+_PLAIN_FLOATS: Final = (float, float | None, Optional[float])
+
+
 class Section(BaseModel):
     # allow_inf_nan=False: plain float fields (cores, hours, epochs...) refuse inf and nan too
     model_config = ConfigDict(extra="forbid", validate_default=False, frozen=True, allow_inf_nan=False)
@@ -160,7 +164,15 @@ class Section(BaseModel):
         if isinstance(value, str):  # text reaches a terminal: no escape sequences (issue 16)
             from trainplan.limits import printable
 
-            return printable(value)
+            text = printable(value)
+            if cls.model_fields[info.field_name].annotation in _PLAIN_FLOATS:
+                try:  # a number written as text ("5e-324") passes the same numeric boundary as a number
+                    units.number(float(text))
+                except ValueError:
+                    pass  # not a number: pydantic says so, naming the key
+                except UserError as err:
+                    raise ValueError(err.expected) from None
+            return text
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             try:  # the numeric boundary: past float range, inf, nan, subnormal (issue 29)
                 units.number(value)
@@ -355,7 +367,7 @@ class DataSection(Section):
         None, "derived: (gop + 1) / 2 frames decoded per frame used at random access (one GOP length); data "
         "inspect measures it frame-weighted over the corpus's GOPs", ge=1)
     pixels_per_frame: float | None = Q(
-        None, "derived: width x height; data inspect writes the frame-weighted mean of a mixed-size corpus", gt=0)
+        None, "derived: width x height; data inspect writes the frame-weighted mean of a mixed-size corpus", ge=1)
     access: Literal["sequential", "random", "decoded"] = Q("sequential", "reference workload: frames in order")
     side: Whole = Q(224, "reference workload: 224 px images", gt=0)
     patch: Whole = Q(14, "reference workload: 14 px patches", gt=0)
