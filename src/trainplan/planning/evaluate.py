@@ -228,7 +228,7 @@ def _memory_figures(inputs: PlanInputs) -> dict[str, Any]:
     w, acc = inputs.workload, inputs.workload.accelerator
     e = inputs.execution
     params = inputs["model.params"]
-    recipe, _ = execution_mod.recipe_of(w)
+    recipe, _ = model_terms.recipe_of(w)
     usable = memory_mod.usable_memory(acc.memory, inputs["cluster.runtime_buffers"], inputs["cluster.headroom"])
     room = usable - e.activation_bytes
     with np.errstate(divide="ignore", invalid="ignore"):

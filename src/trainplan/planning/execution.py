@@ -34,7 +34,7 @@ from trainplan.accounts import training_state as ts
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.catalogue.interconnect import platform
 from trainplan.workload.layout_rules import embedding_units
-from trainplan.planning.model_terms import checkpoint_tail, recipe_of  # noqa: F401 (callers read them here too)
+from trainplan.planning.model_terms import checkpoint_tail, recipe_of
 from trainplan.workload.schema import Workload
 
 DEFAULT_HEAD_WIDTH = 64  # heads = width / 64 when a shape gives no head count (GPT-3's head width)

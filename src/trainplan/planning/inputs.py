@@ -111,10 +111,8 @@ class RowsOf:
         return value
 
     def __getattr__(self, name: str) -> Any:
-        value = getattr(self._account, name)
-        if isinstance(value, np.ndarray) and value.shape == (self._combinations,):
-            value = value[self._rows]
-            setattr(self, name, value)  # read once
+        value = self.per_row(getattr(self._account, name))
+        setattr(self, name, value)  # read once
         return value
 
 
@@ -226,9 +224,13 @@ class PlanInputs:
     @property
     def active_params(self) -> Any:
         """Parameters used per token; scales with model.params where that is varied."""
+        return self._active_params(self.values)
+
+    def _active_params(self, values: Mapping[str, Any]) -> Any:
+        """Parameters used per token at `values` (this point's, or the execution's combinations)."""
         m = self.model
         if "model.params" in self.varied:
-            return self.array("model.params") * (m.active_params / m.params)
+            return np.asarray(values["model.params"], np.float64) * (m.active_params / m.params)
         return m.active_params
 
     @property
@@ -257,15 +259,14 @@ class PlanInputs:
         per_param = float(np.mean(e.model_flops_per_token)) / float(self.model.active_params)
         args["flops_per_param_token"] = per_param
         # over the execution's combinations where it ran per combination (a sweep), then taken to the rows
-        on = e.combined if isinstance(e, RowsOf) else e
-        values = e.combination_values if isinstance(e, RowsOf) else self.values
-        active = self.active_params
-        if isinstance(e, RowsOf) and "model.params" in self.varied:
-            active = np.asarray(values["model.params"], np.float64) * (self.model.active_params / self.model.params)
+        if isinstance(e, RowsOf):
+            on, values, to_rows = e.combined, e.combination_values, e.per_row
+        else:
+            on, values, to_rows = e, self.values, (lambda v: v)
         with np.errstate(divide="ignore", invalid="ignore"):
-            mfu = on.tokens_per_step * per_param * active / (values["cluster.count"] * self.peak_flops
-                                                               * on.step_seconds)
-        args["mfu"] = e.per_row(mfu) if isinstance(e, RowsOf) else mfu
+            mfu = on.tokens_per_step * per_param * self._active_params(values) / (
+                values["cluster.count"] * self.peak_flops * on.step_seconds)
+        args["mfu"] = to_rows(mfu)
         args.update(changes)
         return args
 

@@ -16,6 +16,7 @@ import numpy as np
 from trainplan.accounts import parallel, step_ops
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.planning import execution as execution_mod
+from trainplan.planning import model_terms
 from trainplan.errors import UserError
 from trainplan.workload.layout_rules import check_layout
 from trainplan.workload.schema import Workload
@@ -260,7 +261,7 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
 
     inputs = PlanInputs.of(w, model=model)
     activations, _ = execution_mod.layer_activations(w, model, inputs.terms)
-    recipe, _ = execution_mod.recipe_of(w)
+    recipe, _ = model_terms.recipe_of(w)
     state = state_bytes_per_param(w.training.precision, w.training.optimizer)
     kind = execution_mod.compute_source(w, model)
     utilisation = None if kind == "predicted" else (w.cluster.hfu if kind == "hfu" else w.cluster.mfu)

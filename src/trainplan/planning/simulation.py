@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainplan.accounts import pipeline as pipeline_mod
+from trainplan.planning.evaluate import pipeline_inputs
 from trainplan.simulate.queue import (READ_AHEAD_FRAMES, QueueSpec, Variability, queue_spec_from_pipeline,
                                       simulated_check)
 from trainplan.workload.schema import Workload
@@ -13,8 +14,6 @@ from trainplan.workload.schema import Workload
 
 def pipeline_account_of(workload: Workload) -> Any:
     """The workload's PipelineAccount, as the plan computes it."""
-    from trainplan.planning.evaluate import pipeline_inputs
-
     return pipeline_mod.pipeline_account(**pipeline_inputs(workload))
 
 

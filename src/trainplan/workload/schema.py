@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Final, Literal, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
                       field_validator)
@@ -145,7 +145,7 @@ CarbonIntensity = Annotated[float, _unit("carbon")]
 
 
 #: Field types pydantic turns text into a float for, without a unit's parser (which checks the number itself).
-_PLAIN_FLOATS: Final = (float, float | None, Optional[float])
+_PLAIN_FLOATS: Final = (float, float | None)
 
 
 class Section(BaseModel):
