@@ -18,38 +18,21 @@ from trainplan.planning import execution as execution_mod
 from trainplan.planning import model_terms
 from trainplan.planning.execution import micro_batch_is_chosen
 from trainplan.planning.model import ModelFacts, resolve_model
-from trainplan.workload.schema import Provenance, Workload, leaf_value
+from trainplan.workload.schema import KEY_ROLES, Provenance, Workload, leaf_value
 
-# Numeric workload keys that enter the formulas as plain arithmetic (a sweep may make any an array),
-# and the pipeline_arrays argument each one is (if any).
-PIPELINE_ARGS: dict[str, str] = {
-    "cluster.mfu": "mfu", "cluster.cores": "cores", "cluster.core_fps_1080p": "core_fps_1080p",
-    "cluster.nvdec_fps_1080p": "nvdec_fps_1080p", "cluster.link": "link",
-    "cluster.host_to_device": "host_to_device", "data.width": "width", "data.height": "height",
-    "data.fps": "fps", "data.cameras": "cameras", "data.bitrate": "bitrate", "data.gop": "gop",
-    "data.side": "side", "data.patch": "patch", "data.bytes_per_token": "bytes_per_token",
-    "data.tokenizer_rate": "tokenizer_rate", "data.loader_cpu_per_frame": "loader_cpu_per_frame",
-    "data.random_decodes": "random_decodes", "data.pixels_per_frame": "pixels_per_frame",  # issue 25
-}
-VECTOR_KEYS: frozenset[str] = frozenset(PIPELINE_ARGS) | frozenset({
-    "model.params", "training.tokens", "training.micro_batch", "training.seq_len", "training.grad_accum",
-    "training.saved_tensors_per_layer", "training.selective_keep", "training.epochs",
-    "cluster.count", "cluster.scaling_efficiency", "cluster.interconnect", "cluster.runtime_buffers",
-    "cluster.headroom", "data.hours",
-    "storage.checkpoints_kept", "storage.write_rate", "storage.save_every", "storage.exports", "storage.copies",
-    "prices.accelerator_hour", "prices.core_hour", "prices.storage_gb_month", "prices.transfer_gb",
-    "prices.storage_months", "prices.data_hour",
-})
-# Shape keys: arrays only while the count is model.params and the shape sizes activations alone.
-SHAPE_KEYS: frozenset[str] = frozenset({"model.layers", "model.width"})
-
-
-# The keys the execution model reads from the values (planning/execution.py run): where none of them
-# varies, its account is one per workload, kept for the chunks of a sweep.
-EXECUTION_KEYS: frozenset[str] = frozenset({
-    "cluster.count", "training.micro_batch", "training.grad_accum", "cluster.mfu", "model.params",
-    "cluster.runtime_buffers", "cluster.headroom", "cluster.interconnect", "model.layers", "model.width",
-    "training.seq_len", "cluster.scaling_efficiency"})
+# How a sweep varies each key, read from its declaration on its field (workload/schema.py, Q's
+# `argument`, `sweep` and `execution`):
+# numeric keys that enter the formulas as plain arithmetic (a sweep may make any an array), and the
+# pipeline_arrays argument each one is (if any)
+PIPELINE_ARGS: dict[str, str] = {k: r.argument for k, r in KEY_ROLES.items() if r.argument and k.count(".") == 1
+                                 and not k.startswith("sources.")}
+VECTOR_KEYS: frozenset[str] = frozenset(k for k, r in KEY_ROLES.items() if r.sweep == "array"
+                                        and not k.startswith("sources."))
+# shape keys: arrays only while the count is model.params and the shape sizes activations alone
+SHAPE_KEYS: frozenset[str] = frozenset(k for k, r in KEY_ROLES.items() if r.sweep == "shape")
+# the keys the execution model reads from the values (planning/execution.py run): where none of them
+# varies, its account is one per workload, kept for the chunks of a sweep
+EXECUTION_KEYS: frozenset[str] = frozenset(k for k, r in KEY_ROLES.items() if r.execution)
 EXECUTION_CACHE = 8  # workloads whose execution is kept (a sweep's looped combinations come one at a time)
 _EXECUTIONS: dict[int, tuple[Any, Any]] = {}
 

@@ -212,9 +212,48 @@ def match_choice(value: str, choices: tuple[str, ...]) -> str:
     raise ValueError(f"input should be {listed}{did_you_mean(value, choices)}")
 
 
-def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - reads as a declaration
-    """A field with its default and the source of that default."""
-    return Field(default=default, description=source, **constraints)
+SweepRole = Literal["array", "shape", "rebuild"]
+
+
+@dataclass(frozen=True)
+class KeyRole:
+    """What a workload key is beyond its type, declared on its field with `Q` (the docs' key reference,
+    docs/keys.md, is generated from it by present/keydocs.py)."""
+
+    plausible: tuple[float | None, float | None] | None  # exclusive: beyond it a typo or a unit slip, not a plan
+    feeds: tuple[str, ...]  # report figures a change of the key moves (tests/test_key_declarations.py checks)
+    sweep: SweepRole  # array: enters the formulas as an array; shape: an array while the count is
+    #                   model.params and the shape sizes activations alone; rebuild: a workload per value
+    argument: str | None  # the argument of accounts.pipeline.pipeline_arrays the key is, if any
+    execution: bool  # the execution model (planning/execution.py) reads it
+
+
+def Q(default: Any, source: str, *, plausible: tuple[float | None, float | None] | None = None,  # noqa: N802
+      feeds: tuple[str, ...] = (), sweep: SweepRole | None = None, argument: str | None = None,
+      execution: bool = False, **constraints: Any) -> Any:
+    """A field with its default and the source of that default, and its role (KeyRole): its plausible
+    range (added to the field's bounds), the figures it feeds and how a sweep varies it."""
+    import annotated_types
+
+    role = {"plausible": plausible, "feeds": list(feeds), "sweep": sweep or ("array" if argument else "rebuild"),
+            "argument": argument, "execution": execution}
+    info = Field(default=default, description=source, json_schema_extra={"role": role}, **constraints)
+    if plausible is not None:
+        low, high = plausible
+        if low is not None:
+            info.metadata.append(annotated_types.Gt(low))
+        if high is not None:
+            info.metadata.append(annotated_types.Lt(high))
+    return info
+
+
+def key_role(info: Any) -> KeyRole:
+    """The KeyRole a field was declared with (a field declared without Q: no range, feeds nothing)."""
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    role = extra.get("role") or {}
+    plausible = role.get("plausible")
+    return KeyRole(tuple(plausible) if plausible is not None else None, tuple(role.get("feeds", ())),
+                   role.get("sweep", "rebuild"), role.get("argument"), bool(role.get("execution", False)))
 
 
 # ---------------------------------------------------------------- sections
@@ -222,69 +261,150 @@ def Q(default: Any, source: str, **constraints: Any) -> Any:  # noqa: N802 - rea
 
 class ModelSection(Section):
     params: Count | None = Q(None, "assumed (no model given): the 93 M-parameter video model of the "
-                             "reference workload", ge=1)
+                             "reference workload", ge=1,
+        plausible=(None, 1e15), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "pipeline.busy",
+          "pipeline.cores_needed", "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))
     layers: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape (Dosovitskiy et al. 2021), "
-                             "12 layers", gt=0)
-    width: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape, width 768", gt=0)
-    vocab: Whole | None = Q(None, "none: a vision model has no vocabulary", gt=0)
-    ffn_width: Whole | None = Q(None, "none: 4 x width, the standard block of docs/parameter-counts.md", gt=0)
-    heads: Whole | None = Q(None, "none: width / 64 when needed (64-wide heads, GPT-2/ViT convention)", gt=0)
-    kv_heads: Whole | None = Q(None, "none: equal to heads (no grouped-query attention)", gt=0)
-    hf_config: str | None = Q(None, "none: a Hugging Face config.json gives the exact count")
+                             "12 layers", gt=0,
+        plausible=(None, 100000), sweep="shape", execution=True, feeds=("bill.total", "compute.seconds_per_step",
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "serving.cost_per_request",
+          "storage.retained_bytes", "training_cost.budget"))
+    width: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape, width 768", gt=0,
+        plausible=(None, 1e7), sweep="shape", execution=True, feeds=("bill.total", "compute.seconds_per_step",
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "serving.cost_per_request",
+          "storage.retained_bytes", "training_cost.budget"))
+    vocab: Whole | None = Q(None, "none: a vision model has no vocabulary", gt=0,
+        plausible=(None, 1e9), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed",
+          "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))
+    ffn_width: Whole | None = Q(None, "none: 4 x width, the standard block of docs/parameter-counts.md", gt=0,
+        plausible=(None, 1e8), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed",
+          "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))
+    heads: Whole | None = Q(None, "none: width / 64 when needed (64-wide heads, GPT-2/ViT convention)", gt=0,
+        plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed",
+          "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))
+    kv_heads: Whole | None = Q(None, "none: equal to heads (no grouped-query attention)", gt=0,
+        plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "serving.cost_per_request", "storage.retained_bytes",
+          "training_cost.budget"))
+    # min_length: a path that is empty names the workload's own folder, not a file
+    hf_config: str | None = Q(None, "none: a Hugging Face config.json gives the exact count", min_length=1)
     family: Literal["standard", "llama", "mistral", "qwen2", "gpt2", "gpt_neox", "mixtral"] = Q(
-        "standard", "the standard 12 d^2 block (docs/parameter-counts.md) unless a family is named")
-    tied: bool = Q(True, "assumed: input and output embeddings tied")
-    experts: Whole = Q(1, "dense model: one expert", gt=0)
-    experts_per_token: Whole = Q(1, "dense model: one expert per token", gt=0)
+        "standard", "the standard 12 d^2 block (docs/parameter-counts.md) unless a family is named",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed", "serving.cost_per_request",
+          "storage.retained_bytes", "training_cost.budget"))
+    tied: bool = Q(True, "assumed: input and output embeddings tied",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed", "serving.cost_per_request",
+          "storage.retained_bytes", "training_cost.budget"))
+    experts: Whole = Q(1, "dense model: one expert", gt=0,
+        plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed",
+          "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))
+    experts_per_token: Whole = Q(1, "dense model: one expert per token", gt=0,
+        plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed",
+          "training_cost.budget"))
     head_dim: Whole | None = Q(None, "none: width / heads (set it for models whose head size differs, e.g. Gemma's 256)",
-                               gt=0)
+                               gt=0,
+        plausible=(None, 100000), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "serving.cost_per_request", "storage.retained_bytes",
+          "training_cost.budget"))
     norm: Literal["rmsnorm_fp32", "rmsnorm", "layernorm"] | None = Q(
-        None, "derived from model.family (catalogue/activation_traits.toml)")
+        None, "derived from model.family (catalogue/activation_traits.toml)",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
     mlp: Literal["swiglu", "gelu", "gelu_new"] | None = Q(
-        None, "derived from model.family (catalogue/activation_traits.toml)")
+        None, "derived from model.family (catalogue/activation_traits.toml)",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
 
 
 class TrainingSection(Section):
-    tokens: Count | None = Q(None, "derived: data.hours of video x tokens per hour x epochs", ge=1)
-    micro_batch: Whole = Q(8, "assumed: 8 sequences per device per micro-step", gt=0)
-    seq_len: SequenceLength = Q(2048, "assumed: 2,048 tokens per sequence", gt=0)
-    grad_accum: Whole = Q(1, "assumed: no gradient accumulation", gt=0)
-    optimizer: Literal["adamw", "adam", "sgd"] = Q("adamw", "assumed: AdamW, the field's default")
-    precision: Literal["bf16", "fp16", "fp32"] = Q("bf16", "assumed: bf16 mixed precision with fp32 master weights")
-    recompute: Literal["none", "selective", "full"] = Q("none", "assumed: no activation recomputation")
-    zero: int = Q(0, "assumed: no ZeRO/FSDP sharding", ge=0, le=3)
+    tokens: Count | None = Q(None, "derived: data.hours of video x tokens per hour x epochs", ge=1,
+        plausible=(None, 1e18), sweep="array", feeds=("compute.wall_seconds", "energy.kg_co2",
+          "storage.retained_bytes", "training_cost.budget"))
+    micro_batch: Whole = Q(8, "assumed: 8 sequences per device per micro-step", gt=0,
+        plausible=(None, 1e7), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+    seq_len: SequenceLength = Q(2048, "assumed: 2,048 tokens per sequence", gt=0,
+        plausible=(None, 1e9), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+    grad_accum: Whole = Q(1, "assumed: no gradient accumulation", gt=0,
+        plausible=(None, 1e7), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
+          "compute.wall_seconds", "energy.kg_co2", "training_cost.budget"))
+    optimizer: Literal["adamw", "adam", "sgd"] = Q("adamw", "assumed: AdamW, the field's default",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "storage.retained_bytes", "training_cost.budget"))
+    precision: Literal["bf16", "fp16", "fp32"] = Q("bf16", "assumed: bf16 mixed precision with fp32 master weights",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed", "storage.retained_bytes",
+          "training_cost.budget"))
+    recompute: Literal["none", "selective", "full"] = Q("none", "assumed: no activation recomputation",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
+    zero: int = Q(0, "assumed: no ZeRO/FSDP sharding", ge=0, le=3,
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
     saved_tensors_per_layer: float = Q(
         17.0,
         "Korthikanti et al. 2022 eq. 1: 34 s.b.h bytes per layer at 2 bytes = 17 width-sized tensors "
         "per token, attention scores not stored (flash attention)",
         gt=0,
-    )
+        plausible=(0.001, 10000), sweep="array", feeds=("bill.total", "compute.seconds_per_step",
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
     selective_keep: Fraction = Q(
         23 / 34,
         "Korthikanti et al. 2022 eq. 1: selective recomputation re-runs the attention block "
         "(11 of 34 s.b.h bytes), keeping 23/34 of the tensors",
         gt=0,
         le=1,
-    )
-    epochs: Epochs = Q(1.0, "assumed: one pass over the data", gt=0)
+        sweep="array")
+    epochs: Epochs = Q(1.0, "assumed: one pass over the data", gt=0,
+        plausible=(1e-06, 1e7), sweep="array", feeds=("compute.wall_seconds", "energy.kg_co2",
+          "storage.retained_bytes", "training_cost.budget"))
     retrain_every: Seconds | None = Q(
-        None, "assumed: trained once; a duration such as 30 days makes training a recurring cost a year", gt=0)
+        None, "assumed: trained once; a duration such as 30 days makes training a recurring cost a year", gt=0,
+        plausible=(59, 3.2e9), feeds=("decisions.recurring.retrain_every_seconds",
+          "decisions.recurring.total_per_year", "decisions.recurring.training_per_year",
+          "decisions.recurring.trainings_per_year"))
     attention: Literal["sdpa", "flash", "eager"] = Q(
-        "sdpa", "assumed: fused attention (SDPA/FlashAttention): no S^2 tensor kept, causal half executed")
-    dropout: bool = Q(False, "assumed: no dropout, as in current LLM pre-training (Llama, Mistral, Qwen2)")
-    method: Literal["full", "lora", "qlora"] = Q("full", "assumed: every weight trained")
-    lora_rank: Whole = Q(16, "assumed: LoRA rank 16 (Hu et al. 2021 use 1-64)", gt=0)
+        "sdpa", "assumed: fused attention (SDPA/FlashAttention): no S^2 tensor kept, causal half executed",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
+    dropout: bool = Q(False, "assumed: no dropout, as in current LLM pre-training (Llama, Mistral, Qwen2)",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
+    method: Literal["full", "lora", "qlora"] = Q("full", "assumed: every weight trained",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
+    lora_rank: Whole = Q(16, "assumed: LoRA rank 16 (Hu et al. 2021 use 1-64)", gt=0,
+        plausible=(None, 100000), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
     lora_targets: list[Literal["q", "k", "v", "o", "gate", "up", "down"]] = Q(
-        ["q", "k", "v", "o"], "assumed: the attention projections, LoRA's original targets (Hu et al. 2021 §7.1)")
+        ["q", "k", "v", "o"], "assumed: the attention projections, LoRA's original targets (Hu et al. 2021 §7.1)",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
     state_recipe: Literal["mixed_fp32_master", "autocast_fp32", "pure_bf16", "adam_8bit", "sgd_momentum",
                           "bf16_fp32_master_grads", "fp8_te", "megatron_fp32_main_grad"] | None = Q(
-        None, "derived: from training.precision and training.optimizer (catalogue/state_recipes.toml)")
+        None, "derived: from training.precision and training.optimizer (catalogue/state_recipes.toml)",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] | None = Q(
-        None, "derived: from training.zero (0 none, 1-3 DeepSpeed ZeRO stages)")
+        None, "derived: from training.zero (0 none, 1-3 DeepSpeed ZeRO stages)",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
     activation_bytes_per_layer_token: float | None = Q(
-        None, "none: from the architecture; `trainplan probe model --output` measures it", gt=0)
+        None, "none: from the architecture; `trainplan probe model --output` measures it", gt=0,
+        plausible=(None, 1e9), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
     activation_bytes_outside_token: float | None = Q(
-        None, "none: from the architecture; `trainplan probe model --output` measures it", ge=0)
+        None, "none: from the architecture; `trainplan probe model --output` measures it", ge=0,
+        plausible=(None, 1e10))
 
     @field_validator("lora_targets")
     @classmethod
@@ -299,137 +419,272 @@ class TrainingSection(Section):
 
 
 class ClusterSection(Section):
-    accelerator: str | dict[str, Any] = Q("h100-sxm", "reference workload: one H100-SXM")
-    count: Whole = Q(1, "reference workload: one accelerator", gt=0)
-    mfu: Fraction = Q(0.4, "reference workload: MFU 0.4, typical of dense transformer training", gt=0, le=1)
+    accelerator: str | dict[str, Any] = Q("h100-sxm", "reference workload: one H100-SXM",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy",
+          "pipeline.cores_needed", "serving.cost_per_request", "training_cost.budget"))
+    count: Whole = Q(1, "reference workload: one accelerator", gt=0,
+        plausible=(None, 1e8), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+    mfu: Fraction = Q(0.4, "reference workload: MFU 0.4, typical of dense transformer training", gt=0, le=1,
+        argument="mfu", execution=True, feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
     hfu: Fraction | None = Q(None, "none: time follows cluster.mfu; give hfu (executed FLOPs, recomputation and "
-                             "causal attention as run) to have time follow it instead", gt=0, le=1)
-    mfu_end_to_end: bool = Q(False, "assumed: MFU is a single-device figure, so scaling efficiency applies")
+                             "causal attention as run) to have time follow it instead", gt=0, le=1,
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy",
+          "pipeline.cores_needed", "training_cost.budget"))
+    mfu_end_to_end: bool = Q(False, "assumed: MFU is a single-device figure, so scaling efficiency applies",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "training_cost.budget"))
     scaling_efficiency: Fraction = Q(
-        0.9, "assumed: 90 % data-parallel efficiency at modest scale; 1 by definition on one device", gt=0, le=1)
-    cores: Cores = Q(8.0, "reference workload: 8 CPU cores per accelerator", ge=0)
+        0.9, "assumed: 90 % data-parallel efficiency at modest scale; 1 by definition on one device", gt=0, le=1,
+        sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "training_cost.budget"))
+    cores: Cores = Q(8.0, "reference workload: 8 CPU cores per accelerator", ge=0,
+        plausible=(None, 1e7), argument="cores", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
+          "pipeline.busy", "training_cost.budget"))
     core_fps_1080p: PerSecond = Q(
         120.0, "reference workload: a CPU core decodes 120 frames/s of 1080p H.264, colour conversion and resize included",
-        gt=0)
-    nvdec: bool = Q(False, "assumed: decode on CPU cores only")
+        gt=0,
+        plausible=(0.001, 1e8), argument="core_fps_1080p", feeds=("bill.total", "compute.wall_seconds",
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+    nvdec: bool = Q(False, "assumed: decode on CPU cores only",
+        feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
+          "training_cost.budget"))
     nvdec_fps_1080p: PerSecond = Q(
         771.0, "assumed: one NVDEC engine decodes 771 frames/s of 1080p H.264 (NVIDIA application note, indicative)",
-        gt=0)
-    link: ByteRate = Q(1.5e9, "reference workload: 1.5 GB/s from storage to the host", gt=0)
-    interconnect: ByteRate | None = Q(None, "catalogue: the accelerator's interconnect per direction", gt=0)
+        gt=0,
+        plausible=(0.001, 1e9), argument="nvdec_fps_1080p", feeds=("bill.total", "compute.wall_seconds",
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+    link: ByteRate = Q(1.5e9, "reference workload: 1.5 GB/s from storage to the host", gt=0,
+        plausible=(1000, 1e16), argument="link", feeds=("bill.add_cores.busy_after",
+          "bill.add_cores.extra_core_cost", "bill.add_cores.idle_removed", "bill.add_cores.net_saving",
+          "bill.epoch_seconds_at_cores_needed", "decisions.loading.load_seconds",
+          "decisions.loading.serial_step_seconds", "decisions.loading.serial_utilisation",
+          "decisions.loading.speedup", "pipeline.cache.read_rate", "pipeline.cache.remote_rate",
+          "pipeline.stages.read.tokens_per_second", "pipeline.supply_fps", "pipeline.supply_tokens_per_second",
+          "pipeline.threshold_params"))
+    interconnect: ByteRate | None = Q(None, "catalogue: the accelerator's interconnect per direction", gt=0,
+        plausible=(1000, 1e16), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
+          "compute.wall_seconds", "energy.kg_co2", "serving.cost_per_request", "training_cost.budget"))
     host_to_device: ByteRate = Q(
-        25e9, "assumed: 25 GB/s usable host-to-device, PCIe Gen4 x16 (32 GB/s raw) at ~80 %", gt=0)
+        25e9, "assumed: 25 GB/s usable host-to-device, PCIe Gen4 x16 (32 GB/s raw) at ~80 %", gt=0,
+        plausible=(1000, 1e17), argument="host_to_device", feeds=("pipeline.stages.transfer.tokens_per_second",))
     runtime_buffers: Bytes = Q(
-        2e9, "assumed: 2 GB per device for the CUDA context, NCCL buffers and allocator fragmentation", ge=0)
+        2e9, "assumed: 2 GB per device for the CUDA context, NCCL buffers and allocator fragmentation", ge=0,
+        plausible=(None, 1e16), sweep="array", execution=True, feeds=("memory.per_device_bytes",))
     headroom: Headroom = Q(0.1, "assumed: keep 10 % of the card free (1.25 or 1.25x is a multiplier: 25 %)",
-                           ge=0, le=10)
-    prefetch: bool = Q(True, "assumed: the loader prefetches, so a step costs max(load, compute)")
+                           ge=0, le=10,
+        sweep="array", execution=True, feeds=("memory.per_device_bytes",))
+    prefetch: bool = Q(True, "assumed: the loader prefetches, so a step costs max(load, compute)",
+        feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "training_cost.budget"))
     devices_per_node: Whole | None = Q(None, "catalogue: the accelerator's node platform (interconnect.toml; "
-                                       "8 for DGX/HGX nodes)", gt=0)
+                                       "8 for DGX/HGX nodes)", gt=0,
+        plausible=(None, 10000), feeds=("fit.layout.bubble_share", "fit.layout.interleave", "fit.layout.mfu",
+          "fit.layout.micro_batch", "fit.layout.micro_batches", "fit.layout.per_device_bytes",
+          "fit.layout.pipeline", "fit.layout.step_seconds", "fit.layout.tensor", "fit.layout.tokens_per_second",
+          "fit.per_device_bytes", "fit.step_seconds", "parallel.network.devices_per_node"))
     node_link: ByteRate | None = Q(None, "catalogue: the platform's inter-node NIC rate per device "
-                                   "(interconnect.toml; A100: one HDR 200 Gb/s port per GPU)", gt=0)
+                                   "(interconnect.toml; A100: one HDR 200 Gb/s port per GPU)", gt=0,
+        plausible=(1000, 1e16), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "training_cost.budget"))
 
 
 class ParallelSection(Section):
     """The layout over cluster.count devices (issue 13); training.micro_batch is the micro-batch
     and training.grad_accum the micro-batches per step of each pipeline."""
 
-    tensor: Whole = Q(1, "assumed: no tensor parallelism", gt=0)
-    pipeline: Whole = Q(1, "assumed: no pipeline parallelism", gt=0)
-    interleave: Whole = Q(1, "assumed: one model chunk per pipeline stage (no interleaving)", gt=0)
+    tensor: Whole = Q(1, "assumed: no tensor parallelism", gt=0,
+        plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+    pipeline: Whole = Q(1, "assumed: no pipeline parallelism", gt=0,
+        plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+    interleave: Whole = Q(1, "assumed: one model chunk per pipeline stage (no interleaving)", gt=0,
+        plausible=(None, 10000), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
     schedule: Literal["1f1b", "interleaved", "gpipe"] = Q(
-        "1f1b", "Narayanan et al. 2021: 1F1B, Megatron-LM's default pipeline schedule")
-    sequence: bool = Q(False, "assumed: no sequence parallelism (Korthikanti et al. 2022)")
-    context: Whole = Q(1, "assumed: no context parallelism", gt=0)
-    expert: Whole = Q(1, "assumed: no expert parallelism", gt=0)
-    data: Whole | None = Q(None, "derived: cluster.count / (tensor x pipeline x context)", gt=0)
+        "1f1b", "Narayanan et al. 2021: 1F1B, Megatron-LM's default pipeline schedule",
+        feeds=("memory.per_device_bytes",))
+    sequence: bool = Q(False, "assumed: no sequence parallelism (Korthikanti et al. 2022)",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
+    context: Whole = Q(1, "assumed: no context parallelism", gt=0,
+        plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+    expert: Whole = Q(1, "assumed: no expert parallelism", gt=0,
+        plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+    data: Whole | None = Q(None, "derived: cluster.count / (tensor x pipeline x context)", gt=0,
+        plausible=(None, 1e8))
     flash_attention: bool = Q(True, "assumed: a fused (flash) attention kernel that never stores the s x s "
-                              "scores (Dao et al. 2022), as training.saved_tensors_per_layer assumes")
+                              "scores (Dao et al. 2022), as training.saved_tensors_per_layer assumes",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "memory.per_device_bytes", "training_cost.budget"))
     efficiency: Fraction | None = Q(None, "catalogue: the accelerator's GEMM efficiency curve (kernel_efficiency.toml); "
-                                    "a value given here is one flat matmul efficiency instead", gt=0, le=1)
+                                    "a value given here is one flat matmul efficiency instead", gt=0, le=1,
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "training_cost.budget"))
     framework: Literal["megatron-core", "megatron-2021", "deepspeed", "deepspeed-zero3", "fsdp", "llama3",
                        "transformers"] = Q(
         "megatron-core", "assumed: Megatron-core's overlaps (gradient reduce and parameter gather behind compute); "
-        "catalogue/kernel_efficiency.toml [frameworks]")
+        "catalogue/kernel_efficiency.toml [frameworks]",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "training_cost.budget"))
 
 
 class DataSection(Section):
-    kind: Literal["video", "tokens"] = Q("video", "reference workload: video")
-    cameras: Whole = Q(3, "reference workload: three cameras", gt=0)
-    width: Whole = Q(1920, "reference workload: 1080p", gt=0)
-    height: Whole = Q(1080, "reference workload: 1080p", gt=0)
-    fps: PerSecond = Q(30.0, "reference workload: 30 frames/s", gt=0)
-    bitrate: BitRate = Q(8e6, "reference workload: H.264 at 8 Mbit/s", gt=0)
-    gop: Whole = Q(30, "assumed: a keyframe every 30 frames (one a second at 30 fps)", gt=0)
+    kind: Literal["video", "tokens"] = Q("video", "reference workload: video",
+        feeds=("bill.total", "pipeline.cores_needed", "storage.retained_bytes"))
+    cameras: Whole = Q(3, "reference workload: three cameras", gt=0,
+        plausible=(None, 100000), argument="cameras", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
+          "storage.retained_bytes", "training_cost.budget"))
+    width: Whole = Q(1920, "reference workload: 1080p", gt=0,
+        plausible=(None, 100000), argument="width", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+    height: Whole = Q(1080, "reference workload: 1080p", gt=0,
+        plausible=(None, 100000), argument="height", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+    fps: PerSecond = Q(30.0, "reference workload: 30 frames/s", gt=0,
+        plausible=(0.001, 100000), argument="fps", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
+          "training_cost.budget"))
+    bitrate: BitRate = Q(8e6, "reference workload: H.264 at 8 Mbit/s", gt=0,
+        plausible=(1000, 1e13), argument="bitrate", feeds=("bill.total", "storage.retained_bytes"))
+    gop: Whole = Q(30, "assumed: a keyframe every 30 frames (one a second at 30 fps)", gt=0,
+        plausible=(None, 1e6), argument="gop", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
     codec: Annotated[Literal[CODECS], BeforeValidator(_codec)] = Q(  # type: ignore[valid-type]
         "h264", "reference workload: H.264 (the codec a decode rate is measured and applied on)")
     random_decodes: float | None = Q(
         None, "derived: (gop + 1) / 2 frames decoded per frame used at random access (one GOP length); data "
-        "inspect measures it frame-weighted over the corpus's GOPs", ge=1)
+        "inspect measures it frame-weighted over the corpus's GOPs", ge=1,
+        plausible=(None, 1e6), argument="random_decodes", feeds=("bill.total", "compute.wall_seconds",
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
     pixels_per_frame: float | None = Q(
-        None, "derived: width x height; data inspect writes the frame-weighted mean of a mixed-size corpus", ge=1)
-    access: Literal["sequential", "random", "decoded"] = Q("sequential", "reference workload: frames in order")
-    side: Whole = Q(224, "reference workload: 224 px images", gt=0)
-    patch: Whole = Q(14, "reference workload: 14 px patches", gt=0)
-    buffer: Whole = Q(64, "docs/simulation.md: a 64-frame buffer between decoders and accelerator", gt=0)
+        None, "derived: width x height; data inspect writes the frame-weighted mean of a mixed-size corpus", ge=1,
+        plausible=(None, 1e10), argument="pixels_per_frame", feeds=("bill.total", "compute.wall_seconds",
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+    access: Literal["sequential", "random", "decoded"] = Q("sequential", "reference workload: frames in order",
+        feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
+          "storage.retained_bytes", "training_cost.budget"))
+    side: Whole = Q(224, "reference workload: 224 px images", gt=0,
+        plausible=(None, 100000), argument="side", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+    patch: Whole = Q(14, "reference workload: 14 px patches", gt=0,
+        plausible=(None, 100000), argument="patch", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+    buffer: Whole = Q(64, "docs/simulation.md: a 64-frame buffer between decoders and accelerator", gt=0,
+        plausible=(None, 1e7))
     loader_cpu_per_frame: Seconds = Q(
         0.0, "assumed: 0, not counted (CPU a loader worker spends on each frame used besides decoding it: the "
         "tensor, collation, the copy into shared memory, the hand-over); measure it with examples/"
-        "video_pipeline_e2e.py's hand-over probe", ge=0)
-    bytes_per_token: BytesPerToken = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0)
+        "video_pipeline_e2e.py's hand-over probe", ge=0,
+        plausible=(None, 1), argument="loader_cpu_per_frame", feeds=("bill.total", "compute.wall_seconds",
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+    bytes_per_token: BytesPerToken = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0,
+        plausible=(0.001, 1e7), argument="bytes_per_token", feeds=("bill.total", "storage.retained_bytes"))
     tokenizer_rate: PerSecond = Q(
-        1e6, "assumed: 1 M tokens/s per core for a fast BPE tokenizer (Hugging Face tokenizers, indicative)", gt=0)
-    tokenize_online: bool = Q(False, "assumed: token ids are packed ahead of time, no tokenizer in the loop")
-    hours: Hours = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0)
+        1e6, "assumed: 1 M tokens/s per core for a fast BPE tokenizer (Hugging Face tokenizers, indicative)", gt=0,
+        plausible=(0.001, 1e13), argument="tokenizer_rate", feeds=("decisions.loading.load_seconds",
+          "decisions.loading.serial_step_seconds", "decisions.loading.serial_utilisation",
+          "decisions.loading.speedup", "pipeline.stages.tokenize.tokens_per_second", "pipeline.supply_fps",
+          "pipeline.supply_tokens_per_second", "pipeline.threshold_params"))
+    tokenize_online: bool = Q(False, "assumed: token ids are packed ahead of time, no tokenizer in the loop",
+        feeds=("decisions.loading.load_seconds", "decisions.loading.serial_step_seconds",
+          "decisions.loading.serial_utilisation", "decisions.loading.speedup",
+          "pipeline.stages.tokenize.tokens_per_second", "pipeline.supply_fps", "pipeline.supply_tokens_per_second",
+          "pipeline.threshold_params"))
+    hours: Hours = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0,
+        plausible=(1e-06, 1e10), sweep="array", feeds=("compute.wall_seconds", "energy.kg_co2",
+          "storage.retained_bytes", "training_cost.budget"))
     dataset_size: Bytes | None = Q(None, "derived: hours x cameras x bit rate for video (decoded: 1.5 W H a "
-                                   "frame), tokens / epochs x bytes per token for token ids", gt=0)
+                                   "frame), tokens / epochs x bytes per token for token ids", gt=0,
+        plausible=(None, 1e18), feeds=("pipeline.cache.cached_fraction", "pipeline.cache.dataset_size",
+          "pipeline.cache.hit_ratio", "pipeline.cache.read_rate", "pipeline.stages.read.tokens_per_second"))
 
 
 class StorageSection(Section):
-    checkpoints_kept: Whole = Q(3, "assumed: the last three checkpoints kept", ge=0)
-    write_rate: ByteRate = Q(1e9, "assumed: 1 GB/s sustained checkpoint writes", gt=0)
-    save_every: Seconds = Q(3600.0, "assumed: one checkpoint an hour", gt=0)
-    exports: Whole = Q(0, "assumed: no exported bf16 weight copies", ge=0)
-    copies: Whole = Q(1, "assumed: storage keeps one copy (replication is the provider's)", gt=0)
-    cache_size: Bytes = Q(0.0, "assumed: no page cache or local NVMe cache holds the dataset", ge=0)
+    checkpoints_kept: Whole = Q(3, "assumed: the last three checkpoints kept", ge=0,
+        plausible=(None, 1e6), sweep="array", feeds=("storage.retained_bytes",))
+    write_rate: ByteRate = Q(1e9, "assumed: 1 GB/s sustained checkpoint writes", gt=0,
+        plausible=(1000, 1e16), sweep="array", feeds=("compute.wall_seconds", "energy.kg_co2",
+          "training_cost.budget"))
+    save_every: Seconds = Q(3600.0, "assumed: one checkpoint an hour", gt=0,
+        plausible=(0.001, 1e10), sweep="array", feeds=("compute.wall_seconds", "energy.kg_co2",
+          "training_cost.budget"))
+    exports: Whole = Q(0, "assumed: no exported bf16 weight copies", ge=0,
+        plausible=(None, 1e6), sweep="array", feeds=("storage.retained_bytes",))
+    copies: Whole = Q(1, "assumed: storage keeps one copy (replication is the provider's)", gt=0,
+        plausible=(None, 10000), sweep="array", feeds=("storage.retained_bytes",))
+    cache_size: Bytes = Q(0.0, "assumed: no page cache or local NVMe cache holds the dataset", ge=0,
+        plausible=(None, 1e18), feeds=("pipeline.cache.cache_size", "pipeline.cache.cached_fraction",
+          "pipeline.cache.hit_ratio", "pipeline.cache.read_rate", "pipeline.stages.read.tokens_per_second"))
     cache_rate: ByteRate = Q(
         10e9, "assumed: 10 GB/s reading cached bytes (page cache: a memory copy; local NVMe Gen4 reads "
-        "~7 GB/s); measure it with `trainplan probe read` (warm)", gt=0)
+        "~7 GB/s); measure it with `trainplan probe read` (warm)", gt=0,
+        plausible=(1000, 1e16), feeds=("pipeline.cache.cache_rate", "pipeline.cache.read_rate",
+          "pipeline.stages.read.tokens_per_second"))
     cache_order: Literal["shuffle", "fixed", "sharded", "uniform"] = Q(
         "shuffle", "assumed: a fresh shuffle each epoch (a shuffling DataLoader); the order sets how often "
-        "an LRU cache of a fraction of the data hits (docs/measurement.md)")
+        "an LRU cache of a fraction of the data hits (docs/measurement.md)",
+        feeds=("pipeline.cache.hit_ratio", "pipeline.cache.read_rate", "pipeline.stages.read.tokens_per_second"))
 
 
 class PricesSection(Section):
-    accelerator_hour: PerHourPrice = Q(3.0, "assumed: $3.00 per accelerator-hour, an on-demand H100 price (2025)", ge=0)
-    core_hour: PerHourPrice = Q(0.05, "assumed: $0.05 per CPU core-hour (two vCPUs of a compute-optimised VM)", ge=0)
-    storage_gb_month: PerGBMonthPrice = Q(0.023, "AWS S3 Standard price per GB-month, first 50 TB (us-east-1)", ge=0)
-    transfer_gb: PerGBPrice = Q(0.01, "assumed: $0.01 per GB read across zones (AWS inter-AZ rate)", ge=0)
-    attempts: Attempts = Q(3.0, "assumed: budget for 3 attempts, failed runs and restarts included", ge=1)
-    storage_months: Months = Q(1.0, "assumed: an hour of data is kept one month", ge=0)
-    data_hour: PerHourPrice = Q(10.0, "assumed: $10 to buy or collect one hour of multi-camera recording", ge=0)
+    accelerator_hour: PerHourPrice = Q(3.0, "assumed: $3.00 per accelerator-hour, an on-demand H100 price (2025)", ge=0,
+        plausible=(None, 1e7), sweep="array", feeds=("bill.total", "serving.cost_per_request",
+          "training_cost.budget"))
+    core_hour: PerHourPrice = Q(0.05, "assumed: $0.05 per CPU core-hour (two vCPUs of a compute-optimised VM)", ge=0,
+        plausible=(None, 100000), sweep="array", feeds=("bill.total",))
+    storage_gb_month: PerGBMonthPrice = Q(0.023, "AWS S3 Standard price per GB-month, first 50 TB (us-east-1)", ge=0,
+        plausible=(None, 100000), sweep="array", feeds=("bill.total",))
+    transfer_gb: PerGBPrice = Q(0.01, "assumed: $0.01 per GB read across zones (AWS inter-AZ rate)", ge=0,
+        plausible=(None, 100000), sweep="array", feeds=("bill.total",))
+    attempts: Attempts = Q(3.0, "assumed: budget for 3 attempts, failed runs and restarts included", ge=1,
+        plausible=(None, 1e6), feeds=("training_cost.budget",))
+    storage_months: Months = Q(1.0, "assumed: an hour of data is kept one month", ge=0,
+        plausible=(None, 1e6), sweep="array", feeds=("bill.total",))
+    data_hour: PerHourPrice = Q(10.0, "assumed: $10 to buy or collect one hour of multi-camera recording", ge=0,
+        plausible=(None, 1e9), sweep="array", feeds=("bill.transport_share",))
 
 
 class EnergySection(Section):
-    watts: Watts | None = Q(None, "catalogue: the accelerator's TDP", gt=0)
+    watts: Watts | None = Q(None, "catalogue: the accelerator's TDP", gt=0,
+        plausible=(0.001, 1e6), feeds=("energy.kg_co2",))
     pue: float = Q(1.2, "assumed: PUE 1.2, a modern hyperscale data centre (Uptime Institute survey range 1.1-1.6)",
-                   ge=1)
-    grid_intensity: CarbonIntensity | None = Q(None, "the region's figure from the grid-intensity table", ge=0)
-    region: str = Q("world", "assumed: the world-average grid")
+                   ge=1,
+        plausible=(None, 10), feeds=("energy.kg_co2",))
+    grid_intensity: CarbonIntensity | None = Q(None, "the region's figure from the grid-intensity table", ge=0,
+        plausible=(None, 10000), feeds=("energy.kg_co2",))
+    region: str = Q("world", "assumed: the world-average grid",
+        feeds=("energy.kg_co2",))
 
 
 class ServingSection(Section):
-    mfu: Fraction = Q(0.3, "assumed: inference MFU 0.3 at large batch", gt=0, le=1)
-    tokens_per_request: Whole = Q(500, "assumed: 500 generated tokens per request", gt=0)
-    requests_per_day: PerDay = Q(1e6, "assumed: one million requests a day", gt=0)
-    dtype: Literal["fp32", "bf16", "fp16", "int8", "int4"] = Q("bf16", "assumed: bf16 weights")
-    context: SequenceLength = Q(4096, "assumed: 4,096 tokens of context per sequence", gt=0)
-    batch: Whole = Q(32, "assumed: 32 concurrent sequences per serving replica", gt=0)
+    mfu: Fraction = Q(0.3, "assumed: inference MFU 0.3 at large batch", gt=0, le=1,
+        feeds=("decisions.cost_per_request_paid", "decisions.recurring.serving_per_year",
+          "decisions.recurring.total_per_year", "serving.compute_seconds_per_step"))
+    tokens_per_request: Whole = Q(500, "assumed: 500 generated tokens per request", gt=0,
+        plausible=(None, 1e9), feeds=("serving.cost_per_request",))
+    requests_per_day: PerDay = Q(1e6, "assumed: one million requests a day", gt=0,
+        plausible=(None, 1e15), feeds=("decisions.cost_per_request_paid", "decisions.recurring.serving_per_year",
+          "decisions.recurring.total_per_year", "serving.crossover_days", "serving.replicas",
+          "serving.requests_per_day", "serving.serving_cost_per_day"))
+    dtype: Literal["fp32", "bf16", "fp16", "int8", "int4"] = Q("bf16", "assumed: bf16 weights",
+        feeds=("serving.cost_per_request",))
+    context: SequenceLength = Q(4096, "assumed: 4,096 tokens of context per sequence", gt=0,
+        plausible=(None, 1e9), feeds=("serving.cost_per_request",))
+    batch: Whole = Q(32, "assumed: 32 concurrent sequences per serving replica", gt=0,
+        plausible=(None, 1e8), feeds=("serving.cost_per_request",))
     tensor: Whole | None = Q(None, "derived: the fewest devices that hold the weights and the batch, raised to a "
-                             "tensor degree that divides the heads", gt=0)
-    training_cost: Dollars | None = Q(None, "derived: the training bill of this workload", ge=0)
+                             "tensor degree that divides the heads", gt=0,
+        plausible=(None, 10000), feeds=("serving.cost_per_request",))
+    training_cost: Dollars | None = Q(None, "derived: the training bill of this workload", ge=0,
+        plausible=(None, 1e15), feeds=("decisions.cost_per_request_paid", "decisions.recurring.serving_per_year",
+          "decisions.recurring.total_per_year", "serving.crossover_days", "serving.training_cost"))
     revenue_per_request: Dollars | None = Q(
-        None, "unknown: what one request earns; given, a cost per request above it ends the project", ge=0)
+        None, "unknown: what one request earns; given, a cost per request above it ends the project", ge=0,
+        plausible=(None, 1e6), feeds=("decisions.cost_per_request_paid", "decisions.recurring.serving_per_year",
+          "decisions.recurring.total_per_year"))
 
 
 class SourceSpec(Section):
@@ -437,14 +692,14 @@ class SourceSpec(Section):
     useful hours one hour of it yields (docs/pipeline-and-bill.md)."""
 
     name: str
-    format: Literal["video", "decoded", "tokens"] = "video"
-    price_hour: PerHourPrice = Field(0.0, ge=0, description="dollars per hour of data bought")
-    exchange_rate: Fraction = Field(1.0, gt=0, description="useful hours per hour of data")
-    bitrate: BitRate | None = Field(None, gt=0, description="stored bit rate; default data.bitrate")
-    width: Whole | None = Field(None, gt=0)
-    height: Whole | None = Field(None, gt=0)
-    fps: PerSecond | None = Field(None, gt=0)
-    hours: Hours | None = Field(None, gt=0, description="hours available")
+    format: Literal["video", "decoded", "tokens"] = Q("video", "assumed: stored video")
+    price_hour: PerHourPrice = Q(0.0, "dollars per hour of data bought", ge=0, plausible=(None, 1e9))
+    exchange_rate: Fraction = Q(1.0, "useful hours per hour of data", gt=0, plausible=(None, 1e3))
+    bitrate: BitRate | None = Q(None, "stored bit rate; default data.bitrate", gt=0, plausible=(1e3, 1e13))
+    width: Whole | None = Q(None, "default data.width", gt=0, plausible=(None, 1e5))
+    height: Whole | None = Q(None, "default data.height", gt=0, plausible=(None, 1e5))
+    fps: PerSecond | None = Q(None, "default data.fps", gt=0, plausible=(1e-3, 1e5))
+    hours: Hours | None = Q(None, "hours available; default data.hours", gt=0, plausible=(1e-6, 1e10))
 
 
 class Workload(BaseModel):
@@ -748,86 +1003,28 @@ def leaf_keys() -> list[str]:
 
 # ---------------------------------------------------------------- plausible ranges (issue 16)
 
-# Every numeric key has a plausible range: (lowest, highest), each exclusive, on top of the
-# field's own constraint (which says what the key means: > 0, a fraction <= 1 ...). Beyond the
-# range a value is a typo or a unit slip, not a plan, and the accounts are total inside it (no
-# division by zero, no overflow to inf). None: the field's own constraint only. The highs are
-# also at least 10^6 times the default, so that `trainplan solve`'s default search span stays
-# inside. They are Field bounds (annotated_types.Gt / Lt added to the field's metadata); Lt is a
-# plausibility cap, not a definition, which is why it is strict where the definitional bounds
-# (mfu <= 1, zero <= 3) are not. docs/trust.md lists them with their reasons.
-PLAUSIBLE_RANGES: dict[str, tuple[float | None, float | None]] = {
-    # model: 1e15 parameters is ~500x the largest published model (~2e12)
-    "model.params": (None, 1e15), "model.layers": (None, 1e5), "model.width": (None, 1e7),
-    "model.vocab": (None, 1e9), "model.ffn_width": (None, 1e8), "model.heads": (None, 1e6),
-    "model.kv_heads": (None, 1e6), "model.experts": (None, 1e6), "model.experts_per_token": (None, 1e6),
-    # training: 1e18 tokens is ~10^5 x the largest published run (~1.5e13 tokens)
-    "training.tokens": (None, 1e18), "training.micro_batch": (None, 1e7), "training.seq_len": (None, 1e9),
-    "training.grad_accum": (None, 1e7), "training.saved_tensors_per_layer": (1e-3, 1e4),
-    "training.epochs": (1e-6, 1e7),
-    # cluster: rates from a trickle (1 kB/s, a thousandth of a frame a second) to 10^4 x today's best
-    "cluster.count": (None, 1e8), "cluster.cores": (None, 1e7), "cluster.core_fps_1080p": (1e-3, 1e8),
-    "cluster.nvdec_fps_1080p": (1e-3, 1e9), "cluster.link": (1e3, 1e16), "cluster.interconnect": (1e3, 1e16),
-    "cluster.host_to_device": (1e3, 1e17), "cluster.runtime_buffers": (None, 1e16),
-    # data: 1e5 px is 6x the widest video format (16K); 1e4 frames/s is a high-speed camera's
-    "data.cameras": (None, 1e5), "data.width": (None, 1e5), "data.height": (None, 1e5),
-    "data.fps": (1e-3, 1e5), "data.bitrate": (1e3, 1e13), "data.gop": (None, 1e6), "data.random_decodes": (None, 1e6),
-    "data.pixels_per_frame": (None, 1e10), "data.side": (None, 1e5),
-    "data.patch": (None, 1e5), "data.buffer": (None, 1e7), "data.bytes_per_token": (1e-3, 1e7),
-    "data.tokenizer_rate": (1e-3, 1e13), "data.hours": (1e-6, 1e10),
-    # a loader's hand-over of one frame: about 0.2 ms measured (docs/measurement.md); a second is 5,000x that
-    "data.loader_cpu_per_frame": (None, 1.0),
-    # storage
-    "storage.checkpoints_kept": (None, 1e6), "storage.write_rate": (1e3, 1e16),
-    "storage.save_every": (1e-3, 1e10), "storage.exports": (None, 1e6), "storage.copies": (None, 1e4),
-    # prices, dollars: 1e7 $/accelerator-hour is 10^6 x today's
-    "prices.accelerator_hour": (None, 1e7), "prices.core_hour": (None, 1e5),
-    "prices.storage_gb_month": (None, 1e5), "prices.transfer_gb": (None, 1e5), "prices.attempts": (None, 1e6),
-    "prices.storage_months": (None, 1e6), "prices.data_hour": (None, 1e9),
-    # energy: 1 MW per device; PUE 10 is a building that wastes 90 %; 1e4 g/kWh is 10x coal
-    "energy.watts": (1e-3, 1e6), "energy.pue": (None, 10), "energy.grid_intensity": (None, 1e4),
-    # serving
-    "serving.tokens_per_request": (None, 1e9), "serving.requests_per_day": (None, 1e15),
-    "serving.context": (None, 1e9), "serving.batch": (None, 1e8), "serving.tensor": (None, 1e4), "serving.training_cost": (None, 1e15),
-    # a source of a data mixture
-    "sources.price_hour": (None, 1e9), "sources.bitrate": (1e3, 1e13), "sources.width": (None, 1e5),
-    "sources.height": (None, 1e5), "sources.fps": (1e-3, 1e5), "sources.hours": (1e-6, 1e10),
-    "sources.exchange_rate": (None, 1e3),
-    # keys of the second round: the architecture, LoRA, layouts, the network's tiers, decisions
-    "model.head_dim": (None, 1e5), "training.lora_rank": (None, 1e5),
-    "training.activation_bytes_per_layer_token": (None, 1e9), "training.activation_bytes_outside_token": (None, 1e10),
-    # retraining: from every minute to once a century
-    "training.retrain_every": (59, 3.2e9),
-    "cluster.devices_per_node": (None, 1e4), "cluster.node_link": (1e3, 1e16),
-    "serving.revenue_per_request": (None, 1e6),
-    # the cache what-if: up to 1e18 B (an exabyte) of data or cache; cache reads from 1 kB/s
-    "data.dataset_size": (None, 1e18), "storage.cache_size": (None, 1e18), "storage.cache_rate": (1e3, 1e16),
-    "parallel.tensor": (None, 1e6), "parallel.pipeline": (None, 1e6), "parallel.interleave": (None, 1e4),
-    "parallel.context": (None, 1e6), "parallel.expert": (None, 1e6), "parallel.data": (None, 1e8),
-}
+# Every numeric key has a plausible range, declared on its field (`Q(..., plausible=(low, high))`),
+# each bound exclusive, on top of the field's own constraint (which says what the key means: > 0, a
+# fraction <= 1 ...). Beyond the range a value is a typo or a unit slip, not a plan, and the accounts are
+# total inside it (no division by zero, no overflow to inf). The highs are also at least 10^6 times the
+# default, so that `trainplan solve`'s default search span stays inside. Lt is a plausibility cap, not
+# a definition, which is why it is strict where the definitional bounds (mfu <= 1, zero <= 3) are not.
+# docs/keys.md lists them (generated); docs/trust.md says why.
 
 
-def _apply_plausible_ranges() -> None:
-    import annotated_types
-
-    for key, (low, high) in PLAUSIBLE_RANGES.items():
-        section, name = key.split(".")
-        model = SourceSpec if section == "sources" else SECTIONS.get(section)
-        if model is None or name not in model.model_fields:
-            continue  # a key another change renamed or removed: its range goes with it
-        metadata = model.model_fields[name].metadata
-        if low is not None:
-            metadata.append(annotated_types.Gt(low))
-        if high is not None:
-            metadata.append(annotated_types.Lt(high))
-    # a path that is empty names the workload's own folder, not a file
-    ModelSection.model_fields["hf_config"].metadata.append(annotated_types.MinLen(1))
-    for model in (*SECTIONS.values(), SourceSpec):
-        model.model_rebuild(force=True)
-    Workload.model_rebuild(force=True)
+def _roles() -> dict[str, tuple[Any, KeyRole]]:
+    """Each workload key (sources.* for a data source's keys) -> its field and its declared role."""
+    out: dict[str, tuple[Any, KeyRole]] = {}
+    for section, model in (*SECTIONS.items(), ("sources", SourceSpec)):
+        for name, info in model.model_fields.items():
+            out[f"{section}.{name}"] = (info, key_role(info))
+    return out
 
 
-_apply_plausible_ranges()
+KEY_ROLES: Final[dict[str, KeyRole]] = {key: role for key, (_, role) in _roles().items()}
+#: key -> (low, high): each numeric key's plausible range, from its declaration
+PLAUSIBLE_RANGES: Final[dict[str, tuple[float | None, float | None]]] = {
+    key: role.plausible for key, role in KEY_ROLES.items() if role.plausible is not None}
 
 
 # ---------------------------------------------------------------- each key's dimension, for the formatter
