@@ -279,15 +279,15 @@ def memory_limit() -> tuple[float, str]:
                                   f"set {MEMORY_LIMIT_ENV} to change it")
 
 
-def check_allocation(key: str, needed_bytes: float, what: str) -> None:
-    """UserError naming `key` when `what` would take more than memory_limit()."""
+def check_allocation(key: str, needed_bytes: float, what: str, hint: str = "") -> None:
+    """UserError naming `key` when `what` would take more than memory_limit(); `hint`: what to do instead."""
     from trainplan import units
 
     limit, source = memory_limit()
     if not needed_bytes <= limit:
         raise UserError(key, f"expected a smaller value: {what} would take "
                         f"{units.format_quantity(needed_bytes, 'bytes')}, above the limit of "
-                        f"{units.format_quantity(limit, 'bytes')} ({source})")
+                        f"{units.format_quantity(limit, 'bytes')} ({source}){'; ' + hint if hint else ''}")
 
 
 def check_seconds(key: str, seconds: float, low: float = 0.0, low_included: bool = True) -> None:

@@ -205,16 +205,20 @@ def format_assumption(key: str, value: Any, dimensions: dict[str, str]) -> str:
     return format_input(value)
 
 
-def key_value_lines(values: dict[str, Any], dimensions: dict[str, str]) -> str:
-    """A small command's figures as `key  value` lines: each number through format_figure by the
-    dimension named for its key (a key ending in `_flops` is FLOPs, else a plain count); text as is."""
-    width = max((len(k) for k in values), default=0)
+def key_value_lines(values: dict[str, Any], dimensions: dict[str, str], labels: dict[str, str] | None = None) -> str:
+    """A small command's figures as `label  value` lines: each number through format_figure by the
+    dimension named for its key (a key ending in `_flops` is FLOPs, else a plain count); text as is. A
+    key's label is `labels[key]`, else the key in words (underscores as spaces); JSON keeps the keys."""
+    labels = labels or {}
+    shown = {labels.get(k, k.replace("_", " ")): k for k in values}
+    width = max((len(label) for label in shown), default=0)
     lines = []
-    for key, value in values.items():
+    for label, key in shown.items():
+        value = values[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             text = "n/a" if value is None else ("yes" if value is True else "no" if value is False else str(value))
         else:
             dimension = dimensions.get(key, "flops" if key.endswith("_flops") else "count")
             text = format_figure(value, dimension)
-        lines.append(f"{key:<{width}}  {text}")
+        lines.append(f"{label:<{width}}  {text}")
     return "\n".join(lines)

@@ -7,7 +7,7 @@
   an attempts multiplier for failed runs, restarts and ablations (default 3, FAILED_ATTEMPTS).
 - A comparison of accelerators for one workload: hours, wall-clock days on n devices, dollars.
 
-Pure apart from `price_table` (reads data/accelerator_prices.toml). Floats in SI units in.
+Pure apart from `price_table` (reads catalogue/accelerator_prices.toml). Floats in SI units in.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class PriceRow:
 
 @lru_cache(maxsize=1)
 def price_table() -> Mapping[str, PriceRow]:
-    """Indicative on-demand prices by catalogue key (data/accelerator_prices.toml)."""
+    """Indicative on-demand prices by catalogue key (catalogue/accelerator_prices.toml)."""
     from trainplan import catalogue
 
     return catalogue.rows("accelerator_prices", PriceRow)
@@ -144,7 +144,7 @@ def catalogue_options(precision: str, own_key: str | None = None,
         elif key in prices:
             price, source = prices[key].dollars_per_hour, prices[key].source
         else:
-            price, source = None, "no price with a source in data/accelerator_prices.toml"
+            price, source = None, "no price with a source in catalogue/accelerator_prices.toml"
         out.append(AcceleratorOption(key=key, peak_flops=acc.peak(precision), dollars_per_hour=price,
                                      price_source=source))
     return tuple(out)

@@ -219,7 +219,12 @@ def reason(row: dict[str, Any], best: dict[str, Any] | None, devices_per_node: i
     if row["zero"]:
         what = {1: "optimizer state", 2: "optimizer state and gradients", 3: "state and weights"}[row["zero"]]
         parts.append(f"ZeRO-{row['zero']} shards the {what}")
-    parts.append("no recomputation" if row["recompute"] == "none" else f"{row['recompute']} recomputation to fit")
+    if row["recompute"] == "none":
+        parts.append("no recomputation")
+    elif row.get("ties"):  # settings as fast exist (the step follows cluster.mfu): this one holds least memory
+        parts.append(f"{row['recompute']} recomputation: the least memory at this step")
+    else:
+        parts.append(f"{row['recompute']} recomputation to fit")
     if best is not None and row is not best:
         parts.append(f"{row['step_seconds'] / best['step_seconds'] - 1.0:+.1%} on the fastest")
     return "; ".join(parts)

@@ -12,7 +12,7 @@ How the search goes:
 - `cluster.accelerator`: every catalogue entry is planned and those meeting the targets are
   ranked by the training cost, `compute.wall_seconds / 3600 x cluster.count x price per
   accelerator-hour` (--price KIND=DOLLARS, else prices.accelerator_hour for the workload's own
-  accelerator, else the dated price table data/accelerator_prices.toml).
+  accelerator, else the dated price table catalogue/accelerator_prices.toml).
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ MAX_PRICE_HOUR = 1e7
 def _price_of(name: str, given: dict[str, float], own_accelerator: Any, own_price: float) -> tuple[float, str]:
     """Price per accelerator-hour of a catalogue kind: --price first; the workload's
     prices.accelerator_hour for the accelerator it names; the dated price table
-    (data/accelerator_prices.toml); else prices.accelerator_hour, said so."""
+    (catalogue/accelerator_prices.toml); else prices.accelerator_hour, said so."""
     from trainplan.accounts.training_cost import price_table
 
     if name in given:

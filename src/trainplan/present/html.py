@@ -19,7 +19,7 @@ import numpy as np
 
 from trainplan.quantities import format_assumption, format_figure
 from trainplan.workload.schema import input_dimensions
-from trainplan.present.render import ACCOUNTS, SECTION_TITLES, applies, flatten, format_value, given, label_of, section_rows
+from trainplan.present.render import ACCOUNTS, SECTION_TITLES, applies, flatten, format_value, given, label_of, provenance_word, section_rows
 
 # Points of the busy-against-cores curve.
 CURVE_POINTS = 400
@@ -269,10 +269,6 @@ def _list_table(key: str, rows: list[dict[str, Any]]) -> str:
     return _table(body, tuple(words for _, words, _ in columns), numeric=None)
 
 
-def _provenance_word(a: dict[str, Any]) -> str:
-    return "measured" if a.get("provenance") == "measured" else "given" if given(a) else str(a.get("provenance", ""))
-
-
 def answer_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
     """The report's `answer` (planning/answer.py) as (label, text): Fits? / Time / Cost / Waits on /
     Measure / Layout / Network / Decide, the lines of the terminal's first screen."""
@@ -328,7 +324,7 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
     assumptions = report.get("assumptions", {})
     if assumptions:
         dims = input_dimensions()
-        rows = [(k, format_assumption(k, a.get("value"), dims), _provenance_word(a),
+        rows = [(k, format_assumption(k, a.get("value"), dims), provenance_word(a),
                  a.get("source", "")) for k, a in assumptions.items()]
         parts.append(f"<h2 id=assumptions>{SECTION_TITLES['assumptions']}</h2>"
                      + _table(rows, ("workload key", "value", "given, measured or assumed", "source"),

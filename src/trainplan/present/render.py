@@ -97,6 +97,13 @@ def given(assumption: dict[str, Any]) -> bool:
             or source.startswith("workload file"))
 
 
+def provenance_word(a: dict[str, Any]) -> str:
+    """The provenance column in words, the same in every format: measured, given (written in the file or
+    with --set: JSON says assumed, as a figure the user wrote is still an assumption), assumed (a default)
+    or derived."""
+    return "measured" if a.get("provenance") == "measured" else "given" if given(a) else str(a.get("provenance", ""))
+
+
 def applies(report: dict[str, Any], section: str) -> bool:
     """Whether a section belongs in the default view of this workload: serving only when the
     workload gives serving keys, the per-hour-of-data bill only for video, nothing skipped."""
@@ -127,7 +134,9 @@ def to_table(report: dict[str, Any], width: int | None = None, detail: bool = Fa
     buf, console = _console(width)
     console.print("\n".join(first_screen(report, min(width, 80))), soft_wrap=True)
     for section in ACCOUNTS:
-        if section not in report or not (detail or applies(report, section)):
+        # --all shows every figure of the sections that apply, and the decisions' and layout's too; a
+        # section about something the workload does not describe (serving, a video bill) stays out
+        if section not in report or not (applies(report, section) or (detail and section in ("decisions", "parallel"))):
             continue
         rows = list(section_rows(report, section, detail))
         if not rows:
@@ -158,7 +167,7 @@ def assumptions_table(report: dict[str, Any]):  # noqa: ANN201 - rich.table.Tabl
     table.add_column("source", overflow="fold")
     dims = input_dimensions()
     for key, a in report["assumptions"].items():
-        table.add_row(key, format_assumption(key, a["value"], dims), a["provenance"], a["source"])
+        table.add_row(key, format_assumption(key, a["value"], dims), provenance_word(a), a["source"])
     return table
 
 
@@ -190,5 +199,5 @@ def to_markdown(report: dict[str, Any]) -> str:
     dims = input_dimensions()
     for key, a in report["assumptions"].items():
         value = format_assumption(key, a["value"], dims).replace("|", "\\|")
-        lines.append(f"| {key} | {value} | {a['provenance']} | {a['source'].replace('|', '/')} |")
+        lines.append(f"| {key} | {value} | {provenance_word(a)} | {a['source'].replace('|', '/')} |")
     return "\n".join(lines) + "\n"

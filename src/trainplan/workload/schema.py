@@ -274,7 +274,8 @@ class ModelSection(Section):
         plausible=(None, 1e7), sweep="shape", execution=True, feeds=("bill.total", "compute.seconds_per_step",
           "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "serving.cost_per_request",
           "storage.retained_bytes", "training_cost.budget"))
-    vocab: Whole | None = Q(None, "none: a vision model has no vocabulary", gt=0,
+    vocab: Whole | None = Q(None, "none: not given (a vision model has no vocabulary; with model.params the "
+                            "count is as given, with a shape alone no embedding is counted)", gt=0,
         plausible=(None, 1e9), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
           "energy.kg_co2", "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed",
           "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))

@@ -31,8 +31,15 @@ def _gib(x: float) -> str:
     return format_figure(x, "bytes")
 
 
+def _seconds(x: float) -> str:
+    from trainplan.quantities import format_figure
+
+    return format_figure(x, "seconds")
+
+
 def layout_table(result: dict[str, Any]) -> str:
-    lines = [f"layouts of {result['devices']} devices, global batch {result['global_batch']} x "
+    devices = f"{result['devices']} device{'' if result['devices'] == 1 else 's'}"
+    lines = [f"layouts of {devices}, global batch {result['global_batch']} x "
              f"{result['seq_len']} tokens: {result['candidates']} candidates, {result['fitting']} fit "
              f"in {_gib(result['device_memory'])}, {result['distinct']} distinct "
              f"{'layouts' if result.get('by') == 'layout' else 'step times'}"]
@@ -44,7 +51,7 @@ def layout_table(result: dict[str, Any]) -> str:
     for place, r in enumerate(result["layouts"], start=1):
         lines.append(f"  {r['tensor']:>3} {r['pipeline']:>3} {r['interleave']:>2} {r['context']:>3} "
                      f"{r['expert']:>3} {r['data']:>4} {'yes' if r['sequence'] else 'no':>3} {r['micro_batch']:>2} "
-                     f"{r['micro_batches']:>5} {r['recompute']:>9} {r['zero']:>4} {r['step_seconds']:>8.3f}s "
+                     f"{r['micro_batches']:>5} {r['recompute']:>9} {r['zero']:>4} {_seconds(r['step_seconds']):>9} "
                      f"{_gib(r['per_device_bytes']):>10} {r['mfu']:>6.1%} {r['bubble_share']:>7.1%} {r['ties']:>5}"
                      + ("" if r["fits"] else "  (does not fit)"))
         if place <= REASONS_SHOWN:

@@ -83,7 +83,7 @@ MAX_TENSOR_ELEMENTS = 2**62
 
 
 def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attention: str,
-                      flop_seq_lens: tuple[int, ...] = ()) -> None:
+                      flop_seq_lens: tuple[int, ...] = (), sets_given: bool = False) -> None:
     """The model built and the activations one step saves, against the memory limit, before torch builds
     anything (issue 29): weights from the exact count, activations as the schema's default of saved
     width-sized tensors per layer and token (training.saved_tensors_per_layer) in bf16, and with eager
@@ -103,8 +103,11 @@ def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attentio
                             f"2^62 elements a tensor may hold")
     tensors = float(TrainingSection.model_fields["saved_tensors_per_layer"].default)
     weights = PROBE_BYTES_PER_PARAM * count.total
-    limits.check_allocation("--set" if count.total > 0 else "config", weights,
-                            f"a model of {count.total:,} parameters ({count.layers:,} layers of width {count.width:,})")
+    # the optimizer step is real, on CPU: a model too large for this machine is refused, pointing at the
+    # layer count, since a few layers measure the same per-layer figures
+    limits.check_allocation("--set" if sets_given else "CONFIG", weights,
+                            f"a model of {count.total:,} parameters ({count.layers:,} layers of width {count.width:,})",
+                            "measure fewer layers with --set num_hidden_layers=2 (the figures per layer are the same)")
     saved = batch * seq_len * count.width * count.layers * tensors * 2
     if attention == "eager":
         saved += batch * count.heads * seq_len * seq_len * count.layers * EAGER_SCORE_BYTES
@@ -153,7 +156,7 @@ def register(probe_app: typer.Typer) -> None:
         if recompute not in ("none", "selective", "full"):
             raise UserError("--recompute", f"expected none, selective or full, got {recompute!r}")
         cfg = model_probe.load_config(config, sets or [])
-        _check_model_size(cfg, batch, seq_len, attention, lens)
+        _check_model_size(cfg, batch, seq_len, attention, lens, sets_given=bool(sets))
         typer.echo(model_probe.announce(cfg, batch, seq_len, attention, precision, recompute, lens), err=True)
         measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens, precision, recompute)
         d = {"measured": measured.as_dict(), "formula": formula_beside(cfg, measured, attention)}

@@ -36,6 +36,15 @@ def _law(text: str | None) -> scaling.ScalingLaw:
     return scaling.CHINCHILLA_APPROACH3 if text is None else scaling.parse_law(text)
 
 
+# each figure's label on the terminal (JSON keeps the keys): L(N, D) = E + A / N^alpha + B / D^beta
+LABELS = {"params": "parameters N", "tokens": "tokens D", "loss": "predicted loss", "tokens_per_param": "tokens per parameter",
+          "budget_flops": "compute budget C", "params_exponent": "N grows as C^", "tokens_exponent": "D grows as C^",
+          "law_E": "law: E (irreducible loss)", "law_A": "law: A", "law_B": "law: B", "law_alpha": "law: alpha (N)",
+          "law_beta": "law: beta (D)", "law_source": "law from", "E_se": "E standard error", "A_se": "A standard error",
+          "B_se": "B standard error", "alpha_se": "alpha standard error", "beta_se": "beta standard error",
+          "runs_used": "runs fitted"}
+
+
 def _emit(out: dict[str, Any], fmt: str) -> None:
     if fmt not in FORMATS:
         from trainplan.interfaces.options import check_format
@@ -48,7 +57,7 @@ def _emit(out: dict[str, Any], fmt: str) -> None:
     else:
         from trainplan.quantities import key_value_lines
 
-        typer.echo(key_value_lines(clean, {"tokens_per_param": "ratio", "loss": "ratio"}))
+        typer.echo(key_value_lines(clean, {"tokens_per_param": "ratio", "loss": "ratio"}, LABELS))
 
 
 def optimal_command(

@@ -90,36 +90,40 @@ def ladder_table(rows: list[serving_mod.ServingEstimate]) -> str:
 
 
 def serve_table(e: serving_mod.ServingEstimate, acc_name: str, training_described: bool = True) -> str:
+    """The serving estimate on the terminal, each figure through format_figure (the units `plan` uses)."""
+    from trainplan.quantities import format_figure as fig
+
     def days(x: float) -> str:
-        return f"{x:,.1f} days" if math.isfinite(x) else "never"
+        return fig(x, "days") if math.isfinite(x) else "never"
 
     if e.kv_bytes_per_token is not None and e.kv_bytes_per_sequence is not None:
-        kv = (f"{e.kv_bytes_per_token / 1e3:,.1f} kB per token, "
-              f"{_gb(e.kv_bytes_per_sequence)} GB per {e.context:,}-token sequence")
+        kv = (f"{fig(e.kv_bytes_per_token, 'bytes')} per token, "
+              f"{fig(e.kv_bytes_per_sequence, 'bytes')} per {e.context:,}-token sequence")
     else:
         kv = f"unknown: {(e.kv_cache_missing or '').split(';')[0]}"
     if e.max_batch is not None:
         batch = f"{e.max_batch} sequences (serving {e.batch})"
     elif e.fits:
-        batch = (f"bounded by weights only ({_gb(e.weights_bytes)} of {_gb(e.usable_memory_bytes)} GB usable); "
-                 f"serving the {e.batch} asked for")
+        batch = (f"bounded by weights only ({fig(e.weights_bytes, 'bytes')} of {fig(e.usable_memory_bytes, 'bytes')} "
+                 f"usable); serving the {e.batch} asked for")
     else:
-        batch = f"none: the weights need more than {_gb(e.usable_memory_bytes)} GB usable"
+        batch = f"none: the weights need more than {fig(e.usable_memory_bytes, 'bytes')} usable"
+    rate = fig(e.tokens_per_second, "tokens_per_second")
     lines = [
-        f"serving {e.params / 1e9:.2f} B parameters in {e.dtype} on {e.devices} x {acc_name}",
-        f"  weights resident        {_gb(e.weights_bytes)} GB",
+        f"serving {fig(e.params, 'parameters')} in {e.dtype} on {e.devices} x {acc_name}",
+        f"  weights resident        {fig(e.weights_bytes, 'bytes')}",
         f"  KV cache                {kv}",
         f"  largest batch that fits {batch}",
-        f"  decode                  {e.tokens_per_second:,.0f} tokens/s, {e.bound}-bound "
+        f"  decode                  {rate}, {e.bound}-bound "
         f"(compute-bound above batch {e.compute_bound_batch:,.0f})" if math.isfinite(e.compute_bound_batch)
-        else f"  decode                  {e.tokens_per_second:,.0f} tokens/s, {e.bound}-bound at any batch",
-        f"  requests                {e.requests_per_second:,.2f} /s per replica, "
-        f"{e.replicas} replica{'' if e.replicas == 1 else 's'} for {e.requests_per_day:,.0f} a day",
-        f"  cost                    ${e.cost_per_million_requests:,.2f} per million requests, "
-        f"${e.serving_cost_per_day:,.2f} a day",
+        else f"  decode                  {rate}, {e.bound}-bound at any batch",
+        f"  requests                {fig(e.requests_per_second, 'requests_per_second')} per replica, "
+        f"{e.replicas} replica{'' if e.replicas == 1 else 's'} for {fig(e.requests_per_day, 'count')} a day",
+        f"  cost                    {fig(e.cost_per_million_requests, 'dollars')} per million requests, "
+        f"{fig(e.serving_cost_per_day, 'dollars')} a day",
     ]
     if training_described:  # a bill the user never described is not compared with (issue 28)
-        lines.append(f"  passes the training bill (${e.training_cost:,.0f}) after {days(e.crossover_days)}")
+        lines.append(f"  passes the training bill ({fig(e.training_cost, 'dollars')}) after {days(e.crossover_days)}")
     if e.kv_cache_missing:
         lines.insert(5, "                          an upper bound: no KV-cache reads are counted without a shape")
     return "\n".join(lines)
@@ -171,11 +175,14 @@ def serve_command(
     e = serving_estimate(w, model)
     d = e.as_dict()
     out = {k: d[k] for k in SERVE_KEYS if k in d} | {k: v for k, v in d.items() if k not in SERVE_KEYS}
+    if not training_described(w):  # every format alike: no comparison with a bill the user never described
+        out["training_cost"] = out["crossover_days"] = None
     if fmt == "json":
         out["accelerator"] = w.accelerator.key
         write_output(json.dumps(out, indent=2), output)
     elif fmt == "markdown":
-        write_output(figures_markdown(f"Serving on {w.accelerator.name}", out, declared="serving."), output)
+        shown = {k: v for k, v in out.items() if not (k in ("training_cost", "crossover_days") and v is None)}
+        write_output(figures_markdown(f"Serving on {w.accelerator.name}", shown, declared="serving."), output)
     else:
         write_output(serve_table(e, w.accelerator.name, training_described(w)), output)
 
