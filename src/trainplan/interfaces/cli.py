@@ -226,15 +226,29 @@ def plan(
 
 
 @app.command()
-def validate(file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml", help="workload TOML file")],
-             set_: SetOpt = None, calibration: CalibrationOpt = None) -> None:
-    """Check a workload without planning it."""
+def validate(file: WorkloadArg = None, set_: SetOpt = None, calibration: CalibrationOpt = None,
+             output_format: Annotated[str, typer.Option("--format", "-f", metavar="table|json",
+                                                        help="table (default) or json")] = "table",
+             output: OutputOpt = None) -> None:
+    """Check a workload without planning it (the built-in default without a file)."""
+    import json
+
+    from trainplan.interfaces.options import check_format
+    from trainplan.outputs import write_output
     from trainplan.planning.evaluate import resolve_model
     from trainplan.workload.load import load_workload
 
+    fmt = check_format(output_format, ("table", "json"))
     workload = load_workload(file, set_ or [], calibration)
     resolve_model(workload)
-    typer.echo(f"{file}: valid ({len(workload.provenance)} keys, accelerator {workload.accelerator.key})")
+    name = str(file) if file is not None else "the built-in default workload"
+    if fmt == "json":
+        write_output(json.dumps({"workload": None if file is None else str(file), "valid": True,
+                                 "keys": len(workload.provenance), "accelerator": workload.accelerator.key},
+                                indent=2) + "\n", output)
+    else:
+        write_output(f"{name}: valid ({len(workload.provenance)} keys, accelerator {workload.accelerator.key})\n",
+                     output)
 
 
 def main(argv: list[str] | None = None) -> None:

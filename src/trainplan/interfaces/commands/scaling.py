@@ -28,6 +28,7 @@ FORMATS = ("json", "table")
 LawOpt = Annotated[Optional[str], typer.Option(
     "--law", help="E,A,B,ALPHA,BETA; default Hoffmann et al. (2022) Approach 3: 1.69,406.4,410.7,0.34,0.28")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table (default) or json")]
+from trainplan.interfaces.options import OutputOpt  # noqa: E402 - the one --output of every command
 
 GRIDS = {"replication": scaling.REPLICATION_GRID, "small": scaling.SMALL_GRID}
 
@@ -45,25 +46,28 @@ LABELS = {"params": "parameters N", "tokens": "tokens D", "loss": "predicted los
           "runs_used": "runs fitted"}
 
 
-def _emit(out: dict[str, Any], fmt: str) -> None:
+def _emit(out: dict[str, Any], fmt: str, output: Path | None = None) -> None:
     if fmt not in FORMATS:
         from trainplan.interfaces.options import check_format
         check_format(fmt, tuple(FORMATS))
     from trainplan.quantities import json_safe
 
+    from trainplan.outputs import write_output
+
     clean = json_safe(out)
     if fmt == "json":
-        typer.echo(json.dumps(clean, indent=2))
+        write_output(json.dumps(clean, indent=2) + "\n", output)
     else:
         from trainplan.quantities import key_value_lines
 
-        typer.echo(key_value_lines(clean, {"tokens_per_param": "ratio", "loss": "ratio"}, LABELS))
+        write_output(key_value_lines(clean, {"tokens_per_param": "ratio", "loss": "ratio"}, LABELS) + "\n", output)
 
 
 def optimal_command(
     budget: Annotated[str, typer.Option("--budget", help="training compute C, FLOP (6e23, '1e21 FLOP')")],
     law: LawOpt = None,
     output_format: FormatOpt = "table",
+    output: OutputOpt = None,
 ) -> None:
     """Compute-optimal parameters and tokens for a budget C = 6ND (closed form)."""
     c = units.parse(budget, "flops", "--budget")
@@ -75,7 +79,7 @@ def optimal_command(
         "budget_flops": opt.budget_flops, "params_exponent": opt.params_exponent,
         "tokens_exponent": opt.tokens_exponent, **{f"law_{k}": v for k, v in fitted.as_dict().items()},
         "law_source": fitted.source,
-    }, output_format)
+    }, output_format, output)
 
 
 def _fixed(items: list[str] | None) -> dict[str, float]:
@@ -104,6 +108,7 @@ def fit_command(
     at_params: Annotated[Optional[str], typer.Option("--at-params", help="extrapolate to N parameters")] = None,
     at_tokens: Annotated[Optional[str], typer.Option("--at-tokens", help="... trained on D tokens")] = None,
     output_format: FormatOpt = "table",
+    output: OutputOpt = None,
 ) -> None:
     """Fit E, A, B, alpha, beta to a table of runs (Huber on log loss, L-BFGS-B from a grid)."""
     if grid not in GRIDS:
@@ -126,7 +131,7 @@ def fit_command(
         out |= {"extrapolated_params": ext.params, "extrapolated_tokens": ext.tokens,
                 "extrapolated_loss": ext.loss, "extrapolated_low": ext.low, "extrapolated_high": ext.high,
                 "extrapolated_level": ext.level}
-    _emit(out, output_format)
+    _emit(out, output_format, output)
 
 
 def loss_command(
@@ -134,6 +139,7 @@ def loss_command(
     tokens: Annotated[str, typer.Option("--tokens", help="training tokens D (1.4T, 1.4e12)")],
     law: LawOpt = None,
     output_format: FormatOpt = "table",
+    output: OutputOpt = None,
 ) -> None:
     """L(N, D), and the floors left when N or D is held and the other grows without bound."""
     n = units.parse(params, "count", "--params")
@@ -144,7 +150,7 @@ def loss_command(
                "floor_at_params": scaling.loss_floor_at_params(fitted, n),
                "floor_at_tokens": scaling.loss_floor_at_tokens(fitted, d),
                "flops": scaling.FLOP_PER_PARAM_TOKEN * n * d, "law_source": fitted.source}
-    _emit(out, output_format)
+    _emit(out, output_format, output)
 
 
 def register(app: typer.Typer) -> None:
