@@ -115,7 +115,7 @@ def fit_command(
         raise UserError("--grid", f"one of {', '.join(GRIDS)}, got {grid!r}")
     runs = scaling.read_runs(runs_csv)
     fixed = _fixed(fix)
-    from trainplan.simulate.progress import progress_bar
+    from trainplan.progress import progress_bar
 
     fit = scaling.fit_scaling_law(runs, fixed=fixed, grid=GRIDS[grid], drop_highest=drop, prune=starts)
     with progress_bar("bootstrap", bootstrap) as advance:
