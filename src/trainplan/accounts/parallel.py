@@ -45,7 +45,7 @@ Every function works on numpy arrays of layouts (the layout search evaluates a g
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -344,43 +344,138 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     except with `end_to_end` (an MFU measured over whole steps on these devices already holds them).
     `flops_per_token` (model, executed) replaces the FLOPs of the shape where the caller counted
     them for the architecture (planning/model_terms.py: LoRA, a config.json)."""
-    from trainplan.accounts import compute as compute_mod
+    lay = _layout(model, tensor, pipeline, interleave, context, expert, data, sequence_parallel, micro_batch,
+                  micro_batches, recompute, zero)
+    m = lay.m
+    params_device, shard, (weights, grads, optimizer, gathered) = _training_state(model, lay, state_of)
+    acts = _stage_activations(activations, lay, schedule)
+    first_stage, last_stage, per_device = _memory_per_device((weights, grads, optimizer, gathered), acts, hw, lay.p)
+    token = _token_flops(model, lay, attention, flops_per_token)
+    kern = hw.kernels if hw.kernels is not None else step_ops.flat_efficiency(hw.matmul_efficiency)
+    layer = _layer_compute(model, hw, lay, token, attention, kern)
+    layer_memory = _layer_memory_seconds(acts, lay.code, hw, kern)
+    tp_inter, (layer_tp, layer_cp, layer_ep), layer_bytes = _layer_collectives(
+        model, hw, lay, activation_bytes_per_value, layer.attention_forward_seconds)
+    layer_comm = layer_tp + layer_cp + layer_ep  # on the critical path (Megatron does not overlap them)
+    step_tokens, model_flops, executed_flops = _step_flops(lay, token)
+    predicted = utilisation is None
+    stage = _stage_times(lay, hw, layer, layer_memory, layer_comm, executed_flops if utilisation_kind == "hfu"
+                         else model_flops, utilisation, scaling_efficiency, embedding_stages)
+    pp_inter, pp_message, send = _pipeline_sends(hw, lay, activation_bytes_per_value)
+    ideal = m * (stage.stage_seconds + send)
+    bubble_share = pipeline_bubble(lay.p, m, lay.v)
+    bubble = ideal * bubble_share
+    dp = _data_parallel(model, hw, lay, params_device, shard, weight_bytes, grad_bytes, stage, dp_overlap,
+                        zero3_prefetch, overlap_cost if predicted else 0.0)
+    optimizer_seconds = _optimizer_seconds(params_device, shard, lay.zero, grad_bytes, weight_bytes, optimizer, hw,
+                                           kern) if predicted else np.zeros_like(optimizer)
+    # a whole-step measurement: nothing more is added
+    step = stage.compute_seconds + np.zeros_like(bubble) if end_to_end and not predicted \
+        else ideal + bubble + dp.exposed + optimizer_seconds
+    flops_device = m * (stage.last_layers * layer.layer_flops + layer.logit_flops)
+    mfu, hfu, achieved = _utilisations(model_flops, executed_flops, flops_device, stage.compute_seconds, step,
+                                       lay.n_devices, hw.peak_flops)
+    collective_bytes = m * stage.last_layers * layer_bytes + np.where(lay.p > 1, m * 2.0 * lay.v * pp_message, 0.0) \
+        + dp.bus_bytes
+    tier_name = np.array(["intra", "inter"])
+    return ParallelAccount(
+        data=lay.d, micro_batches=m,
+        weights_bytes=weights, grads_bytes=grads, optimizer_bytes=optimizer, gathered_bytes=gathered,
+        activation_bytes=acts.fuller,
+        first_stage_bytes=first_stage, last_stage_bytes=last_stage, per_device_bytes=per_device,
+        fits=per_device <= hw.device_memory,
+        compute_seconds=stage.compute_seconds, memory_bound_seconds=stage.memory_seconds,
+        tensor_seconds=m * stage.last_layers * layer_tp, context_seconds=m * stage.last_layers * layer_cp,
+        expert_seconds=m * stage.last_layers * layer_ep, pipeline_send_seconds=m * send,
+        bubble_seconds=bubble, bubble_share=bubble_share, data_parallel_seconds=dp.exposed,
+        optimizer_seconds=optimizer_seconds, step_seconds=step,
+        flops_per_device=flops_device, achieved_matmul_efficiency=achieved, model_flops=model_flops,
+        executed_flops=executed_flops, mfu=mfu, hfu=hfu,
+        model_flops_per_token=token.model, executed_flops_per_token=token.executed,
+        tokens_per_step=step_tokens,
+        data_parallel_sync_seconds=dp.sync, last_backward_seconds=dp.last_backward, gradient_bytes=dp.gradient_bytes,
+        data_bus_bytes=dp.bus_bytes,
+        compute_source="predicted" if predicted else utilisation_kind, bytes_per_step=collective_bytes,
+        tensor_tier=tier_name[tp_inter.astype(int)], pipeline_tier=tier_name[pp_inter.astype(int)],
+        data_tier=tier_name[dp.inter.astype(int)],
+    )
 
+
+@dataclass(frozen=True)
+class _Layout:
+    """A layout's degrees as float arrays (of a grid), and the model's sizes they divide."""
+
+    t: Any  # tensor
+    p: Any  # pipeline
+    v: Any  # virtual stages per device (interleaving)
+    c: Any  # context
+    e: Any  # expert
+    d: Any  # data
+    sp: Any  # sequence parallelism
+    b: Any  # micro-batch, sequences
+    m: Any  # micro-batches
+    code: Any  # recomputation code (RECOMPUTE_CODES)
+    zero: Any  # ZeRO stage code
+    h: float  # width
+    a: float  # heads
+    l: float  # layers
+    V: float  # vocabulary
+    s: Any  # tokens per device of each sequence under context parallelism
+    s_full: float  # tokens of a sequence
+    layers_per_stage: Any
+    sp_div: Any  # what sequence parallelism divides the replicated activations by
+    n_devices: Any
+
+
+def _layout(model: ModelShape, tensor: Any, pipeline: Any, interleave: Any, context: Any, expert: Any, data: Any,
+            sequence_parallel: Any, micro_batch: Any, micro_batches: Any, recompute: Any, zero: Any) -> _Layout:
+    """The layout of parallel_account's arguments, its degrees as float arrays."""
     f = np.float64
     t, p, v = np.asarray(tensor, f), np.asarray(pipeline, f), np.asarray(interleave, f)
     c, e, d = np.asarray(context, f), np.asarray(expert, f), np.asarray(data, f)
     sp = np.asarray(sequence_parallel, dtype=bool)
     b, m = np.asarray(micro_batch, f), np.asarray(micro_batches, f)
-    code = _recompute_code(recompute)
-    zero = np.asarray(zero)
     h, a, l, V = float(model.width), float(model.heads), float(model.layers), float(model.vocab)
-    s = model.seq_len / c  # tokens per device of each sequence under context parallelism
-    s_full = float(model.seq_len)
-    layers_per_stage = l / p
-    sp_div = np.where(sp, t, 1.0)
-    n_devices = t * p * c * d
+    return _Layout(t, p, v, c, e, d, sp, b, m, _recompute_code(recompute), np.asarray(zero), h, a, l, V,
+                   s=model.seq_len / c, s_full=float(model.seq_len), layers_per_stage=l / p,
+                   sp_div=np.where(sp, t, 1.0), n_devices=t * p * c * d)
 
-    # ---- memory: state of the first stage (embedding there), sharded by TP, experts by EP, ZeRO by d·c
-    dense_stage = layers_per_stage * model.dense_layer_params + model.embedding_params \
-        + np.where(p == 1, model.head_params, 0.0)
-    expert_stage = layers_per_stage * model.expert_params / l / e
-    params_device = (dense_stage + expert_stage) / t
-    shard = d * c
-    largest = np.maximum(model.largest_layer_params / t, 0.0)
-    weights, grads, optimizer, gathered = state_of(params_device, shard, zero, largest)
 
-    # ---- activations: the one account's per-layer bytes, divided as the layout divides them
-    la = activations
-    tokens_mb = s * b  # tokens of one micro-batch on one device
+def _training_state(model: ModelShape, lay: _Layout, state_of: Any) -> tuple[Any, Any, tuple[Any, Any, Any, Any]]:
+    """(parameters per device, ZeRO shard, (weights, grads, optimizer, gathered) bytes) of the first stage:
+    the embedding there, sharded by TP, experts by EP, ZeRO by d·c."""
+    dense_stage = lay.layers_per_stage * model.dense_layer_params + model.embedding_params \
+        + np.where(lay.p == 1, model.head_params, 0.0)
+    expert_stage = lay.layers_per_stage * model.expert_params / lay.l / lay.e
+    params_device = (dense_stage + expert_stage) / lay.t
+    shard = lay.d * lay.c
+    largest = np.maximum(model.largest_layer_params / lay.t, 0.0)
+    return params_device, shard, state_of(params_device, shard, lay.zero, largest)
+
+
+class _StageActivations(NamedTuple):
+    """Activation bytes per device: the one activation account's per-layer bytes, divided as the layout divides them."""
+
+    plain_layer: Any  # what a layer stores of one micro-batch without recomputation
+    working: Any  # what the layer being re-run during its backward holds (what recomputation dropped)
+    first: Any  # the first stage's
+    last: Any  # the last stage's (p > 1)
+    fuller: Any  # the fuller stage's (with the output layer when there is one stage)
+
+
+def _stage_activations(la: LayerActivations, lay: _Layout, schedule: Any) -> _StageActivations:
+    """The activation bytes of the first and last stages, and of one layer, under the layout."""
+    code, t, p, m, sp_div = lay.code, lay.t, lay.p, lay.m, lay.sp_div
+    tokens_mb = lay.s * lay.b  # tokens of one micro-batch on one device
     rep = la.replicated / sp_div
+    plain_token = rep + la.split / t
     kept_token = np.select([code == 2, code == 1], [la.full_kept / sp_div, rep + la.selective_split / t],
-                           rep + la.split / t)
+                           plain_token)
     # the layer being re-run during its backward holds what recomputation dropped
-    working_token = np.select([code == 2, code == 1], [rep + la.split / t, (la.split - la.selective_split) / t],
-                              0.0)
+    working_token = np.select([code == 2, code == 1], [plain_token, (la.split - la.selective_split) / t], 0.0)
     per_layer = tokens_mb * kept_token
     working = tokens_mb * working_token
-    stored = layers_per_stage * per_layer * p * in_flight_factor(p, m, v, schedule)
+    stored = lay.layers_per_stage * per_layer * p * in_flight_factor(p, m, lay.v, schedule)
     in_flight = np.where(_schedule_code(schedule) == 1, m, np.minimum(p, m))
     first_outside = tokens_mb * in_flight * la.outside_first / sp_div
     last_outside = tokens_mb * la.outside_last / t
@@ -388,18 +483,42 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     # the last stage (p > 1) holds the same state (Megatron keeps a copy of tied embeddings there, or
     # the untied head) but only one micro-batch in flight under 1F1B (GPipe: all m)
     last_in_flight = np.where(_schedule_code(schedule) == 1, m, 1.0)
-    last_activations = layers_per_stage * per_layer * last_in_flight + last_outside + working
+    last_activations = lay.layers_per_stage * per_layer * last_in_flight + last_outside + working
     activations_out = np.where(p > 1, np.maximum(activations_first, last_activations), activations_first)
-    state_bytes = weights + grads + optimizer + gathered + hw.runtime_buffers
-    first_stage = (state_bytes + activations_first) * (1.0 + hw.headroom)
-    last_stage = np.where(p > 1, (state_bytes + last_activations) * (1.0 + hw.headroom), first_stage)
-    per_device = (state_bytes + activations_out) * (1.0 + hw.headroom)
+    return _StageActivations(tokens_mb * plain_token, working, activations_first, last_activations, activations_out)
 
-    # ---- FLOPs per token (accounts/compute.py, the one FLOPs account), by recomputation
+
+def _memory_per_device(state: tuple[Any, Any, Any, Any], acts: _StageActivations, hw: Hardware,
+                       p: Any) -> tuple[Any, Any, Any]:
+    """(first stage, last stage, fuller stage) bytes per device: state, runtime buffers, activations, headroom."""
+    weights, grads, optimizer, gathered = state
+    state_bytes = weights + grads + optimizer + gathered + hw.runtime_buffers
+    first_stage = (state_bytes + acts.first) * (1.0 + hw.headroom)
+    last_stage = np.where(p > 1, (state_bytes + acts.last) * (1.0 + hw.headroom), first_stage)
+    per_device = (state_bytes + acts.fuller) * (1.0 + hw.headroom)
+    return first_stage, last_stage, per_device
+
+
+class _TokenFlops(NamedTuple):
+    """FLOPs per token (accounts/compute.py, the one FLOPs account), by recomputation."""
+
+    model: Any  # no recomputation (what MFU counts)
+    executed: Any  # as run
+    head: float  # the logits' matmul, forward and backward
+    attention_forward: Any  # the attention core's forward, as the kernel executes it
+    attention_width: float  # heads x head width
+
+
+def _token_flops(model: ModelShape, lay: _Layout, attention: str,
+                 flops_per_token: tuple[float, float] | None) -> _TokenFlops:
+    """The FLOPs per token of the model under the layout's recomputation (or the caller's count)."""
+    from trainplan.accounts import compute as compute_mod
+
+    code, l = lay.code, lay.l
     head = model.embedding_params  # the logits' matmul, tied or not
     matmul_params = model.matmul_params if model.matmul_params is not None else model.active_layer_params * l + head
-    attention_width = float(h if model.attention_width is None else model.attention_width)
-    by_code = [compute_mod.flops_per_token(matmul_params, int(l), attention_width, s_full, r, attention,
+    attention_width = float(lay.h if model.attention_width is None else model.attention_width)
+    by_code = [compute_mod.flops_per_token(matmul_params, int(l), attention_width, lay.s_full, r, attention,
                                            head_params=head, tail_params=model.checkpoint_tail_params)
                for r in ("none", "selective", "full")]
     executed_token = np.select([code == 2, code == 1], [by_code[2].executed, by_code[1].executed],
@@ -410,21 +529,61 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     head_token = (compute_mod.FORWARD_FLOPS_PER_PARAM_TOKEN + compute_mod.BACKWARD_FLOPS_PER_PARAM_TOKEN) * head
     attention_fwd_token = by_code[0].attention_model / (1 + BACKWARD_PER_FORWARD) \
         * compute_mod.CAUSAL_EXECUTED_SHARE[attention]
+    return _TokenFlops(model_token, executed_token, head_token, attention_fwd_token, attention_width)
 
-    # ---- compute per micro-batch on one device: the layers' executed FLOPs split over t, the logits'
-    layer_flops = b * s * (executed_token - head_token) / l / t
-    logit_flops = b * s * head_token / t
-    attention_fwd = b * s * attention_fwd_token / l / t
 
-    # ---- time of each operation from its shape (accounts/step_ops.py). Without a kernel curve every
-    # GEMM and attention kernel runs at the one matmul efficiency, element-wise work at full HBM
-    # bandwidth (the flat model).
-    kern = hw.kernels if hw.kernels is not None else step_ops.flat_efficiency(hw.matmul_efficiency)
+def _step_flops(lay: _Layout, token: _TokenFlops) -> tuple[Any, Any, Any]:
+    """(tokens, model FLOPs, executed FLOPs) of the whole step; the model FLOPs without recomputation (what MFU
+    counts)."""
+    batch = lay.b * lay.m * lay.d
+    return batch * lay.s_full, batch * lay.s_full * token.model, batch * lay.s_full * token.executed
+
+
+class _LayerCompute(NamedTuple):
+    """Compute per micro-batch on one device: the layers' executed FLOPs split over t, and the logits'."""
+
+    layer_flops: Any
+    logit_flops: Any
+    layer_seconds: Any  # a layer's GEMMs and attention core, forward and backward (recomputation included)
+    logit_seconds: Any
+    attention_forward_seconds: Any  # a layer's attention core, forward
+
+
+def _layer_compute(model: ModelShape, hw: Hardware, lay: _Layout, token: _TokenFlops, attention: str,
+                   kern: Any) -> _LayerCompute:
+    """The FLOPs and seconds of one layer and of the logits per micro-batch, each operation timed from its shape
+    (accounts/step_ops.py): without a kernel curve every GEMM and attention kernel runs at the one matmul
+    efficiency (the flat model)."""
+    b, s, t, code, h, a, l, V = lay.b, lay.s, lay.t, lay.code, lay.h, lay.a, lay.l, lay.V
+    layer_flops = b * s * (token.executed - token.head) / l / t
+    logit_flops = b * s * token.head / t
+    attention_fwd = b * s * token.attention_forward / l / t
     peak = hw.peak_flops
     tokens = b * s  # rows of every GEMM of one micro-batch on this device
-    q_width = attention_width if attention_width > 0 else h  # heads x head width
+    q_width = token.attention_width if token.attention_width > 0 else h  # heads x head width
     kv_width = q_width * model.kv_heads / max(model.heads, 1)
     head_dim = q_width / max(a, 1.0)
+    gemm_per_flop = _gemm_seconds_per_flop(model, lay, tokens, q_width, kv_width, peak, kern)
+    # the attention core: b a/t heads of s queries against s_full keys, flash (fused) or not
+    fused = attention != "eager"
+    core_flops = 2.0 * step_ops.FLOPS_PER_MULTIPLY_ADD * b * a / t * s * lay.s_full * head_dim
+    core_seconds = step_ops.attention_core_seconds(b * a / t, s, lay.s_full, head_dim, peak, kern, fused)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        attention_per_flop = np.where(core_flops > 0, core_seconds / np.where(core_flops > 0, core_flops, 1.0), 0.0)
+    # executed attention of a layer: forward, twice that in backward, once more under recomputation
+    attention_layer = attention_fwd * (1 + BACKWARD_PER_FORWARD + np.where(code > 0, 1.0, 0.0))
+    attention_seconds_fwd = attention_fwd * attention_per_flop
+    layer_compute = np.maximum(layer_flops - attention_layer, 0.0) * gemm_per_flop + attention_layer * attention_per_flop
+    logit_seconds = (1 + BACKWARD_PER_FORWARD) * step_ops.gemm_seconds(tokens, V / t, h, peak, kern) \
+        * np.where(logit_flops > 0, 1.0, 0.0)
+    return _LayerCompute(layer_flops, logit_flops, layer_compute, logit_seconds, attention_seconds_fwd)
+
+
+def _gemm_seconds_per_flop(model: ModelShape, lay: _Layout, tokens: Any, q_width: float, kv_width: float,
+                           peak: float, kern: Any) -> Any:
+    """Seconds per FLOP of a layer's GEMMs as shaped: QKV, attention output, MLP up and down (TP splits their
+    inner sizes), and a MoE layer's routed experts."""
+    t, e, h, l = lay.t, lay.e, lay.h, lay.l
     width_div = max(h, 1.0)  # a model without a shape has no GEMMs to shape (width 0)
     attention_params = h * (q_width + 2.0 * kv_width) + q_width * h
     # a token's MLP parameters: the dense (or shared) MLP, and k routed experts of a MoE layer
@@ -433,8 +592,7 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     mlp_params = np.maximum(model.active_layer_params - attention_params - routed_params, 0.0)
     mlp_width = mlp_params / (2.0 * width_div)  # as two GEMMs h -> f -> h (a gated MLP's three fold into these)
     expert_width = expert_each / (2.0 * width_div)
-    # the forward GEMMs of one layer as shaped: QKV, attention output, MLP up and down (TP splits their
-    # inner sizes); their FLOPs and seconds give the layer's GEMM seconds per FLOP
+    # the forward GEMMs of one layer; their FLOPs and seconds give the layer's GEMM seconds per FLOP
     shapes = [(tokens, (q_width + 2.0 * kv_width) / t, h), (tokens, h, q_width / t),
               (tokens, mlp_width / t, h), (tokens, h, mlp_width / t)]
     shaped_flops = sum(step_ops.FLOPS_PER_MULTIPLY_ADD * mm * nn * kk for mm, nn, kk in shapes)
@@ -449,98 +607,151 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
             + step_ops.gemm_seconds_of_flops(routed_flops, expert_rows, expert_width / t, h, peak, kern) \
             + step_ops.gemm_seconds_of_flops(routed_flops, expert_rows, h, expert_width / t, peak, kern)
     with np.errstate(divide="ignore", invalid="ignore"):
-        gemm_per_flop = np.where(shaped_flops > 0, shaped_seconds / np.where(shaped_flops > 0, shaped_flops, 1.0),
-                                 1.0 / (peak * kern.gemm_max))
-    # the attention core: b a/t heads of s queries against s_full keys, flash (fused) or not
-    fused = attention != "eager"
-    core_flops = 2.0 * step_ops.FLOPS_PER_MULTIPLY_ADD * b * a / t * s * s_full * head_dim
-    core_seconds = step_ops.attention_core_seconds(b * a / t, s, s_full, head_dim, peak, kern, fused)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        attention_per_flop = np.where(core_flops > 0, core_seconds / np.where(core_flops > 0, core_flops, 1.0), 0.0)
-    # executed attention of a layer: forward, twice that in backward, once more under recomputation
-    attention_layer = attention_fwd * (1 + BACKWARD_PER_FORWARD + np.where(code > 0, 1.0, 0.0))
-    attention_seconds_fwd = attention_fwd * attention_per_flop
-    layer_compute = np.maximum(layer_flops - attention_layer, 0.0) * gemm_per_flop + attention_layer * attention_per_flop
-    logit_seconds = (1 + BACKWARD_PER_FORWARD) * step_ops.gemm_seconds(tokens, V / t, h, peak, kern) \
-        * np.where(logit_flops > 0, 1.0, 0.0)
+        return np.where(shaped_flops > 0, shaped_seconds / np.where(shaped_flops > 0, shaped_flops, 1.0),
+                        1.0 / (peak * kern.gemm_max))
 
-    # element-wise traffic: four passes over the bytes a layer stores without recomputation, plus one
-    # more over what a recomputation rebuilds
-    stored_plain = tokens_mb * (rep + la.split / t)
-    recomputed = np.select([code == 2, code == 1], [stored_plain, working], 0.0)
-    layer_memory = step_ops.elementwise_seconds(ELEMENTWISE_PASSES * stored_plain + recomputed, hw.memory_bandwidth,
-                                                kern)
 
-    def tier(span: Any, send: bool = False) -> tuple[Any, Any, Any, Any]:
-        inter = _tier(span, hw.devices_per_node)
-        half = np.where(inter, hw.inter_send_half_bytes, hw.intra_send_half_bytes) if send else \
-            np.where(inter, hw.inter_half_bytes, hw.intra_half_bytes)
-        return (inter, np.where(inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth),
-                np.where(inter, hw.inter_latency, hw.intra_latency), half)
+def _layer_memory_seconds(acts: _StageActivations, code: Any, hw: Hardware, kern: Any) -> Any:
+    """Seconds of a layer's element-wise traffic per micro-batch: four passes over the bytes it stores without
+    recomputation, plus one more over what a recomputation rebuilds."""
+    recomputed = np.select([code == 2, code == 1], [acts.plain_layer, acts.working], 0.0)
+    return step_ops.elementwise_seconds(ELEMENTWISE_PASSES * acts.plain_layer + recomputed, hw.memory_bandwidth,
+                                        kern)
 
-    # tensor parallelism on the critical path: all-reduces of b s h, or with SP a reduce-scatter and an
-    # all-gather each (the same bus bytes, twice the latency steps)
-    tp_inter, tp_bw, tp_lat, tp_half = tier(t)
-    tp_message = b * s * h * activation_bytes_per_value
+
+def _links(span: Any, hw: Hardware, send: bool = False) -> tuple[Any, Any, Any, Any]:
+    """(crosses nodes, bus bandwidth, latency, message size at half the bandwidth) of a group spanning `span`
+    consecutive ranks, for its collectives or (`send`) its point-to-point sends."""
+    inter = _tier(span, hw.devices_per_node)
+    half = np.where(inter, hw.inter_send_half_bytes, hw.intra_send_half_bytes) if send else \
+        np.where(inter, hw.inter_half_bytes, hw.intra_half_bytes)
+    return (inter, np.where(inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth),
+            np.where(inter, hw.inter_latency, hw.intra_latency), half)
+
+
+def _layer_collectives(model: ModelShape, hw: Hardware, lay: _Layout, activation_bytes_per_value: float,
+                       attention_seconds_fwd: Any) -> tuple[Any, tuple[Any, Any, Any], Any]:
+    """(tensor group crosses nodes, (tensor, context, expert) seconds, their bus bytes) of a layer's collectives
+    per micro-batch."""
+    tp_inter, layer_tp, layer_tp_bytes = _tensor_parallel(hw, lay, activation_bytes_per_value)
+    layer_cp, layer_cp_bytes = _context_parallel(model, hw, lay, activation_bytes_per_value, attention_seconds_fwd)
+    layer_ep, layer_ep_bytes = _expert_parallel(model, hw, lay, activation_bytes_per_value)
+    return tp_inter, (layer_tp, layer_cp, layer_ep), layer_tp_bytes + layer_cp_bytes + layer_ep_bytes
+
+
+def _tensor_parallel(hw: Hardware, lay: _Layout, activation_bytes_per_value: float) -> tuple[Any, Any, Any]:
+    """(crosses nodes, seconds, bus bytes) of a layer's tensor-parallel collectives per micro-batch: all-reduces
+    of b s h, or with SP a reduce-scatter and an all-gather each (the same bus bytes, twice the latency steps)."""
+    t, code = lay.t, lay.code
+    tp_inter, tp_bw, tp_lat, tp_half = _links(t, hw)
+    tp_message = lay.b * lay.s * lay.h * activation_bytes_per_value
     tp_count = TP_COLLECTIVES_FORWARD + TP_COLLECTIVES_BACKWARD + np.where(code == 2, TP_COLLECTIVES_FORWARD, 0.0)
     layer_tp = tp_count * np.where(
-        sp, 2.0 * step_ops.collective_seconds("all_gather", tp_message, t, tp_bw, tp_lat, tp_half),
+        lay.sp, 2.0 * step_ops.collective_seconds("all_gather", tp_message, t, tp_bw, tp_lat, tp_half),
         step_ops.collective_seconds("all_reduce", tp_message, t, tp_bw, tp_lat, tp_half))
     layer_tp_bytes = tp_count * collectives.bus_bytes("all_reduce", tp_message, t)
+    return tp_inter, layer_tp, layer_tp_bytes
 
-    # context parallelism: all-gather K and V in forward, reduce-scatter their gradients in backward;
-    # it overlaps with the attention computation (ring attention), only the excess is exposed
-    cp_inter, cp_bw, cp_lat, cp_half = tier(t * c)
-    kv_message = 2.0 * b * s_full * h * (model.kv_heads / model.heads) / t * activation_bytes_per_value
-    cp_count = 2.0 + np.where(code == 2, 1.0, 0.0)
+
+def _context_parallel(model: ModelShape, hw: Hardware, lay: _Layout, activation_bytes_per_value: float,
+                      attention_seconds_fwd: Any) -> tuple[Any, Any]:
+    """(exposed seconds, bus bytes) of a layer's context-parallel collectives per micro-batch: all-gather K and V
+    in forward, reduce-scatter their gradients in backward; they overlap with the attention computation (ring
+    attention), only the excess is exposed."""
+    t, c = lay.t, lay.c
+    cp_inter, cp_bw, cp_lat, cp_half = _links(t * c, hw)
+    kv_message = 2.0 * lay.b * lay.s_full * lay.h * (model.kv_heads / model.heads) / t * activation_bytes_per_value
+    cp_count = 2.0 + np.where(lay.code == 2, 1.0, 0.0)
     cp_time = cp_count * step_ops.collective_seconds("all_gather", kv_message, c, cp_bw, cp_lat, cp_half)
     layer_cp = np.maximum(0.0, cp_time - attention_seconds_fwd * (1 + BACKWARD_PER_FORWARD))
     layer_cp_bytes = cp_count * collectives.bus_bytes("all_gather", kv_message, c)
+    return layer_cp, layer_cp_bytes
 
-    # expert parallelism: all-to-all of the k routed copies of b s h over e ranks (spaced t apart)
-    ep_inter, ep_bw, ep_lat, ep_half = tier(t * e)
-    ep_message = b * s * h * activation_bytes_per_value * model.experts_per_token / sp_div
+
+def _expert_parallel(model: ModelShape, hw: Hardware, lay: _Layout,
+                     activation_bytes_per_value: float) -> tuple[Any, Any]:
+    """(seconds, bus bytes) of a layer's expert-parallel all-to-alls per micro-batch: the k routed copies of b s h
+    over e ranks (spaced t apart)."""
+    e = lay.e
+    ep_inter, ep_bw, ep_lat, ep_half = _links(lay.t * e, hw)
+    ep_message = lay.b * lay.s * lay.h * activation_bytes_per_value * model.experts_per_token / lay.sp_div
     moe = 1.0 if model.experts > 1 else 0.0
     layer_ep = moe * EP_ALL_TO_ALLS_PER_LAYER * step_ops.collective_seconds("all_to_all", ep_message, e, ep_bw,
                                                                             ep_lat, ep_half)
     layer_ep_bytes = moe * EP_ALL_TO_ALLS_PER_LAYER * collectives.bus_bytes("all_to_all", ep_message, e)
+    return layer_ep, layer_ep_bytes
 
-    layer_comm = layer_tp + layer_cp + layer_ep  # on the critical path (Megatron does not overlap them)
-    batch = b * m * d
-    model_flops = batch * s_full * model_token  # the whole step, no recomputation (what MFU counts)
-    executed_flops = batch * s_full * executed_token
+
+class _StageTimes(NamedTuple):
+    """The pace of the pipeline: per layer and per stage, and the compute of a step."""
+
+    layer_seconds: Any  # a layer per micro-batch, its communication included
+    stage_seconds: Any  # the slowest stage per micro-batch
+    compute_seconds: Any  # matmul FLOPs at the matmul efficiency (or the given utilisation), all micro-batches
+    memory_seconds: Any  # element-wise traffic, all micro-batches
+    stage_layers: Any  # layers of the fullest middle stage
+    last_layers: Any  # layers of the last stage (which also runs the logits)
+
+
+def _stage_times(lay: _Layout, hw: Hardware, layer: _LayerCompute, layer_memory: Any, layer_comm: Any,
+                 utilised_flops: Any, utilisation: Any, scaling_efficiency: Any, embedding_stages: Any) -> _StageTimes:
+    """The stages' times per micro-batch: predicted from each layer's operations, or (`utilisation` given) the
+    step's `utilised_flops` at that utilisation, with the layers' communication added."""
+    m, layers_per_stage = lay.m, lay.layers_per_stage
     # stages: the fullest middle stage holds `stage_layers`; the last holds `last_layers` and the logits
-    stage_layers, last_layers = stage_partition(l, p, embedding_stages)
-    predicted = utilisation is None
-    if predicted:
-        layer_seconds = layer_compute + layer_memory + layer_comm
+    stage_layers, last_layers = stage_partition(lay.l, lay.p, embedding_stages)
+    if utilisation is None:
+        layer_seconds = layer.layer_seconds + layer_memory + layer_comm
         # the pace of the pipeline: the fuller of a middle stage and the last (its layers and the logits)
-        stage_seconds = np.maximum(stage_layers * layer_seconds, last_layers * layer_seconds + logit_seconds)
-        stage_compute = stage_seconds - last_layers * layer_comm
-        compute_seconds = m * (last_layers * layer_compute + logit_seconds)
+        stage_seconds = np.maximum(stage_layers * layer_seconds, last_layers * layer_seconds + layer.logit_seconds)
+        compute_seconds = m * (last_layers * layer.layer_seconds + layer.logit_seconds)
         memory_seconds = m * last_layers * layer_memory
     else:
-        flops = executed_flops if utilisation_kind == "hfu" else model_flops
-        compute_seconds = flops / (n_devices * hw.peak_flops * utilisation * scaling_efficiency)
+        compute_seconds = utilised_flops / (lay.n_devices * hw.peak_flops * utilisation * scaling_efficiency)
         memory_seconds = np.zeros_like(compute_seconds)
         stage_compute = compute_seconds / m
         stage_seconds = stage_compute + layers_per_stage * layer_comm
         layer_seconds = stage_seconds / layers_per_stage
         last_layers = layers_per_stage + np.zeros_like(stage_seconds)
         stage_layers = last_layers
+    return _StageTimes(layer_seconds, stage_seconds, compute_seconds, memory_seconds, stage_layers, last_layers)
 
-    # pipeline sends: one activation forward, one gradient back per micro-batch per chunk boundary;
-    # with t > 1 each of the t ranks sends 1/t of it (Narayanan's scatter/gather)
-    pp_inter, pp_bw, pp_lat, pp_half = tier(n_devices, send=True)
-    pp_message = b * s * h * activation_bytes_per_value / t
-    send = np.where(p > 1, 2.0 * v * step_ops.collective_seconds("send", pp_message, 2, pp_bw, pp_lat, pp_half), 0.0)
 
-    ideal = m * (stage_seconds + send)
-    bubble_share = pipeline_bubble(p, m, v)
-    bubble = ideal * bubble_share
+def _pipeline_sends(hw: Hardware, lay: _Layout, activation_bytes_per_value: float) -> tuple[Any, Any, Any]:
+    """(crosses nodes, message bytes, seconds per micro-batch) of the pipeline sends: one activation forward, one
+    gradient back per micro-batch per chunk boundary; with t > 1 each of the t ranks sends 1/t of it (Narayanan's
+    scatter/gather)."""
+    pp_inter, pp_bw, pp_lat, pp_half = _links(lay.n_devices, hw, send=True)
+    pp_message = lay.b * lay.s * lay.h * activation_bytes_per_value / lay.t
+    send = np.where(lay.p > 1, 2.0 * lay.v * step_ops.collective_seconds("send", pp_message, 2, pp_bw, pp_lat,
+                                                                         pp_half), 0.0)
+    return pp_inter, pp_message, send
 
-    # data parallelism over d·c ranks (spaced t apart): gradients of this device's parameters
-    dp_inter, dp_bw, dp_lat, dp_half = tier(t * c * d)
+
+def _exposed(exchange: Any, behind: Any, cost: Any) -> Any:
+    """Seconds of an exchange not hidden behind compute, plus `cost` of the hidden part (NCCL's kernels take
+    SMs and HBM bandwidth)."""
+    return np.maximum(0.0, exchange - behind) + cost * np.minimum(exchange, behind)
+
+
+class _DataParallel(NamedTuple):
+    """Data parallelism over d·c ranks (spaced t apart): the gradients of this device's parameters."""
+
+    inter: Any  # crosses nodes
+    exposed: Any  # the gradient sync's exposed part (and ZeRO-3's all-gathers), a step
+    sync: Any  # the gradient sync (and ZeRO-3 gathers) before any overlap
+    bus_bytes: Any  # bytes each device moves in the data-parallel collectives of a step
+    last_backward: Any  # the backward pass the sync may hide behind
+    gradient_bytes: Any  # this device's gradients, the data-parallel message
+
+
+def _data_parallel(model: ModelShape, hw: Hardware, lay: _Layout, params_device: Any, shard: Any,
+                   weight_bytes: float, grad_bytes: float, stage: _StageTimes, dp_overlap: Any, zero3_prefetch: int,
+                   cost: Any) -> _DataParallel:
+    """The data-parallel exchanges of a step by ZeRO stage, and what of them is exposed; `cost` of an exchange
+    hidden behind compute lands on the step (0 for a given MFU or HFU, a measured compute rate)."""
+    m, zero, stage_seconds = lay.m, lay.zero, stage.stage_seconds
+    dp_inter, dp_bw, dp_lat, dp_half = _links(lay.t * lay.c * lay.d, hw)
     grad_message = params_device * grad_bytes
     weight_message = params_device * weight_bytes
     all_reduce = step_ops.collective_seconds("all_reduce", grad_message, shard, dp_bw, dp_lat, dp_half)
@@ -551,95 +762,80 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     overlap = np.asarray(dp_overlap, dtype=bool)
     last_backward = stage_seconds * BACKWARD_PER_FORWARD / (1 + BACKWARD_PER_FORWARD)
     hidden = np.where(overlap, last_backward, 0.0)
-
-    # an exchange hidden behind compute still slows it (NCCL's kernels take SMs and HBM bandwidth):
-    # `overlap_cost` of the hidden part lands on a predicted step (a given MFU or HFU is a measured
-    # compute rate: nothing is charged on it)
-    cost = overlap_cost if predicted else 0.0
-
-    def exposed(exchange: Any, behind: Any) -> Any:
-        return np.maximum(0.0, exchange - behind) + cost * np.minimum(exchange, behind)
-
     # ZeRO-0: one all-reduce after the last micro-batch; ZeRO-1: one reduce-scatter of the gradients
     # and one all-gather of the updated weights per step; ZeRO-2 (gradients sharded) reduce-scatters
     # after every micro-batch's backward, then all-gathers the weights once; the all-gather of the
     # updated weights overlaps the next forward only where the framework overlaps
-    plain = exposed(all_reduce, hidden)
-    zero1 = exposed(scatter, hidden) + np.where(overlap, cost * gather, gather)
-    zero2 = m * exposed(scatter, hidden) + np.where(overlap, cost * gather, gather)
-    # ZeRO-3: every micro-batch all-gathers each layer's weights for forward and again for backward and
-    # reduce-scatters its gradients. With `zero3_prefetch` layers gathered ahead, a layer's gather runs
-    # under the previous layer's forward (its gather and reduce-scatter under the backward), so per layer
-    # only the excess over that layer's compute is exposed, and the first layer's gather of each pass;
-    # without prefetch every exchange is exposed
-    layer_weights = (model.dense_layer_params + model.expert_params / l / e) / t
+    plain = _exposed(all_reduce, hidden, cost)
+    zero1 = _exposed(scatter, hidden, cost) + np.where(overlap, cost * gather, gather)
+    zero2 = m * _exposed(scatter, hidden, cost) + np.where(overlap, cost * gather, gather)
+    zero3, zero3_sync = _zero3_seconds(model, lay, shard, weight_bytes, grad_bytes, stage, (dp_bw, dp_lat, dp_half),
+                                       (gather, scatter), zero3_prefetch, cost)
+    dp_exposed = np.select([zero >= 3, zero == 2, zero == 1], [zero3, zero2, zero1], plain)
+    dp_sync = np.select([zero >= 3, zero == 2, zero == 1], [zero3_sync, m * scatter + gather, scatter + gather],
+                        all_reduce)
+    dp_bytes = _data_parallel_bytes(zero, m, grad_message, weight_message, shard)
+    return _DataParallel(dp_inter, dp_exposed, dp_sync, dp_bytes, last_backward, grad_message)
+
+
+def _zero3_seconds(model: ModelShape, lay: _Layout, shard: Any, weight_bytes: float, grad_bytes: float,
+                   stage: _StageTimes, links: tuple[Any, Any, Any], stage_exchanges: tuple[Any, Any],
+                   zero3_prefetch: int, cost: Any) -> tuple[Any, Any]:
+    """(exposed, before any overlap) seconds of ZeRO-3's exchanges in a step.
+
+    Every micro-batch all-gathers each layer's weights for forward and again for backward and
+    reduce-scatters its gradients. With `zero3_prefetch` layers gathered ahead, a layer's gather runs
+    under the previous layer's forward (its gather and reduce-scatter under the backward), so per layer
+    only the excess over that layer's compute is exposed, and the first layer's gather of each pass;
+    without prefetch every exchange is exposed."""
+    dp_bw, dp_lat, dp_half = links
+    gather, scatter = stage_exchanges  # the whole stage's weights and gradients
+    stage_seconds, stage_layers, layer_seconds = stage.stage_seconds, stage.stage_layers, stage.layer_seconds
+    layer_weights = (model.dense_layer_params + model.expert_params / lay.l / lay.e) / lay.t
     layer_gather = step_ops.collective_seconds("all_gather", layer_weights * weight_bytes, shard, dp_bw, dp_lat,
                                                dp_half)
     layer_scatter = step_ops.collective_seconds("reduce_scatter", layer_weights * grad_bytes, shard, dp_bw, dp_lat,
                                                 dp_half)
-    layer_forward = layer_seconds / (1 + BACKWARD_PER_FORWARD + np.where(code == 2, 1.0, 0.0))
+    layer_forward = layer_seconds / (1 + BACKWARD_PER_FORWARD + np.where(lay.code == 2, 1.0, 0.0))
     layer_backward = layer_seconds - layer_forward
-    prefetched = stage_layers * (exposed(layer_gather, layer_forward)
-                                 + exposed(layer_gather + layer_scatter, layer_backward)) + 2.0 * layer_gather
-    if h <= 0:  # no shape (a parameter count alone): no layers to gather one by one, the stage as one unit
-        prefetched = exposed(2.0 * gather + scatter, stage_seconds)
+    prefetched = stage_layers * (_exposed(layer_gather, layer_forward, cost)
+                                 + _exposed(layer_gather + layer_scatter, layer_backward, cost)) + 2.0 * layer_gather
+    if lay.h <= 0:  # no shape (a parameter count alone): no layers to gather one by one, the stage as one unit
+        prefetched = _exposed(2.0 * gather + scatter, stage_seconds, cost)
         layer_gather, layer_scatter, stage_layers = gather, scatter, np.ones_like(stage_seconds)
-    zero3 = m * np.where(zero3_prefetch > 0, prefetched, stage_layers * (2.0 * layer_gather + layer_scatter))
-    dp_exposed = np.select([zero >= 3, zero == 2, zero == 1], [zero3, zero2, zero1], plain)
-    dp_sync = np.select([zero >= 3, zero == 2, zero == 1],
-                        [m * stage_layers * (2.0 * layer_gather + layer_scatter), m * scatter + gather,
-                         scatter + gather], all_reduce)
-    dp_bytes = np.select([zero >= 3, zero == 2],
-                         [m * (2.0 * collectives.bus_bytes("all_gather", weight_message, shard)
-                               + collectives.bus_bytes("reduce_scatter", grad_message, shard)),
-                          m * collectives.bus_bytes("reduce_scatter", grad_message, shard)
-                          + collectives.bus_bytes("all_gather", weight_message, shard)],
-                         np.where(zero == 0, collectives.bus_bytes("all_reduce", grad_message, shard),
-                                  collectives.bus_bytes("reduce_scatter", grad_message, shard)
-                                  + collectives.bus_bytes("all_gather", weight_message, shard)))
+    unhidden = 2.0 * layer_gather + layer_scatter  # a layer's exchanges, none hidden
+    return lay.m * np.where(zero3_prefetch > 0, prefetched, stage_layers * unhidden), lay.m * stage_layers * unhidden
 
-    # optimizer step: read gradient and weight, read and write master and moments (memory-bound);
-    # a given utilisation holds it already
+
+def _data_parallel_bytes(zero: Any, m: Any, grad_message: Any, weight_message: Any, shard: Any) -> Any:
+    """Bytes each device moves in the data-parallel collectives of a step, by ZeRO stage."""
+    return np.select([zero >= 3, zero == 2],
+                     [m * (2.0 * collectives.bus_bytes("all_gather", weight_message, shard)
+                           + collectives.bus_bytes("reduce_scatter", grad_message, shard)),
+                      m * collectives.bus_bytes("reduce_scatter", grad_message, shard)
+                      + collectives.bus_bytes("all_gather", weight_message, shard)],
+                     np.where(zero == 0, collectives.bus_bytes("all_reduce", grad_message, shard),
+                              collectives.bus_bytes("reduce_scatter", grad_message, shard)
+                              + collectives.bus_bytes("all_gather", weight_message, shard)))
+
+
+def _optimizer_seconds(params_device: Any, shard: Any, zero: Any, grad_bytes: float, weight_bytes: float,
+                       optimizer: Any, hw: Hardware, kern: Any) -> Any:
+    """Seconds of the optimizer step: read gradient and weight, read and write master and moments (memory-bound)."""
     optimizer_traffic = params_device / np.where(zero >= 1, shard, 1.0) * (grad_bytes + weight_bytes) \
         + 2.0 * optimizer
-    optimizer_seconds = step_ops.elementwise_seconds(optimizer_traffic, hw.memory_bandwidth, kern) if predicted \
-        else np.zeros_like(optimizer)
+    return step_ops.elementwise_seconds(optimizer_traffic, hw.memory_bandwidth, kern)
 
-    if end_to_end and not predicted:
-        step = compute_seconds + np.zeros_like(bubble)  # a whole-step measurement: nothing more is added
-    else:
-        step = ideal + bubble + dp_exposed + optimizer_seconds
 
-    flops_device = m * (last_layers * layer_flops + logit_flops)
+def _utilisations(model_flops: Any, executed_flops: Any, flops_device: Any, compute_seconds: Any, step: Any,
+                  n_devices: Any, peak_flops: float) -> tuple[Any, Any, Any]:
+    """(MFU, HFU, achieved matmul efficiency) of a step."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        mfu = model_flops / (n_devices * hw.peak_flops * step)
-        hfu = executed_flops / (n_devices * hw.peak_flops * step)
-        achieved = np.where(compute_seconds > 0, flops_device / (hw.peak_flops * np.where(compute_seconds > 0,
-                                                                                         compute_seconds, 1.0)), 0.0)
-
-    collective_bytes = m * last_layers * (layer_tp_bytes + layer_cp_bytes + layer_ep_bytes) \
-        + np.where(p > 1, m * 2.0 * v * pp_message, 0.0) + dp_bytes
-    tier_name = np.array(["intra", "inter"])
-    return ParallelAccount(
-        data=d, micro_batches=m,
-        weights_bytes=weights, grads_bytes=grads, optimizer_bytes=optimizer, gathered_bytes=gathered,
-        activation_bytes=activations_out,
-        first_stage_bytes=first_stage, last_stage_bytes=last_stage, per_device_bytes=per_device,
-        fits=per_device <= hw.device_memory,
-        compute_seconds=compute_seconds, memory_bound_seconds=memory_seconds,
-        tensor_seconds=m * last_layers * layer_tp, context_seconds=m * last_layers * layer_cp,
-        expert_seconds=m * last_layers * layer_ep, pipeline_send_seconds=m * send,
-        bubble_seconds=bubble, bubble_share=bubble_share, data_parallel_seconds=dp_exposed,
-        optimizer_seconds=optimizer_seconds, step_seconds=step,
-        flops_per_device=flops_device, achieved_matmul_efficiency=achieved, model_flops=model_flops,
-        executed_flops=executed_flops, mfu=mfu, hfu=hfu,
-        model_flops_per_token=model_token, executed_flops_per_token=executed_token, tokens_per_step=batch * s_full,
-        data_parallel_sync_seconds=dp_sync, last_backward_seconds=last_backward, gradient_bytes=grad_message,
-        data_bus_bytes=dp_bytes,
-        compute_source="predicted" if predicted else utilisation_kind, bytes_per_step=collective_bytes,
-        tensor_tier=tier_name[tp_inter.astype(int)], pipeline_tier=tier_name[pp_inter.astype(int)],
-        data_tier=tier_name[dp_inter.astype(int)],
-    )
+        mfu = model_flops / (n_devices * peak_flops * step)
+        hfu = executed_flops / (n_devices * peak_flops * step)
+        achieved = np.where(compute_seconds > 0, flops_device / (peak_flops * np.where(compute_seconds > 0,
+                                                                                       compute_seconds, 1.0)), 0.0)
+    return mfu, hfu, achieved
 
 
 # ---------------------------------------------------------------- checks of a layout

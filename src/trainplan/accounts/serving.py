@@ -227,42 +227,12 @@ def estimate_serving(
     bus bandwidth, its latency) of the layout's network: each decode step all-reduces b x width
     activations twice a layer (Megatron's pattern) inside the node, or across nodes for a replica
     larger than one."""
-    require_positive("serving.context", context)
-    require_positive("serving.tokens_per_request", tokens_per_request)
-    require_positive("cluster.accelerator.peak_flops", peak_flops)
-    require_positive("cluster.accelerator.memory_bandwidth", memory_bandwidth)
-    require_fraction("serving.mfu", mfu)
-    require_fraction("memory_utilization", memory_utilization)
-    require_non_negative("prices.accelerator_hour", dollars_per_device_hour)
-    require_non_negative("serving.requests_per_day", requests_per_day)
-    require_non_negative("serving.training_cost", training_cost)
-    if batch is not None and batch < 1:
-        raise UserError("serving.batch", f"expected a positive whole number of sequences, got {batch}")
-
+    _check_serving_inputs(context, tokens_per_request, peak_flops, memory_bandwidth, mfu, memory_utilization,
+                          dollars_per_device_hour, requests_per_day, training_cost, batch)
     w = weights_bytes(model.params, dtype)
-    kv_token: float | None = None
-    kv_seq_known: float | None = None
-    if model.kv_known:
-        if model.kv_layers:
-            kv_seq_known = kv_bytes_per_sequence(model.kv_layers, context, dtypes.bytes_per_element(kv_dtype))
-            kv_token = kv_seq_known / context  # the mean a token adds at this context
-        else:
-            kv_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim,  # type: ignore[arg-type]
-                                          dtypes.bytes_per_element(kv_dtype))
-            kv_seq_known = kv_token * context
-    elif batch is None:
-        raise UserError("serving.batch", "a batch: without a shape the KV cache, which sets the largest "
-                        "batch that fits, is unknown")
+    kv_token, kv_seq_known = _kv_cache(model, context, kv_dtype, batch)
     kv_seq = kv_seq_known if kv_seq_known is not None else 0.0  # unknown: the weights' read alone
-    if devices is None:  # the fewest that hold the weights and the requested batch (one sequence if none)
-        devices = tensor_degree(devices_to_fit(w, kv_seq * (batch or 1), device_memory, memory_utilization),
-                                model.heads, model.kv_heads)
-    elif devices < 1:
-        raise UserError("serving.tensor", f"expected at least one device per replica, got {devices}")
-    elif model.heads is not None and not valid_tensor_degree(devices, model.heads, model.kv_heads):
-        raise UserError("serving.tensor", f"expected a tensor degree that divides model.heads ({model.heads})"
-                        + (f" and divides or is a multiple of the KV heads ({model.kv_heads})"
-                           if model.kv_heads else "") + f", got {devices}")
+    devices = _replica_devices(model, devices, w, kv_seq * (batch or 1), device_memory, memory_utilization)
     usable = devices * device_memory * memory_utilization
     max_batch: int | None
     if kv_seq_known is not None:
@@ -281,24 +251,15 @@ def estimate_serving(
     if fits:
         b = max_batch if batch is None else batch if max_batch is None else min(batch, max_batch)
         assert b is not None  # no shape requires a batch (above)
-        t_compute = flops_token * b / rate
-        t_memory = (w + b * kv_seq) / bandwidth
-        step = max(t_compute, t_memory) + tensor_parallel_seconds(model, b, devices, tier)
-        bound: Literal["compute", "memory", "none"] = "compute" if t_compute >= t_memory else "memory"
-        tps = b / step
+        t_compute, t_memory, bound, tps = _decode_step(model, b, w, kv_seq, flops_token, rate, bandwidth, devices,
+                                                       tier)
     else:
         b, t_compute, t_memory, bound, tps = 0, math.inf, math.inf, "none", 0.0
 
     rps = tps / tokens_per_request
     dollars_hour = devices * dollars_per_device_hour
     cost_request = dollars_hour / SECONDS_PER_HOUR / rps if rps > 0 else math.inf
-    demand_rps = requests_per_day / SECONDS_PER_DAY
-    if requests_per_day == 0:
-        replicas = 0
-    elif rps > 0:
-        replicas = math.ceil(demand_rps / rps - 1e-12)
-    else:
-        replicas = 0
+    replicas = _replicas(requests_per_day, rps)
     per_day = replicas * dollars_hour * 24.0 if fits else math.inf
     crossover = crossover_days(training_cost, per_day)
     return ServingEstimate(
@@ -315,6 +276,80 @@ def estimate_serving(
         max_batch_bound=MAX_BATCH_BY_KV if model.kv_known else MAX_BATCH_BY_WEIGHTS,
         kv_cache_missing=None if model.kv_known else (model.kv_missing or "the model's shape"),
     )
+
+
+def _check_serving_inputs(context: int, tokens_per_request: float, peak_flops: float, memory_bandwidth: float,
+                          mfu: float, memory_utilization: float, dollars_per_device_hour: float,
+                          requests_per_day: float, training_cost: float, batch: int | None) -> None:
+    """Nothing: raises UserError for the first of estimate_serving's numbers out of its range."""
+    require_positive("serving.context", context)
+    require_positive("serving.tokens_per_request", tokens_per_request)
+    require_positive("cluster.accelerator.peak_flops", peak_flops)
+    require_positive("cluster.accelerator.memory_bandwidth", memory_bandwidth)
+    require_fraction("serving.mfu", mfu)
+    require_fraction("memory_utilization", memory_utilization)
+    require_non_negative("prices.accelerator_hour", dollars_per_device_hour)
+    require_non_negative("serving.requests_per_day", requests_per_day)
+    require_non_negative("serving.training_cost", training_cost)
+    if batch is not None and batch < 1:
+        raise UserError("serving.batch", f"expected a positive whole number of sequences, got {batch}")
+
+
+def _kv_cache(model: ServedModel, context: int, kv_dtype: str, batch: int | None) -> tuple[float | None, float | None]:
+    """(KV bytes per token, per full-context sequence) of the model, None where its shape is unknown."""
+    kv_token: float | None = None
+    kv_seq_known: float | None = None
+    if model.kv_known:
+        if model.kv_layers:
+            kv_seq_known = kv_bytes_per_sequence(model.kv_layers, context, dtypes.bytes_per_element(kv_dtype))
+            kv_token = kv_seq_known / context  # the mean a token adds at this context
+        else:
+            kv_token = kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim,  # type: ignore[arg-type]
+                                          dtypes.bytes_per_element(kv_dtype))
+            kv_seq_known = kv_token * context
+    elif batch is None:
+        raise UserError("serving.batch", "a batch: without a shape the KV cache, which sets the largest "
+                        "batch that fits, is unknown")
+    return kv_token, kv_seq_known
+
+
+def _replica_devices(model: ServedModel, devices: int | None, w: float, kv_bytes: float, device_memory: float,
+                     memory_utilization: float) -> int:
+    """Devices of a replica: the fewest that hold the weights and `kv_bytes` of cache (at a tensor degree
+    the heads allow), or the `devices` given, checked."""
+    if devices is None:  # the fewest that hold the weights and the requested batch (one sequence if none)
+        devices = tensor_degree(devices_to_fit(w, kv_bytes, device_memory, memory_utilization),
+                                model.heads, model.kv_heads)
+    elif devices < 1:
+        raise UserError("serving.tensor", f"expected at least one device per replica, got {devices}")
+    elif model.heads is not None and not valid_tensor_degree(devices, model.heads, model.kv_heads):
+        raise UserError("serving.tensor", f"expected a tensor degree that divides model.heads ({model.heads})"
+                        + (f" and divides or is a multiple of the KV heads ({model.kv_heads})"
+                           if model.kv_heads else "") + f", got {devices}")
+    return devices
+
+
+def _decode_step(model: ServedModel, b: int, w: float, kv_seq: float, flops_token: float, rate: float,
+                 bandwidth: float, devices: int, tier: tuple[float, float, int, float, float] | None
+                 ) -> tuple[float, float, Literal["compute", "memory", "none"], float]:
+    """(compute seconds, memory seconds, what bounds it, tokens/s) of a decode step at batch b."""
+    t_compute = flops_token * b / rate
+    t_memory = (w + b * kv_seq) / bandwidth
+    step = max(t_compute, t_memory) + tensor_parallel_seconds(model, b, devices, tier)
+    bound: Literal["compute", "memory", "none"] = "compute" if t_compute >= t_memory else "memory"
+    return t_compute, t_memory, bound, b / step
+
+
+def _replicas(requests_per_day: float, rps: float) -> int:
+    """Replicas that serve `requests_per_day` at `rps` requests/s each (0 for no demand or no throughput)."""
+    demand_rps = requests_per_day / SECONDS_PER_DAY
+    if requests_per_day == 0:
+        replicas = 0
+    elif rps > 0:
+        replicas = math.ceil(demand_rps / rps - 1e-12)
+    else:
+        replicas = 0
+    return replicas
 
 
 # A decode step all-reduces the b x d activations twice a layer (after attention, after the MLP),

@@ -471,17 +471,9 @@ async def _plain(send: Any, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> Any:
-    """The FastAPI application (fastapi is the optional `ui` dependency, imported here), behind
-    Guard. `port`: the port it is served on (the Host check). `files`: workload files a request
-    may choose by name; they, and the config.json each names, are the only files read."""
-    from fastapi import FastAPI, HTTPException
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import HTMLResponse, JSONResponse, Response
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-
-    from trainplan import limits
-
+def _workload_files(files: Iterable[str | Path]) -> tuple[dict[str, Path], set[str]]:
+    """(the workload files by the name a request chooses them by, the real paths a request may read): each
+    file and the config.json it names, read now so that a bad one is refused by the command, with one line."""
     workloads: dict[str, Path] = {}
     readable: set[str] = set()
     for f in files:
@@ -494,9 +486,14 @@ def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> An
         if w.model.hf_config is not None:
             config = w.base_dir / w.model.hf_config
             readable.update({os.path.realpath(config), os.path.realpath(config / "config.json")})
-    assets = _static_names()
+    return workloads, readable
 
-    app = FastAPI(title="trainplan", docs_url=None, redoc_url=None, openapi_url=None)
+
+def _answer_errors(app: Any) -> None:
+    """Nothing: `app` answers a UserError, a malformed request and an HTTP error with JSON {detail, key}."""
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
 
     @app.exception_handler(UserError)
     async def _user_error(_request: Any, err: UserError) -> JSONResponse:
@@ -513,6 +510,22 @@ def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> An
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Any, err: StarletteHTTPException) -> JSONResponse:
         return JSONResponse(status_code=err.status_code, content={"detail": str(err.detail), "key": "path"})
+
+
+def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> Any:
+    """The FastAPI application (fastapi is the optional `ui` dependency, imported here), behind
+    Guard. `port`: the port it is served on (the Host check). `files`: workload files a request
+    may choose by name; they, and the config.json each names, are the only files read."""
+    from fastapi import FastAPI, HTTPException
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+    from trainplan import limits
+
+    workloads, readable = _workload_files(files)
+    assets = _static_names()
+
+    app = FastAPI(title="trainplan", docs_url=None, redoc_url=None, openapi_url=None)
+    _answer_errors(app)
 
     @app.post("/api/plan")
     async def api_plan(request: Request) -> JSONResponse:

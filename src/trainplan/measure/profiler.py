@@ -892,6 +892,48 @@ def drop_files(paths: list[Path]) -> str:
     return "; ".join(sorted(methods)) if methods else "no data files named: nothing dropped"
 
 
+def _differential_runs(run_pass: Callable[[Profiler], Any], data_files: list[Path], warmup: int,
+                       sync: Sync | Callable[[], None], frames_per_batch: float | Callable[[Any], float] | None,
+                       repeats: int, notes: list[str]) -> dict[str, list[ProfileResult]]:
+    """The results of the synthetic, warm and cold passes, by pass, `repeats` of each in turn (how the page
+    cache was emptied added to `notes`)."""
+    runs: dict[str, list[ProfileResult]] = {"synthetic": [], "warm": [], "cold": []}
+    for _ in range(repeats):
+        for name in ("synthetic", "warm", "cold"):
+            if name == "warm" and data_files:
+                warm_files(data_files)
+            if name == "cold" and data_files:
+                method = f"cold pass: {drop_files(data_files)}"
+                if method not in notes:
+                    notes.append(method)
+            prof = Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch, replay=name == "synthetic")
+            try:
+                run_pass(prof)
+                runs[name].append(prof.result())
+            finally:
+                prof.close()
+    return runs
+
+
+def _loader_split(basis_runs: list[ProfileResult], warm: bool, cache_fetch: float, rest: float,
+                  notes: list[str]) -> tuple[float, float | None, str]:
+    """(fetch, prep or None, what split them) shares of a step: the page cache's part is fetch, the `rest` split
+    as the loader split its own wait in `basis_runs` (the warm passes, or the cold ones where nothing was warmed)."""
+    shares = [r.stall["fetch"] / r.stall["total"] for r in basis_runs
+              if r.stall.get("fetch") is not None and (r.stall.get("total") or 0) > 0]
+    prep: float | None
+    if shares:
+        share = statistics.median(shares)
+        fetch, prep = cache_fetch + rest * share, rest * (1 - share)
+        split = f"the {'warm' if warm else 'cold'} passes' own split ({basis_runs[0].stall_basis})"
+    else:
+        fetch, prep = cache_fetch, None
+        split = ("could not split the wait beyond the page cache's part: "
+                 + (basis_runs[0].stall_basis if basis_runs else "no pass ran"))
+        notes.append(split)
+    return fetch, prep, split
+
+
 def differential_stalls(run_pass: Callable[[Profiler], Any], data_files: list[Path], *, warmup: int = 2,
                         sync: Sync | Callable[[], None] = "auto",
                         frames_per_batch: float | Callable[[Any], float] | None = None,
@@ -913,22 +955,8 @@ def differential_stalls(run_pass: Callable[[Profiler], Any], data_files: list[Pa
     loader did it."""
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
-    runs: dict[str, list[ProfileResult]] = {"synthetic": [], "warm": [], "cold": []}
     notes: list[str] = []
-    for _ in range(repeats):
-        for name in ("synthetic", "warm", "cold"):
-            if name == "warm" and data_files:
-                warm_files(data_files)
-            if name == "cold" and data_files:
-                method = f"cold pass: {drop_files(data_files)}"
-                if method not in notes:
-                    notes.append(method)
-            prof = Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch, replay=name == "synthetic")
-            try:
-                run_pass(prof)
-                runs[name].append(prof.result())
-            finally:
-                prof.close()
+    runs = _differential_runs(run_pass, data_files, warmup, sync, frames_per_batch, repeats, notes)
     if not data_files:
         notes.append("no --data files named: the page cache was not emptied, so the warm and cold passes read alike")
     per_step = {k: [r.wall_seconds / r.steps for r in v] for k, v in runs.items()}
@@ -948,19 +976,8 @@ def differential_stalls(run_pass: Callable[[Profiler], Any], data_files: list[Pa
     cache_fetch = (t_c - t_w) / t_c
     rest = (t_w - t_s) / t_c
     # how the loader split its own wait in the warm passes (the cold ones without data files)
-    basis_runs = runs["warm"] if data_files else runs["cold"]
-    shares = [r.stall["fetch"] / r.stall["total"] for r in basis_runs
-              if r.stall.get("fetch") is not None and (r.stall.get("total") or 0) > 0]
-    prep: float | None
-    if shares:
-        share = statistics.median(shares)
-        fetch, prep = cache_fetch + rest * share, rest * (1 - share)
-        split = f"the {'warm' if data_files else 'cold'} passes' own split ({basis_runs[0].stall_basis})"
-    else:
-        fetch, prep = cache_fetch, None
-        split = ("could not split the wait beyond the page cache's part: "
-                 + (basis_runs[0].stall_basis if basis_runs else "no pass ran"))
-        notes.append(split)
+    fetch, prep, split = _loader_split(runs["warm"] if data_files else runs["cold"], bool(data_files), cache_fetch,
+                                       rest, notes)
     cold = runs["cold"][len(runs["cold"]) // 2]
     return {
         "method": f"differential passes (synthetic, warm, cold), {repeats} run(s) each, medians",

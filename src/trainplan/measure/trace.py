@@ -388,7 +388,14 @@ def _saved_once(model: Any, micro_batch: int, seq_len: int, attention: str, keep
     finally:
         for h in handles:
             h.remove()
-    per_layer = [dict.fromkeys(PARTS, 0.0) for _ in layer_list]
+    return _tally_saved(saved, len(layer_list), keep_listing, weight_copies)
+
+
+def _tally_saved(saved: dict[int, tuple[Any, tuple[str, str, str], tuple[int, ...], str]], layers: int,
+                 keep_listing: bool, weight_copies: set[int]) -> tuple[list[dict[str, float]], float,
+                                                                      dict[str, list[Any]], float]:
+    """(per layer: bytes by part, bytes outside the layers, listing, bytes once a pass) of the tensors saved."""
+    per_layer = [dict.fromkeys(PARTS, 0.0) for _ in range(layers)]
     outside = 0.0
     listing: dict[str, list[Any]] = {}
     constant = 0.0

@@ -121,7 +121,7 @@ def kept_in_bf16_params(w: Any, model: Any) -> float:
 
 def evaluate(w: Any, model: Any) -> ModelTerms:
     """The model terms of workload `w` (model: evaluate.ModelFacts, with .count when one was made)."""
-    t, c = w.training, w.cluster
+    t = w.training
     count = getattr(model, "count", None)
     known = architecture_known(w, count)
     a = bytes_per_element(t.precision)
@@ -171,7 +171,13 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
                           "sharding": t.sharding or ts.sharding_of_zero(t.zero), "trainable_params": trainable,
                           "frozen_params": float(model.params) if t.method != "full" else 0.0}
 
-    # FLOPs
+    _flops_terms(terms, w, count, known, adapters)
+    return terms
+
+
+def _flops_terms(terms: ModelTerms, w: Any, count: Any, known: bool, adapters: float) -> None:
+    """Nothing: the FLOPs per token, the utilisation and their report set on `terms`."""
+    t, c = w.training, w.cluster
     if known:
         from trainplan.workload.params import attention_width, matmul_params
 
@@ -199,7 +205,6 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
         # without the architecture the count is 6 P per token (8 P under full recomputation): FLOPs as
         # run, so the rate follows the HFU given (the fuzzer found the None this used to leave)
         terms.utilisation, terms.hfu = c.hfu, c.hfu
-    return terms
 
 
 def recipe_of(w: Workload) -> tuple[ts.Recipe, str]:

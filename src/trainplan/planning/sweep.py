@@ -295,16 +295,8 @@ def _override(value: Any) -> str:
 def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None,
           figures: list[str] | None = None, progress: bool | None = None) -> SweepResult:
     """Evaluate the report's figures at every point of the grid given by `varies`."""
-    axes = [parse_vary(v) for v in varies]
-    if not axes:
-        raise UserError("--vary", "expected at least one KEY=START:STOP[:STEP]")
+    axes = _grid_axes(varies, figures)  # before any workload is read or column allocated
     names = [a.key for a in axes]
-    if len(set(names)) != len(names):
-        raise UserError("--vary", "each key may be varied once")
-    total = math.prod(len(a.values) for a in axes)
-    if total > MAX_POINTS:
-        raise UserError("--vary", f"{total:,} points; expected at most {MAX_POINTS:,}")
-    _check_memory(axes, figures)  # before any workload is read or column allocated
     base = load_workload(file, sets, calibration)
     looped = [a for a in axes if not _vectorizable(base, a, lambda extra: load_workload(file, list(sets) + [extra],
                                                                                         calibration))]
@@ -350,10 +342,7 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
             except UserError as err:  # this combination breaks a rule (a layout that does not divide): no plan
                 rows_at: Any = slice(offset, offset + per_combo)
                 if reorder:
-                    picked = np.unravel_index(np.arange(per_combo), vector_shape) if vector else ()
-                    rows_at = np.full(per_combo, base_place, dtype=np.int64)
-                    for a, ix in zip(vector, picked):
-                        rows_at += ix * strides[where[a.key]]
+                    _, rows_at = _rows_in_given_order(0, per_combo, base_place, vector, vector_shape, strides, where)
                 no_plan.append((rows_at, f"{err.where}: {err.expected}"))
                 offset += per_combo
                 advance(per_combo)
@@ -362,35 +351,66 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
                 n = min(per_combo - start, CHUNK_POINTS)
                 place: Any = slice(offset, offset + n)
                 if reorder:  # the chunk's grid gathered, and the rows' places in the given order
-                    picked = np.unravel_index(np.arange(start, start + n), vector_shape) if vector else ()
+                    picked, place = _rows_in_given_order(start, n, base_place, vector, vector_shape, strides, where)
                     arrays = {a.key: np.asarray(a.values, float)[ix] for a, ix in zip(vector, picked)}
-                    place = np.full(n, base_place, dtype=np.int64)
-                    for a, ix in zip(vector, picked):
-                        place += ix * strides[where[a.key]]
                     grid = None
                 else:  # the chunk's grid: views of the key columns, not copies
                     arrays = {a.key: columns[a.key][offset:offset + n] for a in vector}
                     grid = GridRows(vector_keys, vector_values, start, n) if vector_values else None
                 figs = evaluate(w, arrays, figures, grid)
-                if figure_keys is None:
-                    cols = {**dict(zip((a.key for a in looped), combo)), **arrays, **figs}
-                    figure_keys = [k for k in _wanted(cols, keys, figures) if k not in columns]
-                    columns.update({k: np.empty(total, dtype=_dtype(figs[k])) for k in figure_keys})
-                elif not figures:  # a looped key (data.kind) brings figures the first chunk had not: blank before
-                    for k in (k for k in figs if k not in columns):
-                        columns[k] = _blank_column(total, figs[k])
-                        figure_keys.append(k)
-                for k in figure_keys:
-                    if k in figs:
-                        columns[k][place] = figs[k]  # a scalar or a broadcast view: no temporary copy
-                    else:  # a figure this configuration has not (a video bill on a token run): blank
-                        columns[k] = _blank_rows(columns[k], place)
+                figure_keys = _store_figures(columns, figure_keys, figs, place, total, figures, keys,
+                                             {**dict(zip((a.key for a in looped), combo)), **arrays})
                 offset += n
                 advance(n)
     if no_plan:
         _mark_no_plan(columns, figure_keys, no_plan, total)
         figure_keys = [*(figure_keys or []), "no_plan"]
     return SweepResult(keys, {k: columns[k] for k in [*keys, *(figure_keys or [])]})
+
+
+def _grid_axes(varies: list[str], figures: list[str] | None) -> list[Axis]:
+    """The axes of `varies`, checked: at least one, each key once, at most MAX_POINTS points, room in memory."""
+    axes = [parse_vary(v) for v in varies]
+    if not axes:
+        raise UserError("--vary", "expected at least one KEY=START:STOP[:STEP]")
+    names = [a.key for a in axes]
+    if len(set(names)) != len(names):
+        raise UserError("--vary", "each key may be varied once")
+    total = math.prod(len(a.values) for a in axes)
+    if total > MAX_POINTS:
+        raise UserError("--vary", f"{total:,} points; expected at most {MAX_POINTS:,}")
+    _check_memory(axes, figures)
+    return axes
+
+
+def _rows_in_given_order(start: int, n: int, base_place: int, vector: list[Axis], vector_shape: tuple[int, ...],
+                         strides: list[int], where: dict[str, int]) -> tuple[Any, np.ndarray]:
+    """(each vector axis's value index, the row in the given order) of points start .. start + n - 1 of a
+    combination of the looped axes, whose first row in the given order is `base_place`."""
+    picked = np.unravel_index(np.arange(start, start + n), vector_shape) if vector else ()
+    place = np.full(n, base_place, dtype=np.int64)
+    for a, ix in zip(vector, picked):
+        place += ix * strides[where[a.key]]
+    return picked, place
+
+
+def _store_figures(columns: dict[str, np.ndarray], figure_keys: list[str] | None, figs: dict[str, Any], place: Any,
+                   total: int, figures: list[str] | None, keys: list[str], varied: dict[str, Any]) -> list[str]:
+    """The figures' keys, after a chunk's figures are written to their rows of `columns` (made on the first)."""
+    if figure_keys is None:
+        cols = {**varied, **figs}
+        figure_keys = [k for k in _wanted(cols, keys, figures) if k not in columns]
+        columns.update({k: np.empty(total, dtype=_dtype(figs[k])) for k in figure_keys})
+    elif not figures:  # a looped key (data.kind) brings figures the first chunk had not: blank before
+        for k in (k for k in figs if k not in columns):
+            columns[k] = _blank_column(total, figs[k])
+            figure_keys.append(k)
+    for k in figure_keys:
+        if k in figs:
+            columns[k][place] = figs[k]  # a scalar or a broadcast view: no temporary copy
+        else:  # a figure this configuration has not (a video bill on a token run): blank
+            columns[k] = _blank_rows(columns[k], place)
+    return figure_keys
 
 
 def _mark_no_plan(columns: dict[str, np.ndarray], figure_keys: list[str] | None, no_plan: list[tuple[Any, str]],

@@ -361,8 +361,19 @@ def _recurrence(
     bounded = read_ahead is not None
     q = int(read_ahead) if bounded else 0
     S = array("d", [-inf]) * q + array("d", [0.0]) * n  # S[j + q]: decode start of frame j
-    r = reads
     P = array("d", [0.0]) * n if bounded else reads
+    heap, p_prev = _hand_out_first(c, reads, work, dec, bounded, q, P, S, who)
+    if not bounded:
+        a_next = _hand_out_unbounded(heap, n, c, work, dec, step, B, P, S, A, E, order, who)
+    else:
+        a_next = _hand_out_bounded(heap, n, c, reads, work, dec, step, B, q, p_prev, P, S, A, E, order, who)
+    _drain(heap, n, c, step, B, a_next, A, E, order)
+    return (P if bounded else None), S, E, A, order, who  # S and A with their leading q and B entries
+
+
+def _hand_out_first(c: int, r: Any, work: Any, dec: tuple[float, ...], bounded: bool, q: int, P: Any, S: Any,
+                    who: Any) -> tuple[list[tuple[float, int]], float]:
+    """(the heap of decode finishes, the last read's P) after the first c frames go to the c idle decoders."""
     p_prev = 0.0
     heap: list[tuple[float, int]] = []
     for j in range(c):
@@ -376,50 +387,70 @@ def _recurrence(
         who[j] = j
         heap.append((P[j] + work[j] * dec[j], j))
     heapq.heapify(heap)
+    return heap, p_prev
+
+
+def _hand_out_unbounded(heap: list[tuple[float, int]], n: int, c: int, work: Any, dec: tuple[float, ...],
+                        step: float, B: int, P: Any, S: Any, A: Any, E: Any, order: Any, who: Any) -> float:
+    """The earliest start of the next step after frames c .. n-1 are handed out, reads unbounded (P given)."""
     heapreplace = heapq.heapreplace
-    heappop = heapq.heappop
-    a_next = -inf  # earliest start of the next step (last start + s)
+    a_next = -math.inf  # earliest start of the next step (last start + s)
     j = c  # the next frame to hand to a decoder
-    if not bounded:
-        for k in range(n - c):
-            ci, i = heap[0]
-            ab = A[k]
-            e = ci if ci >= ab else ab
-            a = e if e >= a_next else a_next
-            A[k + B] = a
-            a_next = a + step
-            E[i] = e
-            order[k] = i
-            p = P[j]
-            st = p if p >= e else e
-            S[j] = st
-            d = who[i]
-            who[j] = d
-            heapreplace(heap, (st + work[j] * dec[d], j))
-            j += 1
-    else:
-        for k in range(n - c):
-            ci, i = heap[0]
-            ab = A[k]
-            e = ci if ci >= ab else ab
-            a = e if e >= a_next else a_next
-            A[k + B] = a
-            a_next = a + step
-            E[i] = e
-            order[k] = i
-            p = p_prev + r[j]
-            sq = S[j]  # decode start of frame j - q: its slot in the read-ahead queue frees then
-            if sq > p:
-                p = sq
-            P[j] = p
-            p_prev = p
-            st = p if p >= e else e
-            S[j + q] = st
-            d = who[i]
-            who[j] = d
-            heapreplace(heap, (st + work[j] * dec[d], j))
-            j += 1
-    for k in range(n - c, n):  # drain: no frame left to hand out
+    for k in range(n - c):
+        ci, i = heap[0]
+        ab = A[k]
+        e = ci if ci >= ab else ab
+        a = e if e >= a_next else a_next
+        A[k + B] = a
+        a_next = a + step
+        E[i] = e
+        order[k] = i
+        p = P[j]
+        st = p if p >= e else e
+        S[j] = st
+        d = who[i]
+        who[j] = d
+        heapreplace(heap, (st + work[j] * dec[d], j))
+        j += 1
+    return a_next
+
+
+def _hand_out_bounded(heap: list[tuple[float, int]], n: int, c: int, r: Any, work: Any, dec: tuple[float, ...],
+                      step: float, B: int, q: int, p_prev: float, P: Any, S: Any, A: Any, E: Any, order: Any,
+                      who: Any) -> float:
+    """The earliest start of the next step after frames c .. n-1 are handed out, q frames read ahead at most."""
+    heapreplace = heapq.heapreplace
+    a_next = -math.inf  # earliest start of the next step (last start + s)
+    j = c  # the next frame to hand to a decoder
+    for k in range(n - c):
+        ci, i = heap[0]
+        ab = A[k]
+        e = ci if ci >= ab else ab
+        a = e if e >= a_next else a_next
+        A[k + B] = a
+        a_next = a + step
+        E[i] = e
+        order[k] = i
+        p = p_prev + r[j]
+        sq = S[j]  # decode start of frame j - q: its slot in the read-ahead queue frees then
+        if sq > p:
+            p = sq
+        P[j] = p
+        p_prev = p
+        st = p if p >= e else e
+        S[j + q] = st
+        d = who[i]
+        who[j] = d
+        heapreplace(heap, (st + work[j] * dec[d], j))
+        j += 1
+    return a_next
+
+
+def _drain(heap: list[tuple[float, int]], n: int, c: int, step: float, B: int, a_next: float, A: Any, E: Any,
+           order: Any) -> None:
+    """Nothing: the last c frames, no frame left to hand out, enter the buffer and the steps (A, E, order)."""
+    heappop = heapq.heappop
+    for k in range(n - c, n):
         ci, i = heappop(heap)
         ab = A[k]
         e = ci if ci >= ab else ab
@@ -428,7 +459,6 @@ def _recurrence(
         a_next = a + step
         E[i] = e
         order[k] = i
-    return (P if bounded else None), S, E, A, order, who  # S and A with their leading q and B entries
 
 
 def _groups(spec: QueueSpec) -> tuple[list[str], list[int]]:
@@ -722,110 +752,30 @@ def _result(spec: QueueSpec, tr: QueueTrace, warmup: int, cooldown: int, k0: int
     n = int(spec.frames)
     step = tr.step_seconds
     no_decoder = not spec.decoder_seconds_per_frame
-    read_start, read_done, P, S, C, E, A_f = (
-        tr.read_start, tr.read_done, tr.queued, tr.decode_start, tr.decode_done, tr.enter_buffer, tr.step_start)
-    who, order = tr.decoder, tr.order
     names, gidx = _groups(spec)
-    if fused is not None:
-        sums, gbusy, gblocked = fused
-        from trainplan.simulate import fast
-
-        m = k1 - k0
-        t0, t1 = float(sums[fast.T0]), float(sums[fast.T1])
-        totals = _Totals(
-            t0, t1, float(sums[fast.READ_BUSY]), float(sums[fast.READ_BLOCKED]), float(sums[fast.READ_QUEUE]),
-            float(sums[fast.BUFFER]), [float(x) for x in gbusy], [float(x) for x in gblocked],
-            float(sums[fast.READ_QUEUE_WAIT]) / m, float(sums[fast.DECODER_BLOCKED_WAIT]) / m,
-            float(sums[fast.BUFFER_WAIT]) / m, float(sums[fast.READ_SECONDS]) / m, float(sums[fast.WORK]) / m)
-    else:
-        A = A_f[order]  # step starts in rank order (increasing)
-        # Measurement window: steps k0 .. k1-1.
-        t0, t1 = float(A[k0]), float(A[k1])
-
-        def overlap(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-            return np.clip(end, t0, t1) - np.clip(start, t0, t1)
-
-        measured = order[k0:k1]
-        g_busy: list[float] = []
-        g_blocked: list[float] = []
-        mean_work = 0.0
-        if not no_decoder:
-            g_of_frame = np.asarray(gidx)[who]
-            dec_busy = overlap(S, C)
-            dec_blocked = overlap(C, E)
-            for g in range(len(names)):
-                mask = g_of_frame == g
-                g_busy.append(float(dec_busy[mask].sum()))
-                g_blocked.append(float(dec_blocked[mask].sum()))
-            mean_work = float(((C - S) / np.asarray(spec.decoder_seconds_per_frame)[who])[measured].mean())
-        totals = _Totals(
-            t0, t1, float(overlap(read_start, read_done).sum()), float(overlap(read_done, P).sum()),
-            float(overlap(P, S).sum()), float(overlap(E, A_f).sum()), g_busy, g_blocked,
-            float((S[measured] - P[measured]).mean()), float((E[measured] - C[measured]).mean()),
-            float((A_f[measured] - E[measured]).mean()), float((read_done - read_start)[measured].mean()),
-            mean_work)
+    totals = _fused_totals(fused, k0, k1) if fused is not None else _traced_totals(spec, tr, k0, k1, names, gidx)
+    t0, t1 = totals.t0, totals.t1
     window = t1 - t0
 
     busy = min(1.0, (k1 - k0) * step / window)  # min: float rounding of a saturated run
     throughput = (k1 - k0) / window
     buf_frames = totals.buffer / window
-
-    stages: list[StageUse] = []
-    utilisation: dict[str, float] = {}
-    waits: dict[str, float] = {"accelerator_starved": 1.0 - busy}
-    r_busy = totals.read_busy / window
-    r_blocked = totals.read_blocked / window
-    stages.append(StageUse("read", 1, r_busy, r_blocked, max(0.0, 1 - r_busy - r_blocked)))
-    utilisation["read"] = r_busy
-    waits["reader_blocked"] = r_blocked
     rq_frames = totals.read_queue / window
-    waits["mean_read_queue_wait_seconds"] = totals.mean_read_queue_wait
-    total_blocked = 0.0
-    total_starved = 0.0
-    if not no_decoder:
-        for g, name in enumerate(names):
-            units = gidx.count(g)
-            b = totals.group_busy[g] / window / units
-            bl = totals.group_blocked[g] / window / units
-            idle = max(0.0, 1.0 - b - bl)
-            stages.append(StageUse(name, units, b, bl, idle))
-            utilisation[name] = b
-            total_blocked += bl * units
-            total_starved += idle * units
-    waits["decoders_blocked"] = total_blocked
-    waits["decoders_starved"] = total_starved
-    waits["mean_decoder_blocked_seconds"] = totals.mean_decoder_blocked
-    waits["mean_buffer_wait_seconds"] = totals.mean_buffer_wait
-    stages.append(StageUse("accelerator", 1, busy, 0.0, 1.0 - busy))
-    utilisation["accelerator"] = busy
-    # The busiest of read, decode (every decoder pooled) and accelerator, in §7's words;
-    # the accelerator wins a tie (a balanced pipeline keeps it busy).
-    dec_units = sum(s.units for s in stages[1:-1])
-    pooled = {"read": r_busy, "accelerator": busy}
-    if dec_units:
-        pooled["decode"] = sum(s.busy * s.units for s in stages[1:-1]) / dec_units
-    most = max(pooled.values())
-    bottleneck = next(k for k in ("accelerator", "decode", "read") if k in pooled and pooled[k] >= most - 1e-9)
+    stages, utilisation, waits = _stage_uses(totals, window, busy, names, gidx, no_decoder)
+    bottleneck = _bottleneck(stages, utilisation["read"], busy)
 
+    A_f = tr.step_start
     timeline, trace, span = _timeline(
-        spec, t0, window / (k1 - k0), timeline_limit, (read_start, read_done), (read_done, P),
-        (S, C), (C, E), (A_f, A_f + step) if timeline_limit > 0 else (A_f, A_f), E, A_f, who,
+        spec, t0, window / (k1 - k0), timeline_limit, (tr.read_start, tr.read_done), (tr.read_done, tr.queued),
+        (tr.decode_start, tr.decode_done), (tr.decode_done, tr.enter_buffer),
+        (A_f, A_f + step) if timeline_limit > 0 else (A_f, A_f), tr.enter_buffer, A_f, tr.decoder,
     )
     fb = formula_busy(spec)
-    mean_read = totals.mean_read_seconds
-    if no_decoder:
-        sample_fb = min(1.0, step / mean_read) if mean_read > 0 else 1.0
-    else:
-        mean_work = totals.mean_work
-        supply = sum(1.0 / (mean_work * d) for d in spec.decoder_seconds_per_frame)
-        if mean_read > 0:
-            supply = min(supply, 1.0 / mean_read)
-        sample_fb = min(1.0, supply * step)
     v = spec.variability
     return QueueResult(
         busy=busy,
         formula_busy=fb,
-        sample_formula_busy=sample_fb,
+        sample_formula_busy=_sample_formula_busy(spec, totals, step, no_decoder),
         difference=busy - fb,
         throughput_fps=throughput,
         demand_fps=1.0 / step,
@@ -846,6 +796,110 @@ def _result(spec: QueueSpec, tr: QueueTrace, warmup: int, cooldown: int, k0: int
         buffer_trace=trace,
         timeline_span=span,
     )
+
+
+def _fused_totals(fused: tuple[np.ndarray, np.ndarray, np.ndarray], k0: int, k1: int) -> _Totals:
+    """The totals of a run from the sums the compiled pass fused into its loop."""
+    sums, gbusy, gblocked = fused
+    from trainplan.simulate import fast
+
+    m = k1 - k0
+    t0, t1 = float(sums[fast.T0]), float(sums[fast.T1])
+    return _Totals(
+        t0, t1, float(sums[fast.READ_BUSY]), float(sums[fast.READ_BLOCKED]), float(sums[fast.READ_QUEUE]),
+        float(sums[fast.BUFFER]), [float(x) for x in gbusy], [float(x) for x in gblocked],
+        float(sums[fast.READ_QUEUE_WAIT]) / m, float(sums[fast.DECODER_BLOCKED_WAIT]) / m,
+        float(sums[fast.BUFFER_WAIT]) / m, float(sums[fast.READ_SECONDS]) / m, float(sums[fast.WORK]) / m)
+
+
+def _traced_totals(spec: QueueSpec, tr: QueueTrace, k0: int, k1: int, names: list[str], gidx: list[int]) -> _Totals:
+    """The totals of a run from its per-frame arrays (numpy), over the window of steps k0 .. k1-1."""
+    no_decoder = not spec.decoder_seconds_per_frame
+    read_start, read_done, P, S, C, E, A_f = (
+        tr.read_start, tr.read_done, tr.queued, tr.decode_start, tr.decode_done, tr.enter_buffer, tr.step_start)
+    who, order = tr.decoder, tr.order
+    A = A_f[order]  # step starts in rank order (increasing)
+    # Measurement window: steps k0 .. k1-1.
+    t0, t1 = float(A[k0]), float(A[k1])
+
+    def overlap(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        return np.clip(end, t0, t1) - np.clip(start, t0, t1)
+
+    measured = order[k0:k1]
+    g_busy: list[float] = []
+    g_blocked: list[float] = []
+    mean_work = 0.0
+    if not no_decoder:
+        g_of_frame = np.asarray(gidx)[who]
+        dec_busy = overlap(S, C)
+        dec_blocked = overlap(C, E)
+        for g in range(len(names)):
+            mask = g_of_frame == g
+            g_busy.append(float(dec_busy[mask].sum()))
+            g_blocked.append(float(dec_blocked[mask].sum()))
+        mean_work = float(((C - S) / np.asarray(spec.decoder_seconds_per_frame)[who])[measured].mean())
+    return _Totals(
+        t0, t1, float(overlap(read_start, read_done).sum()), float(overlap(read_done, P).sum()),
+        float(overlap(P, S).sum()), float(overlap(E, A_f).sum()), g_busy, g_blocked,
+        float((S[measured] - P[measured]).mean()), float((E[measured] - C[measured]).mean()),
+        float((A_f[measured] - E[measured]).mean()), float((read_done - read_start)[measured].mean()),
+        mean_work)
+
+
+def _stage_uses(totals: _Totals, window: float, busy: float, names: list[str], gidx: list[int],
+                no_decoder: bool) -> tuple[list[StageUse], dict[str, float], dict[str, float]]:
+    """(each stage's use, busy fraction by stage, waits) of a run: reader, decoder groups, accelerator."""
+    stages: list[StageUse] = []
+    utilisation: dict[str, float] = {}
+    waits: dict[str, float] = {"accelerator_starved": 1.0 - busy}
+    r_busy = totals.read_busy / window
+    r_blocked = totals.read_blocked / window
+    stages.append(StageUse("read", 1, r_busy, r_blocked, max(0.0, 1 - r_busy - r_blocked)))
+    utilisation["read"] = r_busy
+    waits["reader_blocked"] = r_blocked
+    waits["mean_read_queue_wait_seconds"] = totals.mean_read_queue_wait
+    total_blocked = 0.0
+    total_starved = 0.0
+    if not no_decoder:
+        for g, name in enumerate(names):
+            units = gidx.count(g)
+            b = totals.group_busy[g] / window / units
+            bl = totals.group_blocked[g] / window / units
+            idle = max(0.0, 1.0 - b - bl)
+            stages.append(StageUse(name, units, b, bl, idle))
+            utilisation[name] = b
+            total_blocked += bl * units
+            total_starved += idle * units
+    waits["decoders_blocked"] = total_blocked
+    waits["decoders_starved"] = total_starved
+    waits["mean_decoder_blocked_seconds"] = totals.mean_decoder_blocked
+    waits["mean_buffer_wait_seconds"] = totals.mean_buffer_wait
+    stages.append(StageUse("accelerator", 1, busy, 0.0, 1.0 - busy))
+    utilisation["accelerator"] = busy
+    return stages, utilisation, waits
+
+
+def _bottleneck(stages: list[StageUse], r_busy: float, busy: float) -> str:
+    """The busiest of read, decode (every decoder pooled) and accelerator, in §7's words;
+    the accelerator wins a tie (a balanced pipeline keeps it busy)."""
+    dec_units = sum(s.units for s in stages[1:-1])
+    pooled = {"read": r_busy, "accelerator": busy}
+    if dec_units:
+        pooled["decode"] = sum(s.busy * s.units for s in stages[1:-1]) / dec_units
+    most = max(pooled.values())
+    return next(k for k in ("accelerator", "decode", "read") if k in pooled and pooled[k] >= most - 1e-9)
+
+
+def _sample_formula_busy(spec: QueueSpec, totals: _Totals, step: float, no_decoder: bool) -> float:
+    """§7's busy fraction min(1, S/D) on the sample's own mean read seconds and decode work."""
+    mean_read = totals.mean_read_seconds
+    if no_decoder:
+        return min(1.0, step / mean_read) if mean_read > 0 else 1.0
+    mean_work = totals.mean_work
+    supply = sum(1.0 / (mean_work * d) for d in spec.decoder_seconds_per_frame)
+    if mean_read > 0:
+        supply = min(supply, 1.0 / mean_read)
+    return min(1.0, supply * step)
 
 
 def _timeline(
@@ -984,17 +1038,7 @@ def queue_spec_from_pipeline(
     demand = float(account.demand_fps)
     if not (demand > 0 and math.isfinite(demand)):
         raise UserError("pipeline.demand_fps", f"a finite demand > 0 frames/s, got {demand!r}")
-    stage = account.stage_tokens_per_second
-    read_fps = float(stage["read"]) / n
-    serial_fps = read_fps
-    for other in ("tokenize", "transfer"):
-        fps_other = float(stage.get(other, math.inf)) / n
-        if fps_other < min(serial_fps, float(stage["decode"]) / n):
-            notes.append(f"{other} ({fps_other:.6g} frames/s) binds before read and decode; "
-                         f"the simulated reader carries its time")
-            serial_fps = fps_other
-    decoders: list[float] = []
-    names: list[str] = []
+    serial_fps = _serial_reader_fps(account.stage_tokens_per_second, n, notes)
     o = float(getattr(account, "loader_cpu_per_frame", 0.0))
     if o > 0:
         g, core_fps, cores, engines, engine_fps, hand_note = _with_hand_over(account, g, o)
@@ -1003,30 +1047,7 @@ def queue_spec_from_pipeline(
         core_fps, cores = float(account.core_fps), float(account.cores)
         engines = int(round(float(account.video_decoders)))
         engine_fps = (float(account.decoder_fps) - cores * core_fps) / engines if engines > 0 and g > 0 else 0.0
-    if g > 0:
-        whole = int(math.floor(cores + 1e-9))
-        frac = cores - whole
-        if whole > MAX_CPU_DECODERS:
-            # coalesce: MAX_CPU_DECODERS decoders of cores / MAX_CPU_DECODERS cores each keep the
-            # total rate exact and the memory bounded (issue 16)
-            share = cores / MAX_CPU_DECODERS
-            whole, frac = MAX_CPU_DECODERS, 0.0
-            core_fps_each = core_fps * share
-            notes.append(f"{cores:g} cores simulated as {MAX_CPU_DECODERS} decoders of {share:.4g} cores each "
-                         "(same total rate)")
-        else:
-            core_fps_each = core_fps
-        decoders += [g / core_fps_each] * whole
-        names += ["cpu"] * whole
-        if frac > 1e-9:
-            decoders.append(g / (core_fps * frac))
-            names.append("cpu")
-            notes.append(f"{cores:g} cores: {whole} decoders and one at {frac:.3g} of a core's speed")
-        if engines > 0:
-            decoders += [g / engine_fps] * engines
-            names += ["nvdec"] * engines
-        if not decoders:
-            raise UserError("cluster.cores", "at least one decoder (a CPU core or a video engine) for encoded video")
+    decoders, names = _decoders(g, core_fps, cores, engines, engine_fps, notes) if g > 0 else ([], [])
     if not getattr(account, "prefetch", True):
         notes.append("cluster.prefetch is false: the formula's busy is S/(S+D); the queue always overlaps "
                      "loading with compute, so it is compared with min(1, S/D)")
@@ -1042,6 +1063,50 @@ def queue_spec_from_pipeline(
         read_ahead_frames=read_ahead_frames,
     )
     return spec, notes
+
+
+def _serial_reader_fps(stage: Any, n: float, notes: list[str]) -> float:
+    """Frames/s of the queue's serial reader: the storage link's, or a slower tokenizer's or transfer's (noted)."""
+    read_fps = float(stage["read"]) / n
+    serial_fps = read_fps
+    for other in ("tokenize", "transfer"):
+        fps_other = float(stage.get(other, math.inf)) / n
+        if fps_other < min(serial_fps, float(stage["decode"]) / n):
+            notes.append(f"{other} ({fps_other:.6g} frames/s) binds before read and decode; "
+                         f"the simulated reader carries its time")
+            serial_fps = fps_other
+    return serial_fps
+
+
+def _decoders(g: float, core_fps: float, cores: float, engines: int, engine_fps: float,
+              notes: list[str]) -> tuple[list[float], list[str]]:
+    """(seconds per used frame, group name) of each decoder: the whole cores, a fractional one, the engines."""
+    decoders: list[float] = []
+    names: list[str] = []
+    whole = int(math.floor(cores + 1e-9))
+    frac = cores - whole
+    if whole > MAX_CPU_DECODERS:
+        # coalesce: MAX_CPU_DECODERS decoders of cores / MAX_CPU_DECODERS cores each keep the
+        # total rate exact and the memory bounded (issue 16)
+        share = cores / MAX_CPU_DECODERS
+        whole, frac = MAX_CPU_DECODERS, 0.0
+        core_fps_each = core_fps * share
+        notes.append(f"{cores:g} cores simulated as {MAX_CPU_DECODERS} decoders of {share:.4g} cores each "
+                     "(same total rate)")
+    else:
+        core_fps_each = core_fps
+    decoders += [g / core_fps_each] * whole
+    names += ["cpu"] * whole
+    if frac > 1e-9:
+        decoders.append(g / (core_fps * frac))
+        names.append("cpu")
+        notes.append(f"{cores:g} cores: {whole} decoders and one at {frac:.3g} of a core's speed")
+    if engines > 0:
+        decoders += [g / engine_fps] * engines
+        names += ["nvdec"] * engines
+    if not decoders:
+        raise UserError("cluster.cores", "at least one decoder (a CPU core or a video engine) for encoded video")
+    return decoders, names
 
 
 def _with_hand_over(account: Any, g: float, o: float) -> tuple[float, float, float, int, float, str]:

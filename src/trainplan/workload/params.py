@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Callable, Final
 
 from trainplan.errors import UserError
 
@@ -482,6 +482,75 @@ def _flag(value: object, key: str) -> bool:
     return value
 
 
+def _ffn_width(ffn_width: int | None, traits: _FamilyTraits, family: str, width: int,
+               key: Callable[[str], str]) -> int:
+    """The FFN width given, or the classic multiple of the width where the family's MLP is not gated."""
+    if ffn_width is None:
+        if traits.mlp_matrices == GATED_MLP_MATRICES:
+            raise UserError(
+                key("ffn_width"),
+                f"an FFN (intermediate) width for family {family}: gated MLPs have no conventional default",
+            )
+        ffn_width = CLASSIC_FFN_MULTIPLE * width
+    return _positive_int(ffn_width, key("ffn_width"))
+
+
+def _attention_heads(heads: int | None, kv_heads: int | None, head_dim: int | None, traits: _FamilyTraits,
+                     family: str, width: int, key: Callable[[str], str]) -> tuple[int, int, int]:
+    """(heads, KV heads, head width) checked against the width and the family's attention."""
+    if heads is None:
+        if kv_heads is not None:
+            raise UserError(key("heads"), "the number of attention heads, needed with kv_heads")
+        if head_dim is not None:
+            raise UserError(key("heads"), "the number of attention heads, needed with head_dim")
+        heads = 1  # one head of the full width: the count does not depend on the split
+    heads = _positive_int(heads, key("heads"))
+    kv_heads = heads if kv_heads is None else _positive_int(kv_heads, key("kv_heads"))
+    if kv_heads != heads:
+        if not traits.grouped_query:
+            raise UserError(key("kv_heads"), f"equal to heads ({heads}): family {family} has no grouped-query attention")
+        if kv_heads > heads or heads % kv_heads:
+            raise UserError(key("kv_heads"), f"a divisor of heads ({heads}), got {kv_heads}")
+
+    if head_dim is None:
+        if width % heads:
+            raise UserError(key("heads"), f"a divisor of the width ({width}), got {heads}")
+        head_dim = width // heads
+    else:
+        head_dim = _positive_int(head_dim, key("head_dim"))
+        if not traits.separate_head_dim and head_dim * heads != width:
+            raise UserError(key("head_dim"), f"width / heads = {width // heads} for family {family}")
+    return heads, kv_heads, head_dim
+
+
+def _biases(attention_bias: bool | None, mlp_bias: bool | None, traits: _FamilyTraits, family: str,
+            key: Callable[[str], str]) -> tuple[bool, bool, bool]:
+    """(QKV bias, output bias, MLP bias): the family's, or the ones given where the family lets them be set."""
+    qkv_bias, o_bias, mlp_has_bias = traits.qkv_bias, traits.o_bias, traits.mlp_bias
+    if attention_bias is not None:
+        if not traits.attention_bias_settable:
+            raise UserError(key("attention_bias"), f"left out: family {family} fixes its attention biases")
+        qkv_bias = o_bias = _flag(attention_bias, key("attention_bias"))
+    if mlp_bias is not None:
+        if not traits.mlp_bias_settable:
+            raise UserError(key("mlp_bias"), f"left out: family {family} fixes its MLP biases")
+        mlp_has_bias = _flag(mlp_bias, key("mlp_bias"))
+    return qkv_bias, o_bias, mlp_has_bias
+
+
+def _learned_positions(positions: int | None, traits: _FamilyTraits, family: str,
+                       key: Callable[[str], str]) -> int:
+    """Positions of the learned position embedding (0 for a family without one)."""
+    learned_positions = 0
+    if traits.learned_positions:
+        learned_positions = _positive_int(
+            GPT2_DEFAULT_POSITIONS if positions is None else positions, key("positions")
+        )
+    elif positions is not None:
+        raise UserError(key("positions"), f"left out: family {family} has no learned position embedding")
+    return learned_positions
+
+
 def _resolve(
     *,
     family: str,
@@ -518,56 +587,10 @@ def _resolve(
     experts = _positive_int(experts, key("experts"))
     experts_per_token = _positive_int(experts_per_token, key("experts_per_token"))
 
-    if ffn_width is None:
-        if traits.mlp_matrices == GATED_MLP_MATRICES:
-            raise UserError(
-                key("ffn_width"),
-                f"an FFN (intermediate) width for family {family}: gated MLPs have no conventional default",
-            )
-        ffn_width = CLASSIC_FFN_MULTIPLE * width
-    ffn_width = _positive_int(ffn_width, key("ffn_width"))
-
-    if heads is None:
-        if kv_heads is not None:
-            raise UserError(key("heads"), "the number of attention heads, needed with kv_heads")
-        if head_dim is not None:
-            raise UserError(key("heads"), "the number of attention heads, needed with head_dim")
-        heads = 1  # one head of the full width: the count does not depend on the split
-    heads = _positive_int(heads, key("heads"))
-    kv_heads = heads if kv_heads is None else _positive_int(kv_heads, key("kv_heads"))
-    if kv_heads != heads:
-        if not traits.grouped_query:
-            raise UserError(key("kv_heads"), f"equal to heads ({heads}): family {family} has no grouped-query attention")
-        if kv_heads > heads or heads % kv_heads:
-            raise UserError(key("kv_heads"), f"a divisor of heads ({heads}), got {kv_heads}")
-
-    if head_dim is None:
-        if width % heads:
-            raise UserError(key("heads"), f"a divisor of the width ({width}), got {heads}")
-        head_dim = width // heads
-    else:
-        head_dim = _positive_int(head_dim, key("head_dim"))
-        if not traits.separate_head_dim and head_dim * heads != width:
-            raise UserError(key("head_dim"), f"width / heads = {width // heads} for family {family}")
-
-    qkv_bias, o_bias, mlp_has_bias = traits.qkv_bias, traits.o_bias, traits.mlp_bias
-    if attention_bias is not None:
-        if not traits.attention_bias_settable:
-            raise UserError(key("attention_bias"), f"left out: family {family} fixes its attention biases")
-        qkv_bias = o_bias = _flag(attention_bias, key("attention_bias"))
-    if mlp_bias is not None:
-        if not traits.mlp_bias_settable:
-            raise UserError(key("mlp_bias"), f"left out: family {family} fixes its MLP biases")
-        mlp_has_bias = _flag(mlp_bias, key("mlp_bias"))
-
-    learned_positions = 0
-    if traits.learned_positions:
-        learned_positions = _positive_int(
-            GPT2_DEFAULT_POSITIONS if positions is None else positions, key("positions")
-        )
-    elif positions is not None:
-        raise UserError(key("positions"), f"left out: family {family} has no learned position embedding")
-
+    ffn_width = _ffn_width(ffn_width, traits, family, width, key)
+    heads, kv_heads, head_dim = _attention_heads(heads, kv_heads, head_dim, traits, family, width, key)
+    qkv_bias, o_bias, mlp_has_bias = _biases(attention_bias, mlp_bias, traits, family, key)
+    learned_positions = _learned_positions(positions, traits, family, key)
     if experts > 1 and not traits.mixture_of_experts:
         raise UserError(key("experts"), f"1: family {family} is dense (mixtral and standard take experts)")
     if experts_per_token > experts:

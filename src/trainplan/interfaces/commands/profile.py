@@ -130,6 +130,52 @@ def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, 
         raise typer.Exit(out["script_exit_status"])
 
 
+def _profiled_run(script: Path, args: list[str], prof: profile_mod.Profiler, output: Path | None,
+                  plan_account: Any) -> tuple[int, Any]:
+    """(the script's exit status, the profile of its run) of `script` run under `prof`; the run's failures
+    end the command as `profile` reports them."""
+    try:
+        try:
+            status = run_script(script, args, prof)
+        except ScriptFailed as err:
+            print(f"trainplan: {script}: the script failed ({err}); nothing was profiled or written",
+                  file=sys.stderr)
+            raise typer.Exit(SCRIPT_EXCEPTION_STATUS) from None
+        if status != 0 and output is not None:
+            print(f"trainplan: {script}: the script exited with status {status}; {output} not written",
+                  file=sys.stderr)
+            raise typer.Exit(status)
+        try:
+            result = prof.result(predicted=plan_account)
+        except RuntimeError as err:
+            if status != 0:  # the script stopped itself: its status, not a profiling complaint
+                print(f"trainplan: {script}: the script exited with status {status} ({err})", file=sys.stderr)
+                raise typer.Exit(status) from None
+            raise UserError(str(script), f"{err}; a script without a DataLoader can wrap its loop with "
+                            "trainplan.measure.profiler.current().wrap(iterable)") from None
+    finally:
+        prof.close()
+    return status, result
+
+
+def _record_mfu(output: Path, w: Any, plan_account: Any, result: Any, data: dict[str, Any], script: Path,
+                warmup: int) -> None:
+    """Nothing: the run's measured, end-to-end MFU set in `data` and written to the calibration file `output`."""
+    from trainplan.planning import evaluate as plan_mod
+
+    model = plan_mod.resolve_model(w)
+    flops_per_frame = plan_account.tokens_per_frame * model.active_params * 6.0
+    peak = w.accelerator.peak(w.training.precision)
+    mfu = result.mfu(flops_per_frame, peak, w.cluster.count)
+    data["mfu"] = mfu
+    calibration.write(output, "profile", settings={"script": str(script), "warmup": warmup,
+                                                   "timing": result.timing},
+                      results=clean({k: v for k, v in data.items() if k not in ("hops", "predicted")}),
+                      values=calibration.mfu_values(mfu, f"step of {script.name}: {result.demand_fps:.1f} "
+                                                    f"frames/s x 6 P n FLOP per frame / peak"),
+                      machine=__import__("trainplan.measure.probe", fromlist=["machine"]).machine())
+
+
 def register(app: typer.Typer) -> None:
     @app.command("profile", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def profile_cmd(
@@ -170,43 +216,11 @@ def register(app: typer.Typer) -> None:
         if compare or output is not None:
             w, plan_account = _predicted(workload, set_ or [], cal)  # bad input is refused before the run
         prof = profile_mod.Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch)  # type: ignore[arg-type]
-        try:
-            try:
-                status = run_script(script, list(ctx.args), prof)
-            except ScriptFailed as err:
-                print(f"trainplan: {script}: the script failed ({err}); nothing was profiled or written",
-                      file=sys.stderr)
-                raise typer.Exit(SCRIPT_EXCEPTION_STATUS) from None
-            if status != 0 and output is not None:
-                print(f"trainplan: {script}: the script exited with status {status}; {output} not written",
-                      file=sys.stderr)
-                raise typer.Exit(status)
-            try:
-                result = prof.result(predicted=plan_account)
-            except RuntimeError as err:
-                if status != 0:  # the script stopped itself: its status, not a profiling complaint
-                    print(f"trainplan: {script}: the script exited with status {status} ({err})", file=sys.stderr)
-                    raise typer.Exit(status) from None
-                raise UserError(str(script), f"{err}; a script without a DataLoader can wrap its loop with "
-                                "trainplan.measure.profiler.current().wrap(iterable)") from None
-        finally:
-            prof.close()
+        status, result = _profiled_run(script, list(ctx.args), prof, output, plan_account)
         data = result.to_dict()
         data["script_exit_status"] = status
         if output is not None and w is not None and plan_account is not None:
-            from trainplan.planning import evaluate as plan_mod
-
-            model = plan_mod.resolve_model(w)
-            flops_per_frame = plan_account.tokens_per_frame * model.active_params * 6.0
-            peak = w.accelerator.peak(w.training.precision)
-            mfu = result.mfu(flops_per_frame, peak, w.cluster.count)
-            data["mfu"] = mfu
-            calibration.write(output, "profile", settings={"script": str(script), "warmup": warmup,
-                                                           "timing": result.timing},
-                              results=clean({k: v for k, v in data.items() if k not in ("hops", "predicted")}),
-                              values=calibration.mfu_values(mfu, f"step of {script.name}: {result.demand_fps:.1f} "
-                                                            f"frames/s x 6 P n FLOP per frame / peak"),
-                              machine=__import__("trainplan.measure.probe", fromlist=["machine"]).machine())
+            _record_mfu(output, w, plan_account, result, data, script, warmup)
         if format == "json":
             typer.echo(json.dumps(clean(data), indent=2))
         else:

@@ -335,6 +335,36 @@ def plot_timeline(result: Any, path: Path, title: str | None = None) -> None:
     write_output(image.getvalue(), path, "--plot")  # regular files only, atomically (issue 16)
 
 
+def _check_options(frames: int, seed: int, read_ahead: int, timeline: int, cv: float | None, read_cv: float | None,
+                   keyframe_cost: float | None, keyframe_interval: int | None, plot: Path | None, engine: str,
+                   jobs: int) -> None:
+    """Nothing: raises UserError for the first of `simulate`'s options out of its range."""
+    if not 1000 <= frames <= MAX_FRAMES:
+        raise UserError("--frames", f"expected 1000 to {MAX_FRAMES:,} frames, got {frames}")
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError("--seed", f"expected a whole number from 0 to 2^63-1, got {seed}")
+    if not 0 <= read_ahead <= MAX_BUFFER_FRAMES:
+        raise UserError("--read-ahead", f"expected a whole number of frames from 0 (unbounded) to "
+                        f"{MAX_BUFFER_FRAMES:,}, got {read_ahead}")
+    if not 0 <= timeline <= MAX_TIMELINE:
+        raise UserError("--timeline", f"expected a number of intervals from 0 to {MAX_TIMELINE:,}, got {timeline}")
+    for name, value in (("--cv", cv), ("--read-cv", read_cv)):
+        if value is not None and not (0 <= value <= MAX_CV):
+            raise UserError(name, f"expected a coefficient of variation from 0 to {MAX_CV:g}, got {value}")
+    if keyframe_cost is not None and not (0 < keyframe_cost <= MAX_KEYFRAME_COST):
+        raise UserError("--keyframe-cost", f"expected a cost above 0 and at most {MAX_KEYFRAME_COST:g} "
+                        f"(times an ordinary frame), got {keyframe_cost}")
+    if keyframe_interval is not None and not 1 <= keyframe_interval <= MAX_BUFFER_FRAMES:
+        raise UserError("--keyframe-interval", f"expected a whole number of frames from 1 to "
+                        f"{MAX_BUFFER_FRAMES:,}, got {keyframe_interval}")
+    if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
+        raise UserError("--plot", f"a file ending in {', '.join(PLOT_SUFFIXES)}, got {plot.name!r}")
+    if engine not in ENGINES:
+        raise UserError("--engine", f"one of {', '.join(ENGINES)}, got {engine!r}")
+    if jobs < 0:
+        raise UserError("--jobs", f"a number of worker processes >= 0 (0: every core), got {jobs}")
+
+
 def simulate_command(
     file: Annotated[Optional[Path], typer.Argument(help="workload TOML file; the built-in default without one")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a workload key: KEY=VALUE")] = None,
@@ -373,30 +403,8 @@ def simulate_command(
     if output_format not in FORMATS:
         from trainplan.interfaces.options import check_format
         check_format(output_format, tuple(FORMATS))
-    if not 1000 <= frames <= MAX_FRAMES:
-        raise UserError("--frames", f"expected 1000 to {MAX_FRAMES:,} frames, got {frames}")
-    if not 0 <= seed <= MAX_SEED:
-        raise UserError("--seed", f"expected a whole number from 0 to 2^63-1, got {seed}")
-    if not 0 <= read_ahead <= MAX_BUFFER_FRAMES:
-        raise UserError("--read-ahead", f"expected a whole number of frames from 0 (unbounded) to "
-                        f"{MAX_BUFFER_FRAMES:,}, got {read_ahead}")
-    if not 0 <= timeline <= MAX_TIMELINE:
-        raise UserError("--timeline", f"expected a number of intervals from 0 to {MAX_TIMELINE:,}, got {timeline}")
-    for name, value in (("--cv", cv), ("--read-cv", read_cv)):
-        if value is not None and not (0 <= value <= MAX_CV):
-            raise UserError(name, f"expected a coefficient of variation from 0 to {MAX_CV:g}, got {value}")
-    if keyframe_cost is not None and not (0 < keyframe_cost <= MAX_KEYFRAME_COST):
-        raise UserError("--keyframe-cost", f"expected a cost above 0 and at most {MAX_KEYFRAME_COST:g} "
-                        f"(times an ordinary frame), got {keyframe_cost}")
-    if keyframe_interval is not None and not 1 <= keyframe_interval <= MAX_BUFFER_FRAMES:
-        raise UserError("--keyframe-interval", f"expected a whole number of frames from 1 to "
-                        f"{MAX_BUFFER_FRAMES:,}, got {keyframe_interval}")
-    if plot is not None and plot.suffix.lower() not in PLOT_SUFFIXES:
-        raise UserError("--plot", f"a file ending in {', '.join(PLOT_SUFFIXES)}, got {plot.name!r}")
-    if engine not in ENGINES:
-        raise UserError("--engine", f"one of {', '.join(ENGINES)}, got {engine!r}")
-    if jobs < 0:
-        raise UserError("--jobs", f"a number of worker processes >= 0 (0: every core), got {jobs}")
+    _check_options(frames, seed, read_ahead, timeline, cv, read_cv, keyframe_cost, keyframe_interval, plot, engine,
+                   jobs)
     sweep = _buffers(buffers)
     from trainplan.outputs import check_output_path
 
