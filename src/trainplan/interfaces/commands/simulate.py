@@ -175,7 +175,7 @@ def vary_report(file: Path | None, sets: list[str], calibration: Path | None, va
                 gop: int) -> dict[str, Any]:
     """The JSON object of `trainplan simulate --vary`: one row per combination of the varied keys."""
     from trainplan.simulate import fast, grid
-    from trainplan.simulate.progress import progress_bar
+    from trainplan.progress import progress_bar
     from trainplan.planning.simulation import queue_spec_from_workload
     from trainplan.workload.load import load_workload
 
