@@ -231,7 +231,7 @@ def test_parquet_text_column_and_a_table_without_one(cli, tmp_path):
 
 
 def test_a_samples_intervals_reach_the_plans_provenance(cli, corpus, tmp_path):
-    from trainplan.quantities import significant
+    from trainplan.units import significant
 
     out = tmp_path / "w.toml"
     r = _json(cli, str(corpus["root"] / "wds"), "--sample", "4", "--output", str(out))

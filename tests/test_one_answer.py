@@ -12,7 +12,7 @@ import pytest
 from trainplan.planning import solve, sweep
 from trainplan.planning.evaluate import build_report
 from trainplan.present.html import render_html
-from trainplan.quantities import format_figure
+from trainplan.units import format_figure
 from trainplan.present.render import to_markdown
 from trainplan.present.summary import first_screen
 from trainplan.workload.load import load_workload

@@ -8,7 +8,8 @@ import pytest
 
 from trainplan.planning.evaluate import build_report
 from trainplan.planning.figures import DIMENSIONS, FIGURES
-from trainplan.quantities import format_figure, json_safe, significant
+from trainplan.quantities import json_safe
+from trainplan.units import format_figure, significant
 from trainplan.present.render import flatten
 from trainplan.workload.load import load_workload
 

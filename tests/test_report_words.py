@@ -12,7 +12,9 @@ import json
 
 import pytest
 
-from trainplan.quantities import format_assumption, format_figure
+from trainplan.quantities import format_assumption
+
+from trainplan.units import format_figure
 from trainplan.workload.schema import input_dimensions
 
 

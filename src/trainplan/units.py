@@ -295,7 +295,9 @@ _PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3
 
 
 def format_quantity(value: float, dimension: Dimension, digits: int = 3) -> str:
-    """A readable string that `parse` reads back to the same value within `digits` significant digits."""
+    """A readable string that `parse` reads back to the same value within `digits` significant digits:
+    the writer of values a user may copy back (a refusal's limit, a probe's measured figure), by
+    the parser's dimension. A report's figures go through `format_figure` (below), by theirs."""
     if dimension == "fraction":
         if not math.isfinite(value * 100):  # beyond 1.8e306 the percentage overflows: write it plain
             return f"{value:.{digits}g}"
@@ -424,3 +426,143 @@ def parse_price(value: object, per: tuple[str, ...], key: str = "value") -> floa
                 break
         return parse(text.removesuffix("$").strip() if not text.startswith("$") else text, "dollars", key)
     return parse(value, "dollars", key)
+
+
+# ---------------------------------------------------------------- formatting: a figure as a person reads it
+# The one writer of every figure a report shows (`format_figure`, by the figure's declared dimension,
+# planning/figures.py), beside the parsers above, so each unit is read and written in this module.
+# It never writes nan, inf, e+ or None.
+
+_SI = [(1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+# counts: "B" for billions, as parameter and token counts are written
+_COUNT = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]
+# what a figure that does not exist (nan, None) and an unbounded one (inf) read as
+NOT_APPLICABLE = "n/a"
+UNBOUNDED = "no limit"
+# decimals beyond which a tiny value is written as "< 0.000…1"
+MAX_DECIMALS = 9
+# at and above this (after any prefix) a number is written as a power of ten: 1.23×10^18
+MAX_PLAIN = 1e15
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """`digits` significant digits in fixed notation with thousands commas; never an exponent."""
+    if x == 0:
+        return "0"
+    if not math.isfinite(x):  # a finite figure scaled past the float range (1e306 kWh in Wh)
+        return UNBOUNDED if x > 0 else f"-{UNBOUNDED}"
+    magnitude = math.floor(math.log10(abs(x)))
+    if abs(x) >= MAX_PLAIN:  # absurd but finite: a power of ten rather than 300 digits
+        return f"{significant(x / 10.0 ** magnitude, digits)}×10^{magnitude}"
+    decimals = max(0, digits - 1 - magnitude)
+    if decimals > MAX_DECIMALS:
+        return f"< {10.0 ** -MAX_DECIMALS:.{MAX_DECIMALS}f}" if x > 0 else f"> -{10.0 ** -MAX_DECIMALS:.{MAX_DECIMALS}f}"
+    text = f"{x:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _with_prefix(x: float, unit: str, table: list[tuple[float, str]] = _SI, digits: int = 3) -> str:
+    for size, prefix in table:
+        if abs(x) >= size:
+            return f"{significant(x / size, digits)} {prefix}{unit}".rstrip()
+    return f"{significant(x, digits)} {unit}".rstrip()
+
+
+def _seconds(x: float) -> str:
+    a = abs(x)
+    for unit in ("d", "h", "min"):
+        if a >= TIME_UNITS[unit]:
+            return f"{significant(x / TIME_UNITS[unit])} {unit}"
+    if a >= 1 or a == 0:
+        return f"{significant(x)} s"
+    if a >= 1e-3:
+        return f"{significant(x * 1e3)} ms"
+    return f"{significant(x * 1e6)} µs"
+
+
+def _dollars(x: float) -> str:
+    sign = "-" if x < 0 else ""
+    a = abs(x)
+    if a >= 1000:
+        return f"{sign}${a:,.0f}" if a < MAX_PLAIN else f"{sign}${significant(a)}"
+    if a >= 1 or a == 0:
+        return f"{sign}${a:,.2f}"
+    return f"{sign}${significant(a)}"
+
+
+# dimension -> SI unit written after a decimal prefix ("9.48 GB", "396 TFLOP/s", "10.8 GB/h")
+_SI_UNIT = {"bytes": "B", "flops": "FLOP", "flop_rate": "FLOP/s", "byte_rate": "B/s", "watts": "W", "joules": "J",
+            "bytes_per_token": "B/token", "bytes_per_hour": "B/h", "bit_rate": "bit/s", "frequency": "Hz"}
+# dimension -> what is counted, written after a count ("2.77 k frames/s")
+_COUNTED_UNIT = {"frames_per_second": "frames/s", "tokens_per_second": "tokens/s",
+                 "requests_per_second": "requests/s", "frames_per_hour": "frames/h", "tokens_per_hour": "tokens/h",
+                 "parameters": "parameters", "epochs_per_month": "epochs a month", "requests_per_day": "requests a day",
+                 "tokens": "tokens", "cores": "cores", "epochs": "epochs", "attempts": "attempts",
+                 "per_month": "epochs a month", "months": "months"}
+# dimension -> unit after a plain number with three significant digits
+_PLAIN_UNIT = {"grams_per_kwh": "g/kWh"}
+
+
+def _format_number(x: float, dimension: str) -> str:
+    if dimension in _SI_UNIT:
+        unit = _SI_UNIT[dimension]
+        base, _, per = unit.partition("/") if dimension in ("bytes_per_token", "bytes_per_hour") else (unit, "", "")
+        return _with_prefix(x, base) + (f"/{per}" if per else "")
+    if dimension in _COUNTED_UNIT:
+        unit = _COUNTED_UNIT[dimension]
+        if abs(x) >= MAX_PLAIN and len(unit) > 8:  # a long name: the number in its shortest form
+            return f"{significant(x)} {unit}"
+        return f"{_with_prefix(x, '', _COUNT)} {unit}".replace("  ", " ")
+    if dimension in _PLAIN_UNIT:
+        return f"{significant(x)} {_PLAIN_UNIT[dimension]}"
+    if dimension == "seconds":
+        return _seconds(x)
+    if dimension in ("hours", "days"):
+        unit = "h" if dimension == "hours" else "days"
+        return f"{significant(x)} {unit}" if abs(x) < 1000 or abs(x) >= MAX_PLAIN else f"{x:,.0f} {unit}"
+    if dimension == "dollars":
+        return _dollars(x)
+    if dimension == "sequence_length":  # whole tokens, written out: "2.05 k" would read back as 2,099
+        return f"{x:,.0f} tokens" if abs(x) < MAX_PLAIN else f"{significant(x)} tokens"
+    if dimension == "dollars_per_hour":
+        return f"{_dollars(x)}/h"
+    if dimension == "dollars_per_gb":
+        return f"{_dollars(x)}/GB"
+    if dimension == "dollars_per_gb_month":
+        return f"{_dollars(x)}/GB-month"
+    if dimension == "speedup":
+        return f"{significant(x)}x" if abs(x) < 1e4 else f"{_with_prefix(x, '', _COUNT)}x".replace(" x", "x")
+    if dimension == "fraction":
+        return f"{significant(x * 100)} %"
+    if dimension in ("count", "pixels_per_token"):
+        return _with_prefix(x, "", _COUNT) if abs(x) >= 1e4 else significant(x, 3 if abs(x) < 1000 else 4)
+    if dimension == "kwh":
+        return _with_prefix(x * 1e3, "Wh")
+    if dimension == "kg":
+        return f"{significant(x / 1000)} t" if abs(x) >= 1000 else f"{significant(x)} kg"
+    return significant(x, 4)  # ratio and anything undeclared
+
+
+def format_figure(value: Any, dimension: str | None) -> str:
+    """A figure as a person reads it, by its dimension (see planning/figures.py)."""
+    item = getattr(value, "item", None)  # a numpy scalar or 0-d array, read without importing numpy
+    if item is not None and getattr(value, "ndim", 0) == 0:
+        value = item()
+    if value is None:
+        return NOT_APPLICABLE
+    if isinstance(value, bool) or dimension == "flag":
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        x = float(value)
+        if math.isnan(x):
+            return NOT_APPLICABLE
+        if math.isinf(x):
+            return UNBOUNDED if x > 0 else f"-{UNBOUNDED}"
+        return _format_number(x, dimension or "ratio")
+    if isinstance(value, (list, tuple)):
+        return f"{len(value)} rows"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {format_figure(v, None)}" for k, v in value.items())
+    return str(value)

@@ -54,7 +54,7 @@ def figures_markdown(title: str, values: dict[str, Any], dimensions: dict[str, s
     """A small command's figures as a Markdown table: `| figure | value |`. A key declared in
     planning/figures.py under `declared` (e.g. "serving.") takes its label and dimension from there;
     else the dimension named in `dimensions` (a plain count by default), through format_figure."""
-    from trainplan.quantities import format_figure
+    from trainplan.units import format_figure
 
     figures: dict[str, Any] = {}
     if declared:

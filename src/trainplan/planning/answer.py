@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainplan.planning.figures import section_figures
-from trainplan.quantities import format_figure as fmt
+from trainplan.units import format_figure as fmt
 from trainplan.quantities import format_assumption
 from trainplan.workload.schema import input_dimensions
 

@@ -589,7 +589,7 @@ SECTIONS: list[Section] = [
 
 def verdict(report: dict[str, Any]) -> str:
     """One plain sentence: which hop binds, how busy the accelerator is, the cheapest change."""
-    from trainplan.quantities import format_figure
+    from trainplan.units import format_figure
 
     p, b, m = report["pipeline"], report["bill"], report["memory"]
     parts = []

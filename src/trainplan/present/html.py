@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from trainplan.quantities import format_assumption, format_figure
+from trainplan.quantities import format_assumption
+
+from trainplan.units import format_figure
 from trainplan.workload.schema import input_dimensions
 from trainplan.present.render import ACCOUNTS, SECTION_TITLES, applies, flatten, format_value, given, label_of, provenance_word, section_rows
 

@@ -28,7 +28,7 @@ UNIT_WORDS: dict[str, str] = {
     "dollars_per_hour": "dollars an hour", "dollars_per_gb": "dollars a GB", "dollars_per_gb_month": "dollars a GB-month",
     "requests_per_day": "requests a day", "bytes_per_token": "bytes a token", "tokens": "tokens", "cores": "cores",
     "epochs": "epochs", "attempts": "attempts", "frames_per_second": "frames/s", "grams_per_kwh": "g CO2/kWh",
-    "parameters": "parameters", "tokens_per_second": "tokens/s",
+    "parameters": "parameters", "tokens_per_second": "tokens/s", "sequence_length": "tokens in a sequence",
 }
 SWEEP_WORDS: dict[str, str] = {
     "array": "array", "shape": "array (a shape-sized model)", "rebuild": "a workload per value",

@@ -10,7 +10,8 @@ import json
 from typing import Any, Iterator
 
 from trainplan.planning.figures import FIGURES, SECTION_ORDER
-from trainplan.quantities import format_assumption, format_figure, format_input
+from trainplan.quantities import format_assumption, format_input
+from trainplan.units import format_figure
 from trainplan.workload.schema import input_dimensions
 
 ACCOUNTS = SECTION_ORDER

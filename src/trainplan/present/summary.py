@@ -12,7 +12,7 @@ import textwrap
 from typing import Any
 
 from trainplan.planning.answer import LABELS
-from trainplan.quantities import format_figure as fmt
+from trainplan.units import format_figure as fmt
 
 WIDTH = 80
 MAX_LINES = 40

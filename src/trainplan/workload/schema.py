@@ -1044,7 +1044,7 @@ def _input_dimensions(schema: Any) -> dict[str, str]:
                "Seconds": "seconds", "Hours": "hours", "Months": "months", "Watts": "watts", "Fraction": "fraction",
                "Headroom": "fraction", "Dollars": "dollars", "PerHourPrice": "dollars_per_hour",
                "PerGBPrice": "dollars_per_gb", "PerGBMonthPrice": "dollars_per_gb_month",
-               "PerDay": "requests_per_day", "BytesPerToken": "bytes_per_token", "SequenceLength": "tokens",
+               "PerDay": "requests_per_day", "BytesPerToken": "bytes_per_token", "SequenceLength": "sequence_length",
                "Cores": "cores", "Epochs": "epochs", "Attempts": "attempts", "PerSecond": "frames_per_second",
                "CarbonIntensity": "grams_per_kwh"}
     marks = {}

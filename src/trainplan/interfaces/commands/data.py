@@ -305,7 +305,7 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
 
 def _interval_note(a: dict[str, Any]) -> str:
     """A sample's intervals of the keys a workload takes, for the provenance the plan shows."""
-    from trainplan.quantities import significant
+    from trainplan.units import significant
 
     names = {"hours": "hours", "bitrate": "bit rate (bit/s)", "bytes_per_token": "bytes per token"}
     parts = [f"{label} [{significant(a['intervals'][k]['low'])}, {significant(a['intervals'][k]['high'])}]"
@@ -315,7 +315,7 @@ def _interval_note(a: dict[str, Any]) -> str:
 
 def _interval_lines(a: dict[str, Any], inspected: int) -> list[str]:
     """A sample's figures with their intervals (docs/data-where-it-lives.md), one line each."""
-    from trainplan.quantities import significant
+    from trainplan.units import significant
 
     intervals = a.get("intervals") or {}
     if not intervals:

@@ -26,13 +26,13 @@ def _check_format(fmt: str) -> None:
 
 def _gib(x: float) -> str:
     """Bytes as every other command writes them (decimal GB: the card reads 85.5 GB in plan and here)."""
-    from trainplan.quantities import format_figure
+    from trainplan.units import format_figure
 
     return format_figure(x, "bytes")
 
 
 def _seconds(x: float) -> str:
-    from trainplan.quantities import format_figure
+    from trainplan.units import format_figure
 
     return format_figure(x, "seconds")
 

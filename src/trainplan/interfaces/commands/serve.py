@@ -91,7 +91,7 @@ def ladder_table(rows: list[serving_mod.ServingEstimate]) -> str:
 
 def serve_table(e: serving_mod.ServingEstimate, acc_name: str, training_described: bool = True) -> str:
     """The serving estimate on the terminal, each figure through format_figure (the units `plan` uses)."""
-    from trainplan.quantities import format_figure as fig
+    from trainplan.units import format_figure as fig
 
     def days(x: float) -> str:
         return fig(x, "days") if math.isfinite(x) else "never"

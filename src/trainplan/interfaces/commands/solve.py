@@ -49,7 +49,8 @@ def solve_command(
     if output_format == "json":
         write_output(json.dumps(result, indent=2, allow_nan=False), output)
     else:
-        from trainplan.quantities import format_figure, format_input
+        from trainplan.quantities import format_input
+        from trainplan.units import format_figure
         from trainplan.present.render import format_value, label_of
 
         lines = [f"{result['key']} = {format_input(result['value'])}"]
