@@ -365,3 +365,17 @@ def test_browser_cores_slider_moves_busy_and_binding_stage(served_url: str, tmp_
             assert errors == []
         finally:
             browser.close()
+
+
+def test_the_page_opens_on_the_first_file_given() -> None:
+    """`trainplan ui A B` opens on A (the options keep the order given, not an alphabetical one), and
+    the page asks for no icon it would then fail to load."""
+    pytest.importorskip("httpx", reason="fastapi's TestClient needs httpx (in the [test] extra)")
+    from fastapi.testclient import TestClient
+
+    root = Path(__file__).resolve().parent.parent / "examples"
+    app = create_app(files=[root / "llama2-7b-pretrain.toml", root / "finetune-1b.toml"])
+    client = TestClient(app, base_url="http://127.0.0.1:8765")
+    assert client.get("/api/options").json()["workloads"] == ["llama2-7b-pretrain.toml", "finetune-1b.toml"]
+    assert client.get("/favicon.ico").status_code == 204
+    assert 'rel="icon"' not in client.get("/").text

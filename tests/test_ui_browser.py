@@ -86,6 +86,10 @@ def _open(browser, url: str, width: int = 1280):  # noqa: ANN001
     page.set_default_timeout(60_000)  # generous: the machine is shared (never timing-sensitive)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    # a console error (a resource the page's own policy blocks, a 404) is a defect too
+    # (the API's 422, a refusal the page shows as its error line, is logged by the browser and meant)
+    page.on("console", lambda m: errors.append(f"console: {m.text}")
+            if m.type == "error" and "status of 422" not in m.text else None)
     page.goto(url)
     _settle(page)
     return page, errors
@@ -149,6 +153,8 @@ def test_an_upload_is_planned_and_an_error_leaves_no_stale_figures(browser, serv
     _settle(page)
     assert page.text_content("#wall-time") == "5.23 h"  # 18,822.9 s
     assert _line(page, "Cost") == "$188.23: $62.74 a run x 3 attempts at $3.00/h per accelerator."
+    # "Start from" names the upload, not the file chosen before it
+    assert page.eval_on_selector("#base", "el => el.options[el.selectedIndex].text") == "uploaded: mine.toml"
 
     page.eval_on_selector("#accelerator", "el => { el.append(new Option('h99', 'h99')); }")
     page.select_option("#accelerator", "h99")

@@ -559,8 +559,12 @@ def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> An
     def api_options() -> JSONResponse:
         with limits.only_files(readable):
             out = options()
-        out["workloads"] = sorted(workloads)
+        out["workloads"] = list(workloads)  # in the order given: the first is the one the page opens on
         return JSONResponse(json_safe(out))
+
+    @app.get("/favicon.ico")
+    def favicon() -> Response:
+        return Response(status_code=204)  # no icon, and no 404 in the browser's console
 
     @app.get("/", response_class=HTMLResponse)
     def index() -> HTMLResponse:

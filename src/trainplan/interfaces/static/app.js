@@ -91,7 +91,7 @@ function settings() {
 
 function showControlValues() {
   $("cameras-value").textContent = $("cameras").value;
-  $("fps-value").textContent = `${$("fps").value} /s`;
+  $("fps-value").textContent = `${$("fps").value} frames/s`;
   $("params-value").textContent = siCount(params);
   $("cores-value").textContent = $("cores").value;
   const count = touched.has("count") || !$("count").dataset.shown ? 2 ** Number($("count").value) : Number($("count").dataset.shown);
@@ -146,6 +146,7 @@ function chooseWorkload() {  // a new base: the controls follow its values, noth
 // The workload the controls apply to: an uploaded file's text, one of the files given to
 // `trainplan ui` (by name), or the built-in default. The page never sends a file path.
 let uploaded = null;
+const UPLOADED = "\u0000uploaded";  // the "Start from" entry of an upload (no file is named so)
 function base() {
   if (uploaded !== null) return { config: uploaded };
   return $("base").value ? { workload: $("base").value } : {};
@@ -445,10 +446,24 @@ async function start() {
     if (el.id !== "base" && el.id !== "upload") el.addEventListener("input", changed);  // range, select, checkbox
   }
   $("reset").addEventListener("click", chooseWorkload);
-  $("base").addEventListener("input", () => { uploaded = null; $("upload").value = ""; chooseWorkload(); });
+  $("base").addEventListener("input", () => {
+    if ($("base").value === UPLOADED) return;  // the upload is already what is planned
+    uploaded = null;
+    $("upload").value = "";
+    for (const o of [...$("base").options]) if (o.dataset.uploaded) o.remove();
+    chooseWorkload();
+  });
   $("upload").addEventListener("change", async () => {
     const file = $("upload").files[0];
     uploaded = file ? await file.text() : null;
+    // "Start from" names what is planned: the uploaded file, until a given file is chosen again
+    for (const o of [...$("base").options]) if (o.dataset.uploaded) o.remove();
+    if (file) {
+      const o = option(UPLOADED, `uploaded: ${file.name}`);
+      o.dataset.uploaded = "1";
+      $("base").append(o);
+      $("base").value = UPLOADED;
+    }
     chooseWorkload();
   });
   chooseWorkload();
