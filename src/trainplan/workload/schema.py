@@ -833,6 +833,8 @@ def _recipe_named(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     norm = value.lower().replace("_", "").replace("-", "").replace(" ", "")
+    if norm in ("adamw8bit", "paged8bitadamw", "pagedadamw8bit", "bnbadamw8bit", "adamw8"):
+        norm = "adam8bit"  # bitsandbytes' names for its 8-bit Adam(W): one recipe, adam_8bit
     names = get_args(TrainingSection.model_fields["state_recipe"].annotation)
     for arg in names:
         for name in get_args(arg) or ():
