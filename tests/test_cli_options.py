@@ -25,9 +25,9 @@ def test_a_wrong_format_is_refused_in_one_wording(cli, argv: list[str]) -> None:
 
 
 def test_plan_names_its_formats(cli) -> None:  # noqa: ANN001
-    res = cli("plan", "--format", "csv")
+    res = cli("plan", "--format", "xml")
     assert res.returncode == 2 and res.stderr.strip() == (
-        "trainplan: --format: expected one of table, json, markdown, html, got 'csv'")
+        "trainplan: --format: expected one of table, json, markdown, html, csv, got 'xml'")
 
 
 def test_serve_writes_markdown_and_json_to_a_file(cli, tmp_path: Path) -> None:  # noqa: ANN001
@@ -90,3 +90,17 @@ def test_serve_compares_with_a_training_bill_only_when_one_is_described(cli) -> 
     assert "passes the training bill" not in cli("serve").stdout  # the default describes no training run
     out = cli("serve", str(ROOT / "examples" / "llama2-7b-pretrain.toml")).stdout
     assert "passes the training bill" in out
+
+
+def test_plan_writes_csv_a_figure_a_row(cli) -> None:  # noqa: ANN001
+    """`plan --format csv`: one row a figure, in SI units; training FLOPs 6 N D by hand for the reference
+    workload: 6 x 93e6 x 82.944e9 (3 cameras x 30 frames/s x 1,000 h x 256 tokens a frame) = 4.628e19."""
+    import csv
+    import io
+
+    res = cli("plan", "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    rows = {r["figure"]: r for r in csv.DictReader(io.StringIO(res.stdout))}
+    assert float(rows["compute.flops"]["value"]) == pytest.approx(6 * 93e6 * 3 * 30 * 3600 * 1000 * 256, rel=1e-12)
+    assert rows["compute.flops"]["dimension"] == "flops" and rows["pipeline.busy"]["label"] == "accelerator busy"
+    assert "nan" not in res.stdout and "inf" not in res.stdout

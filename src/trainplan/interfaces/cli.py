@@ -173,6 +173,7 @@ class Format(str, Enum):
     json = "json"
     markdown = "markdown"
     html = "html"
+    csv = "csv"
 
 
 # the one set of options every planning command takes (interfaces/options.py)
@@ -184,6 +185,8 @@ def render(report: dict, fmt: Format, workload=None, detail: bool = False) -> st
 
     if fmt == Format.json:
         return r.to_json(report)
+    if fmt == Format.csv:
+        return r.to_csv(report)
     if fmt == Format.markdown:
         return r.to_markdown(report)
     if fmt == Format.html:
@@ -200,8 +203,8 @@ def plan(
     file: WorkloadArg = None,
     set_: SetOpt = None,
     calibration: CalibrationOpt = None,
-    format: Annotated[str, typer.Option("--format", "-f", metavar="table|json|markdown|html",  # noqa: A002
-                                        help="table (default) or json, markdown, html")] = "table",
+    format: Annotated[str, typer.Option("--format", "-f", metavar="table|json|markdown|html|csv",  # noqa: A002
+                                        help="table (default) or json, markdown, html, csv (a figure a row)")] = "table",
     output: OutputOpt = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="check the busy fraction with the queue simulation")] = False,
     frames: Annotated[int, typer.Option(metavar="N", help="frames for --simulate (1,000 to 20 million)", min=1000, max=20_000_000)] = 200_000,

@@ -71,6 +71,26 @@ def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, allow_nan=False, default=str)
 
 
+def to_csv(report: dict[str, Any]) -> str:
+    """Every declared numeric figure of the report as a CSV row: its JSON key, label, value in SI units
+    (as JSON has it: blank where JSON has null) and dimension; one row a figure, for a spreadsheet."""
+    import csv
+    import io
+
+    from trainplan.planning.figures import FIGURES
+
+    flat = flatten(report)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(("figure", "label", "value", "dimension"))
+    for path, spec in FIGURES.items():
+        if path in flat and spec.numeric and not isinstance(flat[path], (list, dict, str)):
+            value = flat[path]
+            writer.writerow((path, spec.label, "" if value is None else
+                             (int(value) if isinstance(value, bool) else value), spec.dimension))
+    return buf.getvalue()
+
+
 def terminal_width() -> int:
     """Columns of the terminal stdout is, or 80 when it is piped or a file."""
     import shutil
