@@ -66,6 +66,7 @@ class AcceleratorOption:
     peak_flops: float  # dense, in the training precision
     dollars_per_hour: float | None  # None: no price known
     price_source: str = ""
+    name: str = ""  # the accelerator as its vendor names it (the key when none is given)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class AcceleratorComparison:
     dollars_per_attempt: float | None
     budget: float | None  # x attempts
     price_source: str
+    name: str = ""  # the accelerator as its vendor names it
 
 
 def compare_accelerators(flops: float, options: Sequence[AcceleratorOption], devices: int, mfu: float,
@@ -99,7 +101,7 @@ def compare_accelerators(flops: float, options: Sequence[AcceleratorOption], dev
         rows.append(AcceleratorComparison(
             key=opt.key, devices=devices, accelerator_hours=hours, wall_seconds=wall,
             wall_days=wall / SECONDS_PER_DAY, dollars_per_hour=opt.dollars_per_hour,
-            dollars_per_attempt=one, budget=budget, price_source=opt.price_source,
+            dollars_per_attempt=one, budget=budget, price_source=opt.price_source, name=opt.name or opt.key,
         ))
     return tuple(rows)
 
@@ -145,6 +147,6 @@ def catalogue_options(precision: str, own_key: str | None = None,
             price, source = prices[key].dollars_per_hour, prices[key].source
         else:
             price, source = None, "no price with a source in catalogue/accelerator_prices.toml"
-        out.append(AcceleratorOption(key=key, peak_flops=acc.peak(precision), dollars_per_hour=price,
+        out.append(AcceleratorOption(key=key, peak_flops=acc.peak(precision), dollars_per_hour=price, name=acc.name,
                                      price_source=source))
     return tuple(out)

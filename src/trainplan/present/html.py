@@ -40,7 +40,7 @@ border-left:4px solid #3b6ea5;padding:.7em 1em;margin:0 0 1em}
 .verdict{font-size:1.05em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em;width:100%}table.fixed{table-layout:fixed}
 td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}
-td.v{text-align:right;font-variant-numeric:tabular-nums}th{background:#f4f6f8}
+td.v{text-align:right;font-variant-numeric:tabular-nums}td.n{white-space:nowrap}th{background:#f4f6f8}
 .plots{display:flex;flex-wrap:wrap;gap:1em}.plot{flex:1 1 420px;min-width:0;max-width:560px}.plot svg{width:100%;height:auto}
 .muted{color:#666;font-size:.85em}
 @media (max-width:640px){
@@ -227,7 +227,7 @@ def timeline_plot(intervals: list[dict[str, Any]]) -> str | None:
 #: a column not named here is left out (wall_days repeats wall_seconds).
 LIST_COLUMNS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "training_cost.accelerators": (
-        ("key", "accelerator", "text"), ("devices", "devices", "count"),
+        ("name", "accelerator", "text"), ("key", "catalogue key", "text"), ("devices", "devices", "count"),
         ("accelerator_hours", "accelerator-hours", "hours"), ("wall_seconds", "wall time", "seconds"),
         ("dollars_per_hour", "price per accelerator-hour", "dollars_per_hour"),
         ("dollars_per_attempt", "cost of one run", "dollars"), ("budget", "cost, all attempts", "dollars"),
@@ -245,6 +245,8 @@ HIDDEN_LISTS = frozenset({"decisions.checks"})
 
 #: A value cell longer than this is text, written left-aligned.
 SHORT_VALUE = 24
+#: A list table's short figure ("4.29 d", "$1.30/h") is kept on one line (it never wraps as "4.29 / d").
+SHORT_NUMBER = 14
 
 
 def _table(rows: list[tuple[str, ...]], head: tuple[str, ...], numeric: int | None = 1,
@@ -256,7 +258,9 @@ def _table(rows: list[tuple[str, ...]], head: tuple[str, ...], numeric: int | No
     for r in rows:
         cells = []
         for i, c in enumerate(r):
-            cls = " class=v" if i == numeric and len(str(c)) <= SHORT_VALUE else ""
+            cls = (" class=v" if i == numeric and len(str(c)) <= SHORT_VALUE
+                   else " class=n" if numeric is None and len(str(c)) <= SHORT_NUMBER and any(ch.isdigit() for ch in str(c))
+                   else "")
             cells.append(f"<td{cls} data-label='{_esc(head[i])}'>{_esc(c)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table>")

@@ -233,18 +233,11 @@ def Q(default: Any, source: str, *, plausible: tuple[float | None, float | None]
       execution: bool = False, **constraints: Any) -> Any:
     """A field with its default and the source of that default, and its role (KeyRole): its plausible
     range (added to the field's bounds), the figures it feeds and how a sweep varies it."""
-    import annotated_types
-
     role = {"plausible": plausible, "feeds": list(feeds), "sweep": sweep or ("array" if argument else "rebuild"),
             "argument": argument, "execution": execution}
-    info = Field(default=default, description=source, json_schema_extra={"role": role}, **constraints)
-    if plausible is not None:
-        low, high = plausible
-        if low is not None:
-            info.metadata.append(annotated_types.Gt(low))
-        if high is not None:
-            info.metadata.append(annotated_types.Lt(high))
-    return info
+    # the plausible range becomes the field's bounds once its section is built (_bound_plausibly): after the
+    # unit's parser, so a value outside the key's meaning (0 hours) is refused in those words first
+    return Field(default=default, description=source, json_schema_extra={"role": role}, **constraints)
 
 
 def key_role(info: Any) -> KeyRole:
@@ -1024,6 +1017,23 @@ def _roles() -> dict[str, tuple[Any, KeyRole]]:
     return out
 
 
+def _bound_plausibly() -> None:
+    """Each declared plausible range added to its field's bounds (annotated_types Gt / Lt), then the
+    sections rebuilt with them."""
+    import annotated_types
+
+    for info, role in _roles().values():
+        low, high = role.plausible or (None, None)
+        if low is not None:
+            info.metadata.append(annotated_types.Gt(low))
+        if high is not None:
+            info.metadata.append(annotated_types.Lt(high))
+    for model in (*SECTIONS.values(), SourceSpec):
+        model.model_rebuild(force=True)
+    Workload.model_rebuild(force=True)
+
+
+_bound_plausibly()
 KEY_ROLES: Final[dict[str, KeyRole]] = {key: role for key, (_, role) in _roles().items()}
 #: key -> (low, high): each numeric key's plausible range, from its declaration
 PLAUSIBLE_RANGES: Final[dict[str, tuple[float | None, float | None]]] = {
