@@ -206,7 +206,9 @@ CASES: list[Case] = [
     Case(["plan", "--output", "s"], "--output", special="socket:s"),
     Case(["plan", "w.toml", "--output", "./w.toml"], "--output", {"w.toml": "[cluster]\ncores = 4\n"}),
     Case(["plan", "--output", "x" * 5000], "--output"),
-    Case(["validate"], "WORKLOAD"),
+    # validate without a file checks the built-in default (issue 28), so the bare command is not hostile
+    Case(["validate", "--format", "xml"], "--format"),
+    Case(["validate", "--set", "cluster.cores=-1"], "cluster.cores"),
     Case(["validate", "/dev/zero"], "/dev/zero"),
     Case(["validate", "p"], "p", special="fifo:p"),
     # ---- simulate
