@@ -296,20 +296,34 @@ def sample_chunks(spec: QueueSpec, size: int = CHUNK_FRAMES) -> Iterator[tuple[n
     g = v.keyframe_interval
     keyframes = g > 1 and v.keyframe_cost != 1.0
     scale = g / (g - 1 + v.keyframe_cost) if keyframes else 1.0  # a GOP's mean stays 1
+    # A constant stage is one array for the whole run, sliced for the last chunk (read-only, so no
+    # consumer can change it under the next chunk): two fresh arrays a chunk were an eighth of a
+    # 2e7-frame run of the compiled engine.
+    same_work = None if _decode_draws(v) or keyframes else _constant(min(size, n), 1.0)
+    same_read = None if v.read_cv > 0 else _constant(min(size, n), spec.read_seconds_per_frame + v.read_latency_seconds)
     for lo in range(0, n, size):
         m = min(size, n - lo)
-        work = _draw_work(rng, v, m)
+        if same_work is not None and same_read is not None:
+            yield same_read[:m], same_work[:m]
+            continue
+        work = _draw_work(rng, v, m) if same_work is None else same_work[:m]
         if keyframes:
             kf = np.ones(m)
             kf[(-lo) % g::g] = v.keyframe_cost  # frames 0, G, 2G, ... of the whole run
             work = work * (kf * scale)
-        if v.read_cv > 0:
-            read = spec.read_seconds_per_frame * _lognormal_factors(read_rng, v.read_cv, m)
+        if same_read is not None:
+            read = same_read[:m]
         else:
-            read = np.full(m, spec.read_seconds_per_frame, dtype=float)
-        if v.read_latency_seconds:
-            read = read + v.read_latency_seconds
+            read = spec.read_seconds_per_frame * _lognormal_factors(read_rng, v.read_cv, m)
+            if v.read_latency_seconds:
+                read = read + v.read_latency_seconds
         yield read, work
+
+
+def _constant(size: int, value: float) -> np.ndarray:
+    out = np.full(size, value, dtype=float)
+    out.setflags(write=False)
+    return out
 
 
 def sample_service_times(spec: QueueSpec) -> ServiceTimes:
