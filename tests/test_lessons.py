@@ -414,6 +414,13 @@ def test_overlap(load: float, compute: float, serial: float, overlapped: float, 
     assert ("loader is the ceiling" in sentence) == (ceiling == "loader")
 
 
+def test_negligible_loading_is_written_each_in_its_own_prefix() -> None:
+    """21.8 µs of loading against 1.884 s of compute: microseconds and seconds, not 0.0218 ms vs 1,884 ms."""
+    sentence = decisions.overlap_sentence(decisions.overlap(21.8e-6, 1.884))
+    assert "21.8 µs a step" in sentence and "1.88 s of compute" in sentence
+    assert "0.0218" not in sentence and "1,884" not in sentence
+
+
 def test_overlap_in_a_plan_matches_the_pipeline_without_prefetch() -> None:
     """Two paths to the un-overlapped utilisation: the decisions' c / (l + c) from one step, and the
     pipeline account's S / (S + D) with prefetch off."""

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainplan.errors import UserError
+from trainplan.units import format_figure
 
 DAYS_PER_MONTH = 30.0
 """'Inside a month', the lessons' horizon for serving overtaking training: 30 days."""
@@ -80,8 +81,8 @@ NEGLIGIBLE_SPEEDUP = 1.01
 
 
 def _ms(seconds: float) -> str:
-    ms = seconds * 1e3
-    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+    # each in its own prefix ("21.8 µs a step against 1.88 s"), not both in ms ("0.0218 ms ... 1,884 ms")
+    return format_figure(seconds, "seconds")
 
 
 def overlap_sentence(o: Overlap) -> str:
