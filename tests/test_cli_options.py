@@ -104,3 +104,28 @@ def test_plan_writes_csv_a_figure_a_row(cli) -> None:  # noqa: ANN001
     assert float(rows["compute.flops"]["value"]) == pytest.approx(6 * 93e6 * 3 * 30 * 3600 * 1000 * 256, rel=1e-12)
     assert rows["compute.flops"]["dimension"] == "flops" and rows["pipeline.busy"]["label"] == "accelerator busy"
     assert "nan" not in res.stdout and "inf" not in res.stdout
+
+
+def test_human_reports_leave_out_keys_of_other_kinds_of_data(tmp_path) -> None:
+    """A token workload's table, Markdown and HTML leave out the camera keys (data.fps) unless given;
+    JSON keeps every key."""
+    import json as _json
+
+    from trainplan.planning.evaluate import build_report
+    from trainplan.present import html, render
+    from trainplan.workload.load import load_workload
+
+    report = build_report(load_workload("examples/llama2-7b-pretrain.toml"))
+    assert "data.fps" in report["assumptions"] and "data.bytes_per_token" in report["assumptions"]
+    shown, note = render.shown_assumptions(report)
+    keys = {k for k, _ in shown}
+    assert "data.fps" not in keys and "cluster.core_fps_1080p" not in keys and "data.bytes_per_token" in keys
+    video_keys = [k for k, r in render.KEY_ROLES.items() if r.kinds == ("video",) and not k.startswith("sources.")]
+    assert note.startswith(f"Left out: {len(video_keys)} keys of video data")
+    markdown = render.to_markdown(report)
+    page = html.render_html(report)
+    assert "| data.fps |" not in markdown and "| data.bytes_per_token |" in markdown and note in markdown
+    assert "'>data.fps</td>" not in page and "'>data.bytes_per_token</td>" in page
+    assert "data.fps" in _json.loads(render.to_json(report))["assumptions"]
+    given = build_report(load_workload("examples/llama2-7b-pretrain.toml", ["data.fps=25"]))
+    assert "data.fps" in {k for k, _ in render.shown_assumptions(given)[0]}

@@ -167,3 +167,28 @@ def test_the_key_reference_is_generated_from_the_declarations() -> None:
     # a row read back: cluster.cores's unit, default, range and source as declared
     row = next(line for line in text.splitlines() if line.startswith("| `cluster.cores` |"))
     assert "| cores | 8 cores |" in row and ">= 0; plausible below 1e7" in row and "reference workload" in row
+
+
+KIND_BASES = {"video": ("video", "video_more"), "tokens": ("tokens", "tokens_more")}
+
+
+def test_a_key_declared_for_one_kind_of_data_moves_no_first_screen_figure_of_another() -> None:
+    """`kinds` (KeyRole.kinds) leaves a key out of the human reports of other kinds of workload: a change of
+    it there must move none of the first-screen figures (data.fps on a token workload plans the same)."""
+    declared = {k: r for k, r in schema.KEY_ROLES.items() if r.kinds}
+    assert {"data.fps", "cluster.core_fps_1080p", "data.bytes_per_token"} <= set(declared)
+    wrong = []
+    for kind, names in KIND_BASES.items():
+        for name in names:
+            path, overrides = BASES[name]
+            base_w = load_workload(path, overrides)
+            base = _flat(build_report(base_w))
+            for key, role in declared.items():
+                if role.applies_to(kind):
+                    continue
+                section, field_name = key.split(".")
+                info = schema.SECTIONS[section].model_fields[field_name]
+                for change in _changes(key, schema.leaf_value(base_w, key), info):
+                    report = _flat(build_report(load_workload(path, [*overrides, f"{key}={change}"])))
+                    wrong += [f"{key}={change} on {name}: moves {f}" for f in ANSWER if _moved(base.get(f), report.get(f))]
+    assert not wrong, "\n".join(wrong)

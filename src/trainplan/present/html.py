@@ -21,7 +21,10 @@ from trainplan.quantities import format_assumption
 
 from trainplan.units import format_figure
 from trainplan.workload.schema import input_dimensions
-from trainplan.present.render import ACCOUNTS, SECTION_TITLES, applies, flatten, format_value, given, label_of, provenance_word, section_rows
+from trainplan.present.render import (
+    ACCOUNTS, SECTION_TITLES, applies, flatten, format_value, given, label_of, provenance_word, section_rows,
+    shown_assumptions,
+)
 
 # Points of the busy-against-cores curve.
 CURVE_POINTS = 400
@@ -330,11 +333,12 @@ def render_html(report: dict[str, Any], workload: Any = None) -> str:
     assumptions = report.get("assumptions", {})
     if assumptions:
         dims = input_dimensions()
+        shown, note = shown_assumptions(report)
         rows = [(k, format_assumption(k, a.get("value"), dims), provenance_word(a),
-                 a.get("source", "")) for k, a in assumptions.items()]
+                 a.get("source", "")) for k, a in shown]
         parts.append(f"<h2 id=assumptions>{SECTION_TITLES['assumptions']}</h2>"
                      + _table(rows, ("workload key", "value", "given, measured or assumed", "source"),
-                              widths=(24, 16, 12, 48)))
+                              widths=(24, 16, 12, 48)) + (f"<p class=muted>{_esc(note)}</p>" if note else ""))
     parts.append("<p class=muted>Written by trainplan; the formulas are in the docs/ folder of trainplan.</p>"
                  "</body></html>")
     return "\n".join(parts)

@@ -49,6 +49,8 @@ are where they are.
   `storage.retained_bytes`, `energy.kg_co2`, `serving.cost_per_request`); a key that moves none of
   them lists the figures it does move. Measured on the test's workloads (video, tokens, a shape, a
   layout, LoRA), so a key that matters only in other settings may move more there.
+- **unit**: "(video data only)" marks a key a workload of another `data.kind` does not use; the
+  table, Markdown and HTML reports leave it out there unless it was given (JSON lists every key).
 - **sweep**: `array`: the key enters the formulas as an array, so a sweep of 10^7 values is one pass;
   a workload per value: each value is planned on its own.
 """
@@ -117,7 +119,8 @@ def key_reference() -> str:
             sweep = SWEEP_WORDS[role.sweep] + (f" (`{role.argument}`)" if role.argument else "") + (
                 ", read by the execution model" if role.execution else "")
             lines.append("| " + " | ".join(_cell(c) for c in (
-                f"`{key}`", _unit(key, info, dims), shown, _bounds(info, role), info.description or "", feeds,
+                f"`{key}`", _unit(key, info, dims) + (f" ({' or '.join(role.kinds)} data only)" if role.kinds else ""),
+                shown, _bounds(info, role), info.description or "", feeds,
                 sweep if section != "sources" else "—")) + " |")
         lines.append("")
     return "\n".join(lines)

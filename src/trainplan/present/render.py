@@ -12,7 +12,7 @@ from typing import Any, Iterator
 from trainplan.planning.figures import FIGURES, SECTION_ORDER
 from trainplan.quantities import format_assumption, format_input
 from trainplan.units import format_figure
-from trainplan.workload.schema import input_dimensions
+from trainplan.workload.schema import KEY_ROLES, input_dimensions
 
 ACCOUNTS = SECTION_ORDER
 
@@ -125,6 +125,26 @@ def provenance_word(a: dict[str, Any]) -> str:
     return "measured" if a.get("provenance") == "measured" else "given" if given(a) else str(a.get("provenance", ""))
 
 
+def shown_assumptions(report: dict[str, Any]) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+    """The workload keys a person reads for this workload, and a line on those left out: a key declared for
+    another kind of data (a camera's fps in a token workload, KeyRole.kinds) is left out unless the user
+    gave it or it was measured. JSON keeps every key."""
+    assumptions = report.get("assumptions", {})
+    kind = str(assumptions.get("data.kind", {}).get("value", "video"))
+    words = {"video": "video", "tokens": "token"}
+    shown, left = [], []
+    for key, a in assumptions.items():
+        role = KEY_ROLES.get(key)
+        if role is not None and not role.applies_to(kind) and not given(a):
+            left.append(role)
+            continue
+        shown.append((key, a))
+    others = " or ".join(sorted({words.get(k, k) for role in left for k in role.kinds}))
+    note = (f"Left out: {len(left)} keys of {others} data, which a {words.get(kind, kind)} workload does not use "
+            "(the JSON report lists every key)." if left else "")
+    return shown, note
+
+
 def applies(report: dict[str, Any], section: str) -> bool:
     """Whether a section belongs in the default view of this workload: serving only when the
     workload gives serving keys, the per-hour-of-data bill only for video, nothing skipped."""
@@ -187,8 +207,12 @@ def assumptions_table(report: dict[str, Any]):  # noqa: ANN201 - rich.table.Tabl
     table.add_column("provenance")
     table.add_column("source", overflow="fold")
     dims = input_dimensions()
-    for key, a in report["assumptions"].items():
+    shown, note = shown_assumptions(report)
+    for key, a in shown:
         table.add_row(key, format_assumption(key, a["value"], dims), provenance_word(a), a["source"])
+    if note:
+        table.caption = note
+        table.caption_justify = "left"
     return table
 
 
@@ -218,7 +242,10 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines.append("")
     lines += [f"## {SECTION_TITLES['assumptions']}", "", "| key | value | provenance | source |", "|---|---:|---|---|"]
     dims = input_dimensions()
-    for key, a in report["assumptions"].items():
+    shown, note = shown_assumptions(report)
+    for key, a in shown:
         value = format_assumption(key, a["value"], dims).replace("|", "\\|")
         lines.append(f"| {key} | {value} | {provenance_word(a)} | {a['source'].replace('|', '/')} |")
+    if note:
+        lines += ["", note]
     return "\n".join(lines) + "\n"

@@ -215,6 +215,11 @@ def match_choice(value: str, choices: tuple[str, ...]) -> str:
 SweepRole = Literal["array", "shape", "rebuild"]
 
 
+#: KeyRole.kinds of the keys that mean something for one kind of data only
+VIDEO: Final = ("video",)
+TOKENS: Final = ("tokens",)
+
+
 @dataclass(frozen=True)
 class KeyRole:
     """What a workload key is beyond its type, declared on its field with `Q` (the docs' key reference,
@@ -226,15 +231,21 @@ class KeyRole:
     #                   model.params and the shape sizes activations alone; rebuild: a workload per value
     argument: str | None  # the argument of accounts.pipeline.pipeline_arrays the key is, if any
     execution: bool  # the execution model (planning/execution.py) reads it
+    kinds: tuple[str, ...] = ()  # the data.kind values the key means something for; () for every kind
+
+    def applies_to(self, kind: str) -> bool:
+        """Whether the key means something for a workload of data.kind `kind` (a camera's fps does not for tokens)."""
+        return not self.kinds or kind in self.kinds
 
 
 def Q(default: Any, source: str, *, plausible: tuple[float | None, float | None] | None = None,  # noqa: N802
       feeds: tuple[str, ...] = (), sweep: SweepRole | None = None, argument: str | None = None,
-      execution: bool = False, **constraints: Any) -> Any:
+      execution: bool = False, kinds: tuple[str, ...] = (), **constraints: Any) -> Any:
     """A field with its default and the source of that default, and its role (KeyRole): its plausible
-    range (added to the field's bounds), the figures it feeds and how a sweep varies it."""
+    range (added to the field's bounds), the figures it feeds, how a sweep varies it and the data kinds
+    it applies to."""
     role = {"plausible": plausible, "feeds": list(feeds), "sweep": sweep or ("array" if argument else "rebuild"),
-            "argument": argument, "execution": execution}
+            "argument": argument, "execution": execution, "kinds": list(kinds)}
     # the plausible range becomes the field's bounds once its section is built (_bound_plausibly): after the
     # unit's parser, so a value outside the key's meaning (0 hours) is refused in those words first
     return Field(default=default, description=source, json_schema_extra={"role": role}, **constraints)
@@ -246,7 +257,8 @@ def key_role(info: Any) -> KeyRole:
     role = extra.get("role") or {}
     plausible = role.get("plausible")
     return KeyRole(tuple(plausible) if plausible is not None else None, tuple(role.get("feeds", ())),
-                   role.get("sweep", "rebuild"), role.get("argument"), bool(role.get("execution", False)))
+                   role.get("sweep", "rebuild"), role.get("argument"), bool(role.get("execution", False)),
+                   tuple(role.get("kinds", ())))
 
 
 # ---------------------------------------------------------------- sections
@@ -440,15 +452,15 @@ class ClusterSection(Section):
         120.0, "reference workload: a CPU core decodes 120 frames/s of 1080p H.264, colour conversion and resize included",
         gt=0,
         plausible=(0.001, 1e8), argument="core_fps_1080p", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     nvdec: bool = Q(False, "assumed: decode on CPU cores only",
         feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
-          "training_cost.budget"))
+          "training_cost.budget"), kinds=VIDEO)
     nvdec_fps_1080p: PerSecond = Q(
         771.0, "assumed: one NVDEC engine decodes 771 frames/s of 1080p H.264 (NVIDIA application note, indicative)",
         gt=0,
         plausible=(0.001, 1e9), argument="nvdec_fps_1080p", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     link: ByteRate = Q(1.5e9, "reference workload: 1.5 GB/s from storage to the host", gt=0,
         plausible=(1000, 1e16), argument="link", feeds=("bill.add_cores.busy_after",
           "bill.add_cores.extra_core_cost", "bill.add_cores.idle_removed", "bill.add_cores.net_saving",
@@ -531,65 +543,66 @@ class DataSection(Section):
         feeds=("bill.total", "pipeline.cores_needed", "storage.retained_bytes"))
     cameras: Whole = Q(3, "reference workload: three cameras", gt=0,
         plausible=(None, 100000), argument="cameras", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "storage.retained_bytes", "training_cost.budget"))
+          "storage.retained_bytes", "training_cost.budget"), kinds=VIDEO)
     width: Whole = Q(1920, "reference workload: 1080p", gt=0,
         plausible=(None, 100000), argument="width", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     height: Whole = Q(1080, "reference workload: 1080p", gt=0,
         plausible=(None, 100000), argument="height", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     fps: PerSecond = Q(30.0, "reference workload: 30 frames/s", gt=0,
         plausible=(0.001, 100000), argument="fps", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "training_cost.budget"))
+          "training_cost.budget"), kinds=VIDEO)
     bitrate: BitRate = Q(8e6, "reference workload: H.264 at 8 Mbit/s", gt=0,
-        plausible=(1000, 1e13), argument="bitrate", feeds=("bill.total", "storage.retained_bytes"))
+        plausible=(1000, 1e13), argument="bitrate", feeds=("bill.total", "storage.retained_bytes"), kinds=VIDEO)
     gop: Whole = Q(30, "assumed: a keyframe every 30 frames (one a second at 30 fps)", gt=0,
         plausible=(None, 1e6), argument="gop", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     codec: Annotated[Literal[CODECS], BeforeValidator(_codec)] = Q(  # type: ignore[valid-type]
-        "h264", "reference workload: H.264 (the codec a decode rate is measured and applied on)")
+        "h264", "reference workload: H.264 (the codec a decode rate is measured and applied on)", kinds=VIDEO)
     random_decodes: float | None = Q(
         None, "derived: (gop + 1) / 2 frames decoded per frame used at random access (one GOP length); data "
         "inspect measures it frame-weighted over the corpus's GOPs", ge=1,
         plausible=(None, 1e6), argument="random_decodes", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     pixels_per_frame: float | None = Q(
         None, "derived: width x height; data inspect writes the frame-weighted mean of a mixed-size corpus", ge=1,
         plausible=(None, 1e10), argument="pixels_per_frame", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     access: Literal["sequential", "random", "decoded"] = Q("sequential", "reference workload: frames in order",
         feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
           "storage.retained_bytes", "training_cost.budget"))
     side: Whole = Q(224, "reference workload: 224 px images", gt=0,
         plausible=(None, 100000), argument="side", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     patch: Whole = Q(14, "reference workload: 14 px patches", gt=0,
         plausible=(None, 100000), argument="patch", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     buffer: Whole = Q(64, "docs/simulation.md: a 64-frame buffer between decoders and accelerator", gt=0,
-        plausible=(None, 1e7))
+        plausible=(None, 1e7), kinds=VIDEO)
     loader_cpu_per_frame: Seconds = Q(
         0.0, "assumed: 0, not counted (CPU a loader worker spends on each frame used besides decoding it: the "
         "tensor, collation, the copy into shared memory, the hand-over); measure it with examples/"
         "video_pipeline_e2e.py's hand-over probe", ge=0,
         plausible=(None, 1), argument="loader_cpu_per_frame", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     bytes_per_token: BytesPerToken = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0,
-        plausible=(0.001, 1e7), argument="bytes_per_token", feeds=("bill.total", "storage.retained_bytes"))
+        plausible=(0.001, 1e7), argument="bytes_per_token", feeds=("bill.total", "storage.retained_bytes"),
+        kinds=TOKENS)
     tokenizer_rate: PerSecond = Q(
         1e6, "assumed: 1 M tokens/s per core for a fast BPE tokenizer (Hugging Face tokenizers, indicative)", gt=0,
         plausible=(0.001, 1e13), argument="tokenizer_rate", feeds=("decisions.loading.load_seconds",
           "decisions.loading.serial_step_seconds", "decisions.loading.serial_utilisation",
           "decisions.loading.speedup", "pipeline.stages.tokenize.tokens_per_second", "pipeline.supply_fps",
-          "pipeline.supply_tokens_per_second", "pipeline.threshold_params"))
+          "pipeline.supply_tokens_per_second", "pipeline.threshold_params"), kinds=TOKENS)
     tokenize_online: bool = Q(False, "assumed: token ids are packed ahead of time, no tokenizer in the loop",
         feeds=("decisions.loading.load_seconds", "decisions.loading.serial_step_seconds",
           "decisions.loading.serial_utilisation", "decisions.loading.speedup",
           "pipeline.stages.tokenize.tokens_per_second", "pipeline.supply_fps", "pipeline.supply_tokens_per_second",
-          "pipeline.threshold_params"))
+          "pipeline.threshold_params"), kinds=TOKENS)
     hours: Hours = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0,
         plausible=(1e-06, 1e10), sweep="array", feeds=("compute.wall_seconds", "energy.kg_co2",
-          "storage.retained_bytes", "training_cost.budget"))
+          "storage.retained_bytes", "training_cost.budget"), kinds=VIDEO)
     dataset_size: Bytes | None = Q(None, "derived: hours x cameras x bit rate for video (decoded: 1.5 W H a "
                                    "frame), tokens / epochs x bytes per token for token ids", gt=0,
         plausible=(None, 1e18), feeds=("pipeline.cache.cached_fraction", "pipeline.cache.dataset_size",
