@@ -52,7 +52,7 @@ TRIAL: dict[str, str] = {
     "cluster.interconnect": '"100 GB/s"', "cluster.devices_per_node": "4", "cluster.node_link": '"10 GB/s"',
     "data.random_decodes": "40", "data.pixels_per_frame": "1e6", "data.dataset_size": '"10 TB"',
     "energy.watts": "300", "energy.grid_intensity": "100", "serving.tensor": "2", "serving.training_cost": "1e6",
-    "serving.revenue_per_request": "1e-4", "parallel.data": "2", "parallel.efficiency": "0.5",
+    "serving.revenue_per_request": "1e-4", "serving.tokens_per_request": "1000", "parallel.data": "2", "parallel.efficiency": "0.5",
     "storage.cache_size": '"1 TB"',
 }
 EXTRA: dict[str, list[str]] = {"energy.region": ["'us'"], "cluster.accelerator": ["'a100-sxm-80gb'"],

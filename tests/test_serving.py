@@ -319,7 +319,8 @@ def test_served_model_names_what_is_missing() -> None:
 COUNT_ONLY_SERVING = ["--set", "serving.training_cost=1000000", "--set", "serving.batch=32",
                       "--set", "serving.mfu=0.3", "--set", "serving.tokens_per_request=500",
                       "--set", "serving.requests_per_day=1e6", "--set", "serving.context=4096",
-                      "--set", "serving.dtype=bf16", "--set", "prices.accelerator_hour=3"]
+                      "--set", "serving.dtype=bf16", "--set", "prices.accelerator_hour=3",
+                      "--set", "serving.mode=decode"]  # a language model given by its count on the video workload
 
 
 def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -372,3 +373,35 @@ def test_cli_serve_a_workload_with_only_params(tmp_path: object, capsys: pytest.
     assert rc == 0, err
     data = json.loads(out)
     assert data["kv_bytes_per_token"] == 524_288 and "kv_cache_missing" not in data
+
+
+def test_a_vision_encoder_is_served_one_forward_pass_a_request(capsys: pytest.CaptureFixture[str]) -> None:
+    """The default workload's model (no vocabulary, video data) is served as an encoder: a request is one
+    frame's (224 / 14)^2 = 256 tokens in one pass, no KV cache; 32 requests a pass on one H100.
+    By hand: compute 32 x 256 x 2 P / (989.4e12 x 0.3) against the weights' read 2 P / 3.35e12."""
+    import json
+
+    from trainplan.workload.load import load_workload
+
+    rc, out, err = _main(["serve", "-f", "json"], capsys)
+    assert rc == 0, err
+    data = json.loads(out)
+    params = data["params"]
+    peak = load_workload(None).accelerator.peak("bf16")
+    t_compute = 32 * 256 * 2 * params / (peak * 0.3)
+    t_memory = 2 * params / H100_BW
+    assert data["mode"] == "encode" and data["tokens_per_request"] == 256
+    assert data["kv_bytes_per_token"] is None and "kv_cache_missing" not in data
+    assert data["tokens_per_second"] == pytest.approx(32 * 256 / max(t_compute, t_memory))
+    assert data["bound"] == ("compute" if t_compute > t_memory else "memory")
+    assert data["requests_per_second"] == pytest.approx(32 / max(t_compute, t_memory))
+    assert data["cost_per_million_requests"] == pytest.approx(3.0 / 3600 / data["requests_per_second"] * 1e6)
+    rc, out, err = _main(["serve"], capsys)
+    assert "KV cache                none: an encoder" in out and "encode" in out
+    # named as a decoder, the same model generates 500 tokens a request from a KV cache
+    rc, out, err = _main(["serve", "--set", "serving.mode=decode", "-f", "json"], capsys)
+    decoded = json.loads(out)
+    assert decoded["mode"] == "decode" and decoded["tokens_per_request"] == 500 and decoded["kv_bytes_per_token"] > 0
+    # a model with a vocabulary on video data is a decoder by default
+    rc, out, err = _main(["serve", "--set", "model.vocab=32000", "-f", "json"], capsys)
+    assert json.loads(out)["mode"] == "decode"

@@ -171,6 +171,7 @@ class ServingEstimate:
     crossover_days: float  # training_cost / serving_cost_per_day; inf when nothing is served
     max_batch_bound: str = MAX_BATCH_BY_KV  # what bounds max_batch
     kv_cache_missing: str | None = None  # why the KV figures are None; None when they are known
+    mode: str = "decode"  # decode: token by token from a KV cache; encode: one forward pass a request, no cache
 
     def as_dict(self) -> dict[str, float | int | str | bool | None]:
         """JSON-ready: infinities become None; `kv_cache_missing` only where there is a reason to give."""
@@ -219,6 +220,7 @@ def estimate_serving(
     kv_dtype: str = KV_CACHE_DTYPE,
     memory_utilization: float = MEMORY_UTILIZATION,
     tier: tuple[float, float, int, float, float] | None = None,
+    mode: Literal["decode", "encode"] = "decode",
 ) -> ServingEstimate:
     """Serve `model` in `dtype` on replicas of `devices` accelerators (default: the fewest that hold
     the weights and `batch` full-context sequences, raised to a tensor degree that divides the
@@ -226,33 +228,34 @@ def estimate_serving(
     that fits). `tier` = (intra-node bus bandwidth B/s, its latency s, devices per node, inter-node
     bus bandwidth, its latency) of the layout's network: each decode step all-reduces b x width
     activations twice a layer (Megatron's pattern) inside the node, or across nodes for a replica
-    larger than one."""
+    larger than one.
+
+    `mode` "encode" serves a request as one forward pass over its `tokens_per_request` tokens (a vision
+    encoder on a frame's patches): no KV cache, a step is `batch` requests at once, `batch` x tokens
+    through the weights read once; "decode" generates the request's tokens one step at a time."""
     _check_serving_inputs(context, tokens_per_request, peak_flops, memory_bandwidth, mfu, memory_utilization,
                           dollars_per_device_hour, requests_per_day, training_cost, batch)
+    encode = mode == "encode"
     w = weights_bytes(model.params, dtype)
-    kv_token, kv_seq_known = _kv_cache(model, context, kv_dtype, batch)
+    kv_token, kv_seq_known = (None, None) if encode else _kv_cache(model, context, kv_dtype, batch)
     kv_seq = kv_seq_known if kv_seq_known is not None else 0.0  # unknown: the weights' read alone
     devices = _replica_devices(model, devices, w, kv_seq * (batch or 1), device_memory, memory_utilization)
     usable = devices * device_memory * memory_utilization
-    max_batch: int | None
-    if kv_seq_known is not None:
-        max_batch = max(0, math.floor((usable - w) / kv_seq_known))
-        fits = max_batch >= 1
-    else:
-        max_batch = None
-        fits = usable > w
+    max_batch, fits = _largest_batch(usable, w, kv_seq_known)
     flops_token = FLOP_PER_PARAM_PER_TOKEN * model.params_per_token
     rate = devices * peak_flops * mfu
     bandwidth = devices * memory_bandwidth
     # batch at which compute time equals memory time: 2PB/R = (W + B kv)/BW
-    denominator = flops_token / rate - kv_seq / bandwidth
+    # an encode step passes every token of its requests at once: a step's tokens = batch x tokens a request
+    step_tokens = tokens_per_request if encode else 1.0
+    denominator = flops_token * step_tokens / rate - kv_seq / bandwidth
     crossover_batch = (w / bandwidth) / denominator if denominator > 0 else math.inf
 
     if fits:
         b = max_batch if batch is None else batch if max_batch is None else min(batch, max_batch)
         assert b is not None  # no shape requires a batch (above)
-        t_compute, t_memory, bound, tps = _decode_step(model, b, w, kv_seq, flops_token, rate, bandwidth, devices,
-                                                       tier)
+        t_compute, t_memory, bound, tps = _decode_step(model, b * step_tokens, w, kv_seq, flops_token, rate,
+                                                       bandwidth, devices, tier)
     else:
         b, t_compute, t_memory, bound, tps = 0, math.inf, math.inf, "none", 0.0
 
@@ -273,9 +276,18 @@ def estimate_serving(
         cost_per_million_requests=cost_request * 1e6,
         requests_per_day=requests_per_day, replicas=replicas, serving_cost_per_day=per_day,
         training_cost=training_cost, crossover_days=crossover,
-        max_batch_bound=MAX_BATCH_BY_KV if model.kv_known else MAX_BATCH_BY_WEIGHTS,
-        kv_cache_missing=None if model.kv_known else (model.kv_missing or "the model's shape"),
+        max_batch_bound=MAX_BATCH_BY_KV if model.kv_known and not encode else MAX_BATCH_BY_WEIGHTS,
+        kv_cache_missing=None if model.kv_known or encode else (model.kv_missing or "the model's shape"),
+        mode=mode,
     )
+
+
+def _largest_batch(usable: float, w: float, kv_seq: float | None) -> tuple[int | None, bool]:
+    """(sequences whose KV cache fits beside the weights, whether one does); (None, weights fit) without a cache."""
+    if kv_seq is None:
+        return None, usable > w
+    max_batch = max(0, math.floor((usable - w) / kv_seq))
+    return max_batch, max_batch >= 1
 
 
 def _check_serving_inputs(context: int, tokens_per_request: float, peak_flops: float, memory_bandwidth: float,
@@ -329,10 +341,11 @@ def _replica_devices(model: ServedModel, devices: int | None, w: float, kv_bytes
     return devices
 
 
-def _decode_step(model: ServedModel, b: int, w: float, kv_seq: float, flops_token: float, rate: float,
+def _decode_step(model: ServedModel, b: float, w: float, kv_seq: float, flops_token: float, rate: float,
                  bandwidth: float, devices: int, tier: tuple[float, float, int, float, float] | None
                  ) -> tuple[float, float, Literal["compute", "memory", "none"], float]:
-    """(compute seconds, memory seconds, what bounds it, tokens/s) of a decode step at batch b."""
+    """(compute seconds, memory seconds, what bounds it, tokens/s) of a step of b tokens (a decode step: one
+    token of each of b sequences, each reading its KV cache; an encode step: every token of its requests)."""
     t_compute = flops_token * b / rate
     t_memory = (w + b * kv_seq) / bandwidth
     step = max(t_compute, t_memory) + tensor_parallel_seconds(model, b, devices, tier)
@@ -377,7 +390,7 @@ def tensor_degree(needed: int, heads: int | None, kv_heads: int | None) -> int:
                     f"model.heads ({heads}) divides the heads")
 
 
-def tensor_parallel_seconds(model: ServedModel, batch: int, devices: int,
+def tensor_parallel_seconds(model: ServedModel, batch: float, devices: int,
                             tier: tuple[float, float, int, float, float] | None) -> float:
     """The decode step's tensor-parallel all-reduces on the replica's tier (0 on one device or unknown)."""
     if devices <= 1 or tier is None or model.layers is None or model.width is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Collection, Iterator, Mapping
+from typing import Any, Callable, Collection, Iterator, Literal, Mapping
 
 import numpy as np
 
@@ -673,15 +673,38 @@ def serving_estimate(w: Any, model: Any | None = None, training_cost: float | No
     s, acc = w.serving, w.accelerator
     if training_cost is None:
         training_cost = s.training_cost if s.training_cost is not None else training_bill_of(w).budget
+    mode = serving_mode(w)
     return serving_mod.estimate_serving(
         served if served is not None else served_model(model),
-        dtype=dtype or s.dtype, context=int(s.context), tokens_per_request=float(s.tokens_per_request),
+        dtype=dtype or s.dtype, context=int(s.context), tokens_per_request=tokens_per_request(w, mode), mode=mode,
         peak_flops=acc.peak("bf16") if "bf16" in acc.peak_flops else acc.peak(w.training.precision),
         device_memory=acc.memory, memory_bandwidth=acc.memory_bandwidth,
         dollars_per_device_hour=w.prices.accelerator_hour, mfu=s.mfu, requests_per_day=s.requests_per_day,
         training_cost=training_cost, batch=int(s.batch),
         devices=None if s.tensor is None else int(s.tensor), tier=serving_tier(w),
     )
+
+
+#: Tokens a decode request generates when serving.tokens_per_request is not given (assumed: a chat answer
+#: of a few paragraphs).
+GENERATED_TOKENS_PER_REQUEST = 500
+
+
+def serving_mode(w: Any) -> Literal["decode", "encode"]:
+    """serving.mode, "auto" resolved: a video workload's model without a vocabulary (a vision encoder) is
+    served as an encoder; a model with a vocabulary, or a token workload's, as a decoder."""
+    if w.serving.mode != "auto":
+        return w.serving.mode
+    return "encode" if w.data.kind == "video" and w.model.vocab is None else "decode"
+
+
+def tokens_per_request(w: Any, mode: str) -> float:
+    """serving.tokens_per_request, or its default: a frame's tokens to encode, 500 to generate."""
+    if w.serving.tokens_per_request is not None:
+        return float(w.serving.tokens_per_request)
+    if mode == "encode":
+        return float(pipeline_mod.tokens_per_frame(w.data.side, w.data.patch))
+    return float(GENERATED_TOKENS_PER_REQUEST)
 
 
 def serving_tier(w: Any) -> tuple[float, float, int, float, float]:

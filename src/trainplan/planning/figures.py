@@ -311,7 +311,9 @@ D("serving.bound", "text", "bound by", "compute or memory", sweep=False)
 D("serving.tokens_per_second", "tokens_per_second", "throughput", "tokens/s per replica", sweep=False)
 D("serving.compute_bound_batch", "count", "compute-bound from batch", "batch above which compute binds",
   sweep=False, detail=True)
-D("serving.tokens_per_request", "count", "tokens per request", "generated tokens per request", sweep=False)
+D("serving.tokens_per_request", "count", "tokens per request", "generated (decode) or passed in (encode)", sweep=False)
+D("serving.mode", "text", "served as", "decode: token by token from a KV cache; encode: one forward pass a "
+  "request, no KV cache", sweep=False)
 D("serving.requests_per_second", "requests_per_second", "requests per second", "per replica", sweep=False)
 D("serving.dollars_per_hour", "dollars_per_hour", "replica price", "per hour", sweep=False)
 D("serving.cost_per_request", "dollars", "cost per request", "price / requests per hour", sweep=False)

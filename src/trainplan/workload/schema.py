@@ -540,7 +540,7 @@ class ParallelSection(Section):
 
 class DataSection(Section):
     kind: Literal["video", "tokens"] = Q("video", "reference workload: video",
-        feeds=("bill.total", "pipeline.cores_needed", "storage.retained_bytes"))
+        feeds=("bill.total", "pipeline.cores_needed", "serving.cost_per_request", "storage.retained_bytes"))
     cameras: Whole = Q(3, "reference workload: three cameras", gt=0,
         plausible=(None, 100000), argument="cameras", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "storage.retained_bytes", "training_cost.budget"), kinds=VIDEO)
@@ -574,10 +574,12 @@ class DataSection(Section):
           "storage.retained_bytes", "training_cost.budget"))
     side: Whole = Q(224, "reference workload: 224 px images", gt=0,
         plausible=(None, 100000), argument="side", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
+          "pipeline.busy", "pipeline.cores_needed", "serving.cost_per_request",
+          "training_cost.budget"), kinds=VIDEO)
     patch: Whole = Q(14, "reference workload: 14 px patches", gt=0,
         plausible=(None, 100000), argument="patch", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
+          "pipeline.busy", "pipeline.cores_needed", "serving.cost_per_request",
+          "training_cost.budget"), kinds=VIDEO)
     buffer: Whole = Q(64, "docs/simulation.md: a 64-frame buffer between decoders and accelerator", gt=0,
         plausible=(None, 1e7), kinds=VIDEO)
     loader_cpu_per_frame: Seconds = Q(
@@ -668,9 +670,14 @@ class EnergySection(Section):
 
 class ServingSection(Section):
     mfu: Fraction = Q(0.3, "assumed: inference MFU 0.3 at large batch", gt=0, le=1,
-        feeds=("decisions.cost_per_request_paid", "decisions.recurring.serving_per_year",
-          "decisions.recurring.total_per_year", "serving.compute_seconds_per_step"))
-    tokens_per_request: Whole = Q(500, "assumed: 500 generated tokens per request", gt=0,
+        feeds=("serving.cost_per_request",))
+    mode: Literal["auto", "decode", "encode"] = Q(
+        "auto", "derived: encode for a video workload's model without a vocabulary (a vision encoder: one forward "
+        "pass over a frame's tokens a request, no KV cache); decode for a model with a vocabulary or a token "
+        "workload's (tokens generated one at a time from a KV cache)",
+        feeds=("serving.cost_per_request",))
+    tokens_per_request: Whole | None = Q(None, "derived: 500 generated tokens a request (decode, assumed); one "
+                                         "frame's tokens, (data.side / data.patch)^2 (encode)", gt=0,
         plausible=(None, 1e9), feeds=("serving.cost_per_request",))
     requests_per_day: PerDay = Q(1e6, "assumed: one million requests a day", gt=0,
         plausible=(None, 1e15), feeds=("decisions.cost_per_request_paid", "decisions.recurring.serving_per_year",

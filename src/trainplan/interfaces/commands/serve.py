@@ -96,27 +96,35 @@ def serve_table(e: serving_mod.ServingEstimate, acc_name: str, training_describe
     def days(x: float) -> str:
         return fig(x, "days") if math.isfinite(x) else "never"
 
-    if e.kv_bytes_per_token is not None and e.kv_bytes_per_sequence is not None:
+    encode = e.mode == "encode"
+    if encode:
+        kv = "none: an encoder serves each request in one forward pass"
+    elif e.kv_bytes_per_token is not None and e.kv_bytes_per_sequence is not None:
         kv = (f"{fig(e.kv_bytes_per_token, 'bytes')} per token, "
               f"{fig(e.kv_bytes_per_sequence, 'bytes')} per {e.context:,}-token sequence")
     else:
         kv = f"unknown: {(e.kv_cache_missing or '').split(';')[0]}"
     if e.max_batch is not None:
         batch = f"{e.max_batch} sequences (serving {e.batch})"
+    elif e.fits and encode:
+        batch = (f"bounded by weights only ({fig(e.weights_bytes, 'bytes')} of {fig(e.usable_memory_bytes, 'bytes')} "
+                 f"usable); {e.batch} requests of {fig(e.tokens_per_request, 'count')} tokens a pass")
     elif e.fits:
         batch = (f"bounded by weights only ({fig(e.weights_bytes, 'bytes')} of {fig(e.usable_memory_bytes, 'bytes')} "
                  f"usable); serving the {e.batch} asked for")
     else:
         batch = f"none: the weights need more than {fig(e.usable_memory_bytes, 'bytes')} usable"
     rate = fig(e.tokens_per_second, "tokens_per_second")
+    step_word, unit = ("encode", "requests") if encode else ("decode", "batch")
     lines = [
         f"serving {fig(e.params, 'parameters')} in {e.dtype} on {e.devices} x {acc_name}",
         f"  weights resident        {fig(e.weights_bytes, 'bytes')}",
         f"  KV cache                {kv}",
         f"  largest batch that fits {batch}",
-        f"  decode                  {rate}, {e.bound}-bound "
-        f"(compute-bound above batch {e.compute_bound_batch:,.0f})" if math.isfinite(e.compute_bound_batch)
-        else f"  decode                  {rate}, {e.bound}-bound at any batch",
+        f"  {step_word:<24}{rate}, {e.bound}-bound "
+        f"(compute-bound above {unit} {e.compute_bound_batch:,.0f})"
+        if math.isfinite(e.compute_bound_batch) and e.compute_bound_batch >= 1
+        else f"  {step_word:<24}{rate}, {e.bound}-bound at any batch",
         f"  requests                {fig(e.requests_per_second, 'requests_per_second')} per replica, "
         f"{e.replicas} replica{'' if e.replicas == 1 else 's'} for {fig(e.requests_per_day, 'count')} a day",
         f"  cost                    {fig(e.cost_per_million_requests, 'dollars')} per million requests, "
