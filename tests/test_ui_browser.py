@@ -32,6 +32,7 @@ from trainplan.interfaces.web import create_app  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 FINETUNE = ROOT / "examples" / "finetune-1b.toml"
 LLAMA = ROOT / "examples" / "llama2-7b-pretrain.toml"
+IMAGENET = ROOT / "examples" / "imagenet-vit.toml"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -49,7 +50,7 @@ def served_url():
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = create_app(port, files=[FINETUNE, LLAMA])
+    app = create_app(port, files=[FINETUNE, LLAMA, IMAGENET])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -120,6 +121,28 @@ def test_the_file_given_is_planned_not_the_reference(browser, served_url: str, t
     assert page.text_content("#wall-time") == "4.36 h"
     assert _line(page, "Cost").startswith("$313.72: $104.57 a run")
     page.screenshot(path=str(tmp_path / "tokens.png"), full_page=True)
+    assert errors == []
+    page.close()
+
+
+def test_an_image_corpus_is_planned_as_images(browser, served_url: str) -> None:
+    """examples/imagenet-vit.toml: 1.28 M images x 90 epochs x (224 / 16)^2 = 22.6 B tokens; no cameras or
+    frame rate to move; the bill counted per 3,600 images."""
+    page, errors = _open(browser, served_url)
+    page.select_option("#base", "imagenet-vit.toml")
+    _settle(page)
+    assert page.is_hidden("#error")
+    assert page.text_content("#headline").startswith("86 M parameters, 22.6 B tokens")
+    assert page.text_content("#frames-legend") == "Images"
+    assert page.is_hidden("#cameras") and page.is_hidden("#fps") and page.is_visible("#resolution")
+    assert page.is_hidden("#nvdec")  # a video engine decodes no JPEG
+    assert "An image corpus" in page.text_content("#kind-note")
+    assert page.text_content("#bill-label") == "Data bill per 3,600 images"
+    assert page.is_visible("#plot-figure")  # the cores curve of a decoded corpus
+    # moving the cores is planned on the images (busy stays 1: 1.1 cores needed, 8 present)
+    page.eval_on_selector("#cores", "el => { el.value = 1; el.dispatchEvent(new Event('input', {bubbles: true})); }")
+    _settle(page)
+    assert page.is_hidden("#error") and page.text_content("#headline").startswith("86 M parameters, 22.6 B tokens")
     assert errors == []
     page.close()
 

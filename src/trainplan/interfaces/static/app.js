@@ -110,10 +110,16 @@ function applyControls(c) {
   $("params-locked").hidden = !locked;
   $("params-locked").textContent = locked ? `the model size is ${locked}` : "";
   const tokens = c["data.kind"] === "tokens";
+  const images = c["data.kind"] === "images";
   document.body.classList.toggle("kind-tokens", tokens);
+  document.body.classList.toggle("kind-images", images);
   document.body.dataset.kind = c["data.kind"];
-  $("kind-note").hidden = !tokens;
-  $("kind-note").textContent = tokens ? "A token corpus: the video controls do not apply." : "";
+  $("kind-note").hidden = !(tokens || images);
+  $("kind-note").textContent = tokens ? "A token corpus: the video controls do not apply."
+    : images ? "An image corpus: each image is planned as one frame, decoded once; cameras and frame rate do not apply."
+    : "";
+  $("frames-legend").textContent = images ? "Images" : "Video";
+  $("bill-label").textContent = images ? "Data bill per 3,600 images" : "Data bill per hour of video";
   showControlValues();
 }
 
