@@ -120,8 +120,8 @@ def test_human_reports_leave_out_keys_of_other_kinds_of_data(tmp_path) -> None:
     shown, note = render.shown_assumptions(report)
     keys = {k for k, _ in shown}
     assert "data.fps" not in keys and "cluster.core_fps_1080p" not in keys and "data.bytes_per_token" in keys
-    video_keys = [k for k, r in render.KEY_ROLES.items() if r.kinds == ("video",) and not k.startswith("sources.")]
-    assert note.startswith(f"Left out: {len(video_keys)} keys of video data")
+    frame_keys = [k for k, r in render.KEY_ROLES.items() if r.kinds and "tokens" not in r.kinds]
+    assert note.startswith(f"Left out: {len(frame_keys)} keys of image or video data, which a token workload")
     markdown = render.to_markdown(report)
     page = html.render_html(report)
     assert "| data.fps |" not in markdown and "| data.bytes_per_token |" in markdown and note in markdown

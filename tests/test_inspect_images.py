@@ -51,7 +51,10 @@ def test_inspect_an_image_folder(images, tmp_path, cli):
     assert (a["codec"], a["width"], a["height"]) == ("jpeg", 160, 120)
     w = load_workload(out)
     sizes = [(images / n).stat().st_size for n in SIZES]
-    # one image a "frame" at one frame a second: the bit rate is the mean bits an image, hours x 3600 the images
+    # an image corpus: its count and mean bytes as measured, each image planned as one frame at one frame
+    # a second, so the bit rate is the mean bits an image and hours x 3600 the images
+    assert (w.data.kind, w.data.images, w.data.image_bytes) == ("images", 4, pytest.approx(np.mean(sizes)))
+    assert w.provenance["data.images"].kind == "measured" and w.provenance["data.fps"].kind == "derived"
     assert (w.data.codec, w.data.gop, w.data.random_decodes, w.data.fps) == ("jpeg", 1, 1.0, 1.0)
     assert w.data.bitrate == pytest.approx(np.mean(sizes) * 8)
     assert w.data.hours * 3600 == pytest.approx(4)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from trainplan.units import SECONDS_PER_HOUR
+from trainplan.workload.codecs import FRAME_KINDS
 
 # The frame size that decoder rates are quoted at (docs/pipeline-and-bill.md: "frames/s at 1080p").
 REFERENCE_PIXELS = 1920 * 1080
@@ -148,7 +149,7 @@ class PipelineArrays(Mapping[str, Any]):
                  prefetch: bool, flops_per_param_token: float, loader_cpu_per_frame: Any = 0.0,
                  random_decodes: Any = None, pixels_per_frame: Any = None) -> None:
         f = np.float64
-        self.video, self.access, self.prefetch = kind == "video", access, prefetch
+        self.video, self.access, self.prefetch = kind in FRAME_KINDS, access, prefetch
         self.params, self.mfu, self.peak_flops, self.cores = (np.asarray(x, f) for x in (params, mfu, peak_flops,
                                                                                           cores))
         self.width, self.height, self.fps, self.cameras = (np.asarray(x, f) for x in (width, height, fps, cameras))
@@ -496,7 +497,7 @@ def pipeline_account(**kwargs: Any) -> PipelineAccount:
         tokens_per_hour=a["tokens_per_hour"],
         stored_bytes_per_hour=a["stored_bytes_per_hour"],
         decoded_bytes_per_hour=a["decoded_bytes_per_hour"],
-        loader_cpu_per_frame=float(kwargs.get("loader_cpu_per_frame", 0.0)) if kwargs["kind"] == "video" else 0.0,
+        loader_cpu_per_frame=float(kwargs.get("loader_cpu_per_frame", 0.0)) if kwargs["kind"] in FRAME_KINDS else 0.0,
     )
 
 
@@ -561,7 +562,7 @@ def dataset_bytes(*, kind: str, access: str, hours: Any, cameras: Any, fps: Any,
                   bitrate: Any, tokens: Any = 0.0, bytes_per_token: Any = 4.0) -> Any:
     """Bytes the loader reads over one epoch: video at its stored bit rate (decoded frames at
     1.5 W H bytes each), token ids at bytes_per_token each."""
-    if kind == "video":
+    if kind in FRAME_KINDS:
         seconds = np.asarray(hours, float) * SECONDS_PER_HOUR * cameras
         if access == "decoded":
             return seconds * fps * YUV420_BYTES_PER_PIXEL * np.asarray(width, float) * height

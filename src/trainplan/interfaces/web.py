@@ -47,6 +47,7 @@ from trainplan.errors import UserError
 from trainplan.quantities import json_safe
 from trainplan.workload.load import load_workload
 from trainplan.workload.schema import DataSection, Workload
+from trainplan.workload.codecs import FRAME_KINDS
 
 #: Resolutions offered by the page's selector (width, height, label).
 RESOLUTIONS: tuple[tuple[int, int, str], ...] = (
@@ -185,7 +186,7 @@ def plan_response(settings: Any, config: Any = None, workload: Any = None,
     report = plan_mod.build_report(w)
     p = report["pipeline"]
     needed = p["cores_needed"] if p["cores_needed"] is not None else math.inf
-    report["series"] = cores_series(w, w.cluster.cores, needed) if w.data.kind == "video" else None
+    report["series"] = cores_series(w, w.cluster.cores, needed) if w.data.kind in FRAME_KINDS else None
     report["display"] = display_of(report)
     report["first_screen"] = first_screen_of(report)
     report["controls"] = controls_of(w, report)

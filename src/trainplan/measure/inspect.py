@@ -38,14 +38,12 @@ import numpy as np
 
 from trainplan.errors import UserError
 from trainplan.units import SECONDS_PER_HOUR
+from trainplan.workload.schema import IMAGE_FRAME_KEYS
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v", ".ts", ".h264", ".hevc", ".mjpeg"})
 TOKEN_ID_SUFFIXES = frozenset({".bin", ".npy"})
 TEXT_SUFFIXES = frozenset({".jsonl", ".txt"})
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp"})
-# An image folder is planned as a stream of intra-coded frames (docs/measurement.md): one image a "frame",
-# at this many frames a second of "data", so data.hours x 3600 is the number of images.
-IMAGES_PER_SECOND = 1.0
 TABLE_SUFFIXES = frozenset({".parquet", ".arrow"})  # token tables: a token-id list column or a text column
 # every suffix a folder inspection reads (kind_of reads the rest as video)
 # Columns a token table's ids or text are looked for in, in this order (Hugging Face and Megatron names).
@@ -745,14 +743,12 @@ def workload_data(report: dict[str, Any]) -> dict[str, Any]:
     """The workload `[data]` keys the inspection measured (SI units, as the schema stores them)."""
     a = report["aggregate"]
     if report["kind"] == "image":
-        # a stream of intra-coded frames: each image decoded once whatever the order, IMAGES_PER_SECOND "frames"
-        # a second, so the bit rate is the mean bits an image times that rate and hours x 3600 the images
-        images = float(a.get("images_estimated_total", a["images"]))
-        image: dict[str, Any] = {"kind": "video", "codec": str(a["codec"]), "width": int(a["width"]),
-                                 "height": int(a["height"]), "fps": IMAGES_PER_SECOND,
-                                 "bitrate": float(a["bytes_per_image"]) * BITS_PER_BYTE * IMAGES_PER_SECOND,
-                                 "gop": 1, "random_decodes": 1.0, "cameras": 1,
-                                 "hours": images / IMAGES_PER_SECOND / SECONDS_PER_HOUR}
+        # an image corpus (data.kind = "images"): the workload plans each image as one intra-coded frame
+        image: dict[str, Any] = {"kind": "images", "codec": str(a["codec"]), "width": int(a["width"]),
+                                 "height": int(a["height"]),
+                                 "images": float(a.get("images_estimated_total", a["images"])),
+                                 # with its unit: a plain number of bytes is refused as a likely slip
+                                 "image_bytes": f"{float(a['bytes_per_image']):.10g} B"}
         if len(a["groups"]) > 1:
             image["pixels_per_frame"] = float(a["pixels_per_frame"])
         return image
@@ -825,6 +821,13 @@ def to_workload(report: dict[str, Any], path: str | Path, source: str) -> Path:
         # a single-size corpus now: a mean size an earlier (mixed) inspection wrote no longer holds
         doc.get("data", {}).pop("pixels_per_frame", None)
         doc.get("measured", {}).pop("data.pixels_per_frame", None)
+    if report["kind"] == "image":
+        # an image corpus sets its own frame keys (workload/schema.IMAGE_FRAME_KEYS): those an earlier video
+        # inspection, or a 1-fps stream of images written before data.kind = "images", left are dropped
+        for key in IMAGE_FRAME_KEYS:
+            doc.get("data", {}).pop(key, None)
+            doc.get("measured", {}).pop(f"data.{key}", None)
+            doc.get("measured_interval", {}).pop(f"data.{key}", None)
     doc.setdefault("data", {}).update(data)
     data = dict(data)
     if report["kind"] == "tokens":

@@ -108,6 +108,11 @@ def _cost(report: dict[str, Any]) -> str | None:
             "per accelerator.")
 
 
+def data_unit(kind: str) -> str:
+    """What the bill's "hour of data" is, in words: an hour of video, or 3,600 images (one a second of data)."""
+    return "3,600 images" if kind == "images" else "hour of data"
+
+
 def _waits(report: dict[str, Any]) -> str:
     p, b = report["pipeline"], report.get("bill", {})
     busy = fmt(p["busy"], "fraction")
@@ -121,7 +126,7 @@ def _waits(report: dict[str, Any]) -> str:
         removed = a.get("idle_removed")
         if removed is not None:
             text += (f": {fmt(a['extra_core_cost'], 'dollars')} of cores removes "
-                     f"{fmt(removed, 'dollars')} of idle accelerator per hour of data, each epoch")
+                     f"{fmt(removed, 'dollars')} of idle accelerator per {data_unit(p.get('kind', 'video'))}, each epoch")
         text += "."
     elif p["bottleneck"] == "read":
         text += f" The read hop needs {fmt(p['read_bytes_per_token'] * p['demand_tokens_per_second'], 'byte_rate')}."

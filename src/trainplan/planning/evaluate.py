@@ -42,6 +42,7 @@ from trainplan.units import SECONDS_PER_HOUR
 from trainplan.quantities import json_safe as clean  # noqa: F401 - callers import it from here
 from trainplan.workload.schema import Workload, leaf_value
 from trainplan.workload import model_source
+from trainplan.workload.codecs import FRAME_KINDS
 
 
 # The bill over this many epochs (bill.per_epochs).
@@ -69,7 +70,7 @@ def bill_account(inputs: PlanInputs, p: dict[str, Any], cores: Any, kind: str | 
     """The bill per hour of data (docs/pipeline-and-bill.md) of pipeline figures `p` with `cores` decode cores
     (`kind` and `access` of the source when they differ from the workload's)."""
     kind, access = kind or inputs.workload.data.kind, access or inputs.workload.data.access
-    if kind == "video":
+    if kind in FRAME_KINDS:
         frames_per_hour = p["frames_per_hour"]
         stored = p["decoded_bytes_per_hour"] if access == "decoded" else p["stored_bytes_per_hour"]
         read = p["read_bytes_per_token"] * p["tokens_per_hour"]
@@ -155,7 +156,7 @@ def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
     wall = pipeline_mod.wall_seconds(seconds, p["busy"])
 
     # storage (docs/accounts.md)
-    if d.kind == "video":
+    if d.kind in FRAME_KINDS:
         per_token = p["decoded_bytes_per_token"] if d.access == "decoded" else p["stored_bytes_per_token"]
         data_bytes = inputs["data.hours"] * p["frames_per_hour"] * per_token * p["tokens_per_frame"]
     else:
@@ -310,7 +311,7 @@ def _bill_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
                     np.nan)
         else:
             out["bill.transport_share"] = bill_mod.transport_share(bill.total, data_hour)
-    if w.data.kind == "video":
+    if w.data.kind in FRAME_KINDS:
         out["bill.epoch_seconds"] = epoch_seconds(inputs, p)
     return out
 
@@ -421,7 +422,7 @@ def bill_decisions(ctx: PlanContext) -> dict[str, Any] | None:
     w, inputs, f = ctx.workload, ctx.inputs, ctx.figures
     pr, c = w.prices, w.cluster
     out: dict[str, Any] = {}
-    if f["pipeline.kind"] == "video":
+    if f["pipeline.kind"] in FRAME_KINDS:
         if f["pipeline.access"] != "decoded" and f["pipeline.core_fps"] > 0:
             per_epoch = bill_mod.decode_cost_per_epoch(f["pipeline.frames_per_hour"], f["pipeline.decoded_per_used"],
                                                        f["pipeline.core_fps"], pr.core_hour)
@@ -604,7 +605,8 @@ def verdict(report: dict[str, Any]) -> str:
             text += " (without them the accelerator never computes)."
         else:
             text += (f": {format_figure(a['extra_core_cost'], 'dollars')} of cores removes "
-                     f"{format_figure(a['idle_removed'], 'dollars')} of idle accelerator per hour of data, each epoch.")
+                     f"{format_figure(a['idle_removed'], 'dollars')} of idle accelerator per "
+                     f"{answer_mod.data_unit(p.get('kind', 'video'))}, each epoch.")
         parts.append(text)
     elif p["bottleneck"] == "read":
         need = p["read_bytes_per_token"] * p["demand_tokens_per_second"]
@@ -695,7 +697,7 @@ def serving_mode(w: Any) -> Literal["decode", "encode"]:
     served as an encoder; a model with a vocabulary, or a token workload's, as a decoder."""
     if w.serving.mode != "auto":
         return w.serving.mode
-    return "encode" if w.data.kind == "video" and w.model.vocab is None else "decode"
+    return "encode" if w.data.kind in FRAME_KINDS and w.model.vocab is None else "decode"
 
 
 def tokens_per_request(w: Any, mode: str) -> float:

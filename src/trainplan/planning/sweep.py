@@ -30,6 +30,7 @@ from trainplan.planning.figures import FIGURES
 from trainplan.planning.inputs import EXECUTION_KEYS, GridRows, PlanInputs
 from trainplan.workload.load import load_workload
 from trainplan.workload.schema import SECTIONS, Workload, leaf_keys, parse_override_value
+from trainplan.workload.codecs import FRAME_KINDS
 
 # Points evaluated per numpy call: bounds the memory of a long sweep (about 100 arrays of this length).
 CHUNK_POINTS = 250_000
@@ -468,7 +469,7 @@ def _wanted(cols: dict[str, Any], keys: list[str], figures: list[str] | None) ->
 def _check_vector_values(w: Workload, vector: list[Axis]) -> None:
     """Cross-field rules of the workload that a single value cannot break (patch <= side)."""
     keys = {a.key: np.asarray(a.values) for a in vector}
-    if w.data.kind == "video" and ("data.side" in keys or "data.patch" in keys):
+    if w.data.kind in FRAME_KINDS and ("data.side" in keys or "data.patch" in keys):
         side = keys.get("data.side", np.asarray([w.data.side])).min()
         patch = keys.get("data.patch", np.asarray([w.data.patch])).max()
         if patch > side:

@@ -25,6 +25,7 @@ from trainplan.present.render import (
     ACCOUNTS, SECTION_TITLES, applies, flatten, format_value, given, label_of, provenance_word, section_rows,
     shown_assumptions,
 )
+from trainplan.workload.codecs import FRAME_KINDS
 
 # Points of the busy-against-cores curve.
 CURVE_POINTS = 400
@@ -91,7 +92,7 @@ def busy_plot(report: dict[str, Any], workload: Any) -> str | None:
     from trainplan.planning.inputs import PlanInputs
 
     p = report["pipeline"]
-    if workload is None or p.get("kind") != "video":
+    if workload is None or p.get("kind") not in FRAME_KINDS:
         return None
     cores_now = float(p["cores"])
     needed = p.get("cores_needed") or 0.0
@@ -289,7 +290,7 @@ def answer_lines(report: dict[str, Any]) -> list[tuple[str, str]]:
 def render_html(report: dict[str, Any], workload: Any = None) -> str:
     """The whole report as one self-contained HTML page: the answer first, then each account under a
     heading in words, every figure with its unit, the inputs and their sources last."""
-    video = report.get("pipeline", {}).get("kind", "video") == "video"
+    video = report.get("pipeline", {}).get("kind", "video") in FRAME_KINDS
     plots = [("busy", busy_plot(report, workload)), ("memory", memory_plot(report)),
              ("bill", bill_plot(report) if video else None)]
     intervals = _timeline(report, workload)

@@ -13,6 +13,7 @@ from trainplan.planning.figures import FIGURES, SECTION_ORDER
 from trainplan.quantities import format_assumption, format_input
 from trainplan.units import format_figure
 from trainplan.workload.schema import KEY_ROLES, input_dimensions
+from trainplan.workload.codecs import FRAME_KINDS
 
 ACCOUNTS = SECTION_ORDER
 
@@ -47,7 +48,7 @@ def section_rows(report: dict[str, Any], section: str, detail: bool = True) -> I
     and, unless `detail`, the figures declared as detail.
     """
     flat = flatten(report.get(section) or {}, f"{section}.")
-    video = report.get("pipeline", {}).get("kind", "video") == "video"
+    video = report.get("pipeline", {}).get("kind", "video") in FRAME_KINDS
     if "skipped" in (report.get(section) or {}):
         yield ("not computed", str(report[section]["skipped"]), "")
         return
@@ -131,7 +132,7 @@ def shown_assumptions(report: dict[str, Any]) -> tuple[list[tuple[str, dict[str,
     gave it or it was measured. JSON keeps every key."""
     assumptions = report.get("assumptions", {})
     kind = str(assumptions.get("data.kind", {}).get("value", "video"))
-    words = {"video": "video", "tokens": "token"}
+    words = {"video": "video", "images": "image", "tokens": "token"}
     shown, left = [], []
     for key, a in assumptions.items():
         role = KEY_ROLES.get(key)
@@ -140,7 +141,9 @@ def shown_assumptions(report: dict[str, Any]) -> tuple[list[tuple[str, dict[str,
             continue
         shown.append((key, a))
     others = " or ".join(sorted({words.get(k, k) for role in left for k in role.kinds}))
-    note = (f"Left out: {len(left)} keys of {others} data, which a {words.get(kind, kind)} workload does not use "
+    word = words.get(kind, kind)
+    note = (f"Left out: {len(left)} keys of {others} data, which {'an' if word[0] in 'aeiou' else 'a'} {word} "
+            "workload does not use "
             "(the JSON report lists every key)." if left else "")
     return shown, note
 
@@ -154,7 +157,7 @@ def applies(report: dict[str, Any], section: str) -> bool:
     if section == "serving":
         return any(k.startswith("serving.") and given(a) for k, a in report.get("assumptions", {}).items())
     if section == "bill":
-        return report.get("pipeline", {}).get("kind") == "video"
+        return report.get("pipeline", {}).get("kind") in FRAME_KINDS
     if section == "decisions":  # its sentences are the first screen's "Decide" line; figures with --all
         return False
     if section == "parallel":  # a layout: shown when one is given or there is more than one device

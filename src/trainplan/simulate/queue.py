@@ -82,6 +82,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from trainplan.errors import UserError
+from trainplan.workload.codecs import FRAME_KINDS
 
 WARMUP_FRACTION = 0.1  # share of frames discarded while the pipeline fills from empty
 # Encoded frames the reader may hold ahead of the decoders. Assumed: a loader prefetches
@@ -1044,7 +1045,7 @@ def queue_spec_from_pipeline(
     not a stage of the queue, and where it (or a tokenizer) is slower than read and
     decode it is folded into the serial reader so that the capacity still binds (noted).
     """
-    if getattr(account, "kind", "video") != "video":
+    if getattr(account, "kind", "video") not in FRAME_KINDS:
         raise UserError("data.kind", "video: the queue simulates frames (token data has no decoder to queue on)")
     notes: list[str] = []
     n = float(account.tokens_per_frame)
@@ -1168,7 +1169,7 @@ def simulated_check(
     no queue: then `busy` is None and a note says why.
     """
     buffer = 64 if buffer_frames is None else buffer_frames
-    if getattr(account, "kind", "video") != "video":
+    if getattr(account, "kind", "video") not in FRAME_KINDS:
         return _no_queue(account)
     spec, notes = queue_spec_from_pipeline(account, buffer, frames, seed, variability)
     r = simulate(spec, timeline_limit=0)

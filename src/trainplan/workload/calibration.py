@@ -49,6 +49,7 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from trainplan.errors import UserError
+from trainplan.workload.codecs import FRAME_KINDS
 
 FORMAT_VERSION = 1
 # The probe name of the hand-over measurement (`trainplan probe handover`), its key data.loader_cpu_per_frame.
@@ -469,7 +470,7 @@ def check_compatible(path: str | Path, workload: Any) -> None:
     if fmt is None:
         return
     data = _data_of(workload)
-    if data.get("kind", "video") != "video" or data.get("access") == "decoded":
+    if data.get("kind", "video") not in FRAME_KINDS or data.get("access") == "decoded":
         return  # no decoder in the pipeline: the decode rate is not used
     want = {"width": int(data.get("width", 1920)), "height": int(data.get("height", 1080)),
             "codec": _codec_name(str(data.get("codec", WORKLOAD_CODEC)))}

@@ -28,7 +28,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 from trainplan import units
 from trainplan.catalogue.accelerators import Accelerator, resolve_accelerator
 from trainplan.errors import UserError, did_you_mean
-from trainplan.workload.codecs import CODEC_ALIASES, CODECS
+from trainplan.workload.codecs import CODEC_ALIASES, CODECS, FRAME_KINDS
 
 # ---------------------------------------------------------------- unit-aware field types
 
@@ -217,6 +217,8 @@ SweepRole = Literal["array", "shape", "rebuild"]
 
 #: KeyRole.kinds of the keys that mean something for one kind of data only
 VIDEO: Final = ("video",)
+IMAGES: Final = ("images",)
+FRAMES: Final = FRAME_KINDS  # data planned frame by frame: an image is one intra-coded frame
 TOKENS: Final = ("tokens",)
 
 
@@ -273,12 +275,12 @@ class ModelSection(Section):
     layers: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape (Dosovitskiy et al. 2021), "
                              "12 layers", gt=0,
         plausible=(None, 100000), sweep="shape", execution=True, feeds=("bill.total", "compute.seconds_per_step",
-          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "serving.cost_per_request",
-          "storage.retained_bytes", "training_cost.budget"))
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed",
+          "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))
     width: Whole | None = Q(None, "assumed (no model given): a ViT-Base shape, width 768", gt=0,
         plausible=(None, 1e7), sweep="shape", execution=True, feeds=("bill.total", "compute.seconds_per_step",
-          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "serving.cost_per_request",
-          "storage.retained_bytes", "training_cost.budget"))
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed",
+          "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))
     vocab: Whole | None = Q(None, "none: not given (a vision model has no vocabulary; with model.params the "
                             "count is as given, with a shape alone no embedding is counted)", gt=0,
         plausible=(None, 1e9), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
@@ -336,33 +338,36 @@ class TrainingSection(Section):
           "storage.retained_bytes", "training_cost.budget"))
     micro_batch: Whole = Q(8, "assumed: 8 sequences per device per micro-step", gt=0,
         plausible=(None, 1e7), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
-          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed",
+          "training_cost.budget"))
     seq_len: SequenceLength = Q(2048, "assumed: 2,048 tokens per sequence", gt=0,
         plausible=(None, 1e9), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
-          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed",
+          "training_cost.budget"))
     grad_accum: Whole = Q(1, "assumed: no gradient accumulation", gt=0,
         plausible=(None, 1e7), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
-          "compute.wall_seconds", "energy.kg_co2", "training_cost.budget"))
+          "compute.wall_seconds", "energy.kg_co2", "pipeline.cores_needed", "training_cost.budget"))
     optimizer: Literal["adamw", "adam", "sgd"] = Q("adamw", "assumed: AdamW, the field's default",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "memory.per_device_bytes", "storage.retained_bytes", "training_cost.budget"))
+          "memory.per_device_bytes", "pipeline.cores_needed", "storage.retained_bytes", "training_cost.budget"))
     precision: Literal["bf16", "fp16", "fp32"] = Q("bf16", "assumed: bf16 mixed precision with fp32 master weights",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
           "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed", "storage.retained_bytes",
           "training_cost.budget"))
     recompute: Literal["none", "selective", "full"] = Q("none", "assumed: no activation recomputation",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "memory.per_device_bytes", "training_cost.budget"))
+          "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     zero: int = Q(0, "assumed: no ZeRO/FSDP sharding", ge=0, le=3,
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "memory.per_device_bytes", "training_cost.budget"))
+          "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     saved_tensors_per_layer: float = Q(
         17.0,
         "Korthikanti et al. 2022 eq. 1: 34 s.b.h bytes per layer at 2 bytes = 17 width-sized tensors "
         "per token, attention scores not stored (flash attention)",
         gt=0,
         plausible=(0.001, 10000), sweep="array", feeds=("bill.total", "compute.seconds_per_step",
-          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed",
+          "training_cost.budget"))
     selective_keep: Fraction = Q(
         23 / 34,
         "Korthikanti et al. 2022 eq. 1: selective recomputation re-runs the attention block "
@@ -381,7 +386,7 @@ class TrainingSection(Section):
     attention: Literal["sdpa", "flash", "eager"] = Q(
         "sdpa", "assumed: fused attention (SDPA/FlashAttention): no S^2 tensor kept, causal half executed",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "memory.per_device_bytes", "training_cost.budget"))
+          "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     dropout: bool = Q(False, "assumed: no dropout, as in current LLM pre-training (Llama, Mistral, Qwen2)",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
           "memory.per_device_bytes", "training_cost.budget"))
@@ -399,15 +404,15 @@ class TrainingSection(Section):
                           "bf16_fp32_master_grads", "fp8_te", "megatron_fp32_main_grad"] | None = Q(
         None, "derived: from training.precision and training.optimizer (catalogue/state_recipes.toml)",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "memory.per_device_bytes", "training_cost.budget"))
+          "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] | None = Q(
         None, "derived: from training.zero (0 none, 1-3 DeepSpeed ZeRO stages)",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "memory.per_device_bytes", "training_cost.budget"))
+          "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     activation_bytes_per_layer_token: float | None = Q(
         None, "none: from the architecture; `trainplan probe model --output` measures it", gt=0,
         plausible=(None, 1e9), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
-          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+          "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     activation_bytes_outside_token: float | None = Q(
         None, "none: from the architecture; `trainplan probe model --output` measures it", ge=0,
         plausible=(None, 1e10))
@@ -430,7 +435,8 @@ class ClusterSection(Section):
           "pipeline.cores_needed", "serving.cost_per_request", "training_cost.budget"))
     count: Whole = Q(1, "reference workload: one accelerator", gt=0,
         plausible=(None, 1e8), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
-          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+          "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed",
+          "training_cost.budget"))
     mfu: Fraction = Q(0.4, "reference workload: MFU 0.4, typical of dense transformer training", gt=0, le=1,
         argument="mfu", execution=True, feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
           "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
@@ -452,7 +458,7 @@ class ClusterSection(Section):
         120.0, "reference workload: a CPU core decodes 120 frames/s of 1080p H.264, colour conversion and resize included",
         gt=0,
         plausible=(0.001, 1e8), argument="core_fps_1080p", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
     nvdec: bool = Q(False, "assumed: decode on CPU cores only",
         feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
           "training_cost.budget"), kinds=VIDEO)
@@ -471,7 +477,8 @@ class ClusterSection(Section):
           "pipeline.threshold_params"))
     interconnect: ByteRate | None = Q(None, "catalogue: the accelerator's interconnect per direction", gt=0,
         plausible=(1000, 1e16), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
-          "compute.wall_seconds", "energy.kg_co2", "serving.cost_per_request", "training_cost.budget"))
+          "compute.wall_seconds", "energy.kg_co2", "pipeline.cores_needed", "serving.cost_per_request",
+          "training_cost.budget"))
     host_to_device: ByteRate = Q(
         25e9, "assumed: 25 GB/s usable host-to-device, PCIe Gen4 x16 (32 GB/s raw) at ~80 %", gt=0,
         plausible=(1000, 1e17), argument="host_to_device", feeds=("pipeline.stages.transfer.tokens_per_second",))
@@ -485,10 +492,8 @@ class ClusterSection(Section):
         feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "training_cost.budget"))
     devices_per_node: Whole | None = Q(None, "catalogue: the accelerator's node platform (interconnect.toml; "
                                        "8 for DGX/HGX nodes)", gt=0,
-        plausible=(None, 10000), feeds=("fit.layout.bubble_share", "fit.layout.interleave", "fit.layout.mfu",
-          "fit.layout.micro_batch", "fit.layout.micro_batches", "fit.layout.per_device_bytes",
-          "fit.layout.pipeline", "fit.layout.step_seconds", "fit.layout.tensor", "fit.layout.tokens_per_second",
-          "fit.per_device_bytes", "fit.step_seconds", "parallel.network.devices_per_node"))
+        plausible=(None, 10000), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+          "energy.kg_co2", "pipeline.cores_needed", "training_cost.budget"))
     node_link: ByteRate | None = Q(None, "catalogue: the platform's inter-node NIC rate per device "
                                    "(interconnect.toml; A100: one HDR 200 Gb/s port per GPU)", gt=0,
         plausible=(1000, 1e16), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
@@ -501,10 +506,10 @@ class ParallelSection(Section):
 
     tensor: Whole = Q(1, "assumed: no tensor parallelism", gt=0,
         plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
-          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+          "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     pipeline: Whole = Q(1, "assumed: no pipeline parallelism", gt=0,
         plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
-          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+          "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     interleave: Whole = Q(1, "assumed: one model chunk per pipeline stage (no interleaving)", gt=0,
         plausible=(None, 10000), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
           "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
@@ -516,7 +521,7 @@ class ParallelSection(Section):
           "memory.per_device_bytes", "training_cost.budget"))
     context: Whole = Q(1, "assumed: no context parallelism", gt=0,
         plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
-          "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
+          "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     expert: Whole = Q(1, "assumed: no expert parallelism", gt=0,
         plausible=(None, 1e6), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
           "energy.kg_co2", "memory.per_device_bytes", "training_cost.budget"))
@@ -525,31 +530,33 @@ class ParallelSection(Section):
     flash_attention: bool = Q(True, "assumed: a fused (flash) attention kernel that never stores the s x s "
                               "scores (Dao et al. 2022), as training.saved_tensors_per_layer assumes",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "memory.per_device_bytes", "training_cost.budget"))
+          "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
     efficiency: Fraction | None = Q(None, "catalogue: the accelerator's GEMM efficiency curve (kernel_efficiency.toml); "
                                     "a value given here is one flat matmul efficiency instead", gt=0, le=1,
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "training_cost.budget"))
+          "pipeline.cores_needed", "training_cost.budget"))
     framework: Literal["megatron-core", "megatron-2021", "deepspeed", "deepspeed-zero3", "fsdp", "llama3",
                        "transformers"] = Q(
         "megatron-core", "assumed: Megatron-core's overlaps (gradient reduce and parameter gather behind compute); "
         "catalogue/kernel_efficiency.toml [frameworks]",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "training_cost.budget"))
+          "pipeline.cores_needed", "training_cost.budget"))
 
 
 class DataSection(Section):
-    kind: Literal["video", "tokens"] = Q("video", "reference workload: video",
-        feeds=("bill.total", "pipeline.cores_needed", "serving.cost_per_request", "storage.retained_bytes"))
+    kind: Literal["video", "images", "tokens"] = Q("video", "reference workload: video (images: a folder of "
+                                                   "JPEG, PNG or WebP files, each planned as one intra-coded frame)",
+        feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
+          "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))
     cameras: Whole = Q(3, "reference workload: three cameras", gt=0,
         plausible=(None, 100000), argument="cameras", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "storage.retained_bytes", "training_cost.budget"), kinds=VIDEO)
     width: Whole = Q(1920, "reference workload: 1080p", gt=0,
         plausible=(None, 100000), argument="width", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
     height: Whole = Q(1080, "reference workload: 1080p", gt=0,
         plausible=(None, 100000), argument="height", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
     fps: PerSecond = Q(30.0, "reference workload: 30 frames/s", gt=0,
         plausible=(0.001, 100000), argument="fps", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "training_cost.budget"), kinds=VIDEO)
@@ -559,7 +566,7 @@ class DataSection(Section):
         plausible=(None, 1e6), argument="gop", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     codec: Annotated[Literal[CODECS], BeforeValidator(_codec)] = Q(  # type: ignore[valid-type]
-        "h264", "reference workload: H.264 (the codec a decode rate is measured and applied on)", kinds=VIDEO)
+        "h264", "reference workload: H.264 (the codec a decode rate is measured and applied on)", kinds=FRAMES)
     random_decodes: float | None = Q(
         None, "derived: (gop + 1) / 2 frames decoded per frame used at random access (one GOP length); data "
         "inspect measures it frame-weighted over the corpus's GOPs", ge=1,
@@ -568,26 +575,26 @@ class DataSection(Section):
     pixels_per_frame: float | None = Q(
         None, "derived: width x height; data inspect writes the frame-weighted mean of a mixed-size corpus", ge=1,
         plausible=(None, 1e10), argument="pixels_per_frame", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
     access: Literal["sequential", "random", "decoded"] = Q("sequential", "reference workload: frames in order",
         feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
           "storage.retained_bytes", "training_cost.budget"))
     side: Whole = Q(224, "reference workload: 224 px images", gt=0,
         plausible=(None, 100000), argument="side", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "pipeline.busy", "pipeline.cores_needed", "serving.cost_per_request",
-          "training_cost.budget"), kinds=VIDEO)
+          "training_cost.budget"), kinds=FRAMES)
     patch: Whole = Q(14, "reference workload: 14 px patches", gt=0,
         plausible=(None, 100000), argument="patch", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "pipeline.busy", "pipeline.cores_needed", "serving.cost_per_request",
-          "training_cost.budget"), kinds=VIDEO)
+          "training_cost.budget"), kinds=FRAMES)
     buffer: Whole = Q(64, "docs/simulation.md: a 64-frame buffer between decoders and accelerator", gt=0,
-        plausible=(None, 1e7), kinds=VIDEO)
+        plausible=(None, 1e7), kinds=FRAMES)
     loader_cpu_per_frame: Seconds = Q(
         0.0, "assumed: 0, not counted (CPU a loader worker spends on each frame used besides decoding it: the "
         "tensor, collation, the copy into shared memory, the hand-over); measure it with examples/"
         "video_pipeline_e2e.py's hand-over probe", ge=0,
         plausible=(None, 1), argument="loader_cpu_per_frame", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
     bytes_per_token: BytesPerToken = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0,
         plausible=(0.001, 1e7), argument="bytes_per_token", feeds=("bill.total", "storage.retained_bytes"),
         kinds=TOKENS)
@@ -605,6 +612,12 @@ class DataSection(Section):
     hours: Hours = Q(1000.0, "assumed: a 1,000-hour corpus", gt=0,
         plausible=(1e-06, 1e10), sweep="array", feeds=("compute.wall_seconds", "energy.kg_co2",
           "storage.retained_bytes", "training_cost.budget"), kinds=VIDEO)
+    images: Count = Q(1.28e6, "assumed: 1.28 M images, ImageNet-1k's training set", gt=0,
+        plausible=(None, 1e15), kinds=IMAGES, feeds=("compute.wall_seconds", "energy.kg_co2",
+          "storage.retained_bytes", "training_cost.budget"))
+    image_bytes: Bytes | None = Q(None, "derived: 0.6 bytes a pixel of data.width x data.height, as ImageNet-1k's "
+                                  "JPEGs (about 140 GB in 1.28 M images of about 470 x 390 px)", gt=0,
+        plausible=(None, 1e10), kinds=IMAGES)
     dataset_size: Bytes | None = Q(None, "derived: hours x cameras x bit rate for video (decoded: 1.5 W H a "
                                    "frame), tokens / epochs x bytes per token for token ids", gt=0,
         plausible=(None, 1e18), feeds=("pipeline.cache.cached_fraction", "pipeline.cache.dataset_size",
@@ -929,14 +942,58 @@ DEFAULT_MODEL = {"params": 93e6, "layers": 12, "width": 768}
 MODEL_IDENTITY_KEYS = ("params", "layers", "width", "hf_config")
 
 
+#: Stored bytes a pixel of a JPEG photo (ImageNet-1k: about 140 GB in 1.28 M images of about 470 x 390 px,
+#: 0.6 B a pixel): data.image_bytes when no inspection measured it.
+JPEG_BYTES_PER_PIXEL: Final = 0.6
+#: The frame keys an image corpus sets itself (data.kind = "images"): each image is one intra-coded frame of
+#: one stream at one frame a second of data, so the plan's frames are the images and its bytes theirs.
+IMAGE_FRAME_KEYS: Final[dict[str, str]] = {
+    "cameras": "derived: one stream of images (data.kind = 'images')",
+    "fps": "derived: one image a second of data, so the plan's frames are the images",
+    "hours": "derived: data.images / 3,600 (one image a second of data)",
+    "bitrate": "derived: data.image_bytes x 8 bits a second (one image a second)",
+    "gop": "derived: each image is its own keyframe",
+    "random_decodes": "derived: an image is decoded once, in any order",
+}
+#: What an image corpus assumes where the user gives nothing (the video defaults do not hold for it)
+IMAGE_DEFAULTS: Final[dict[str, tuple[Any, str]]] = {
+    "codec": ("jpeg", "assumed: JPEG, the format of most image corpora (ImageNet, LAION, COCO)"),
+}
+
+
+def _validated(doc: dict[str, Any]) -> Workload:
+    try:
+        return Workload.model_validate(doc)
+    except ValidationError as err:
+        raise _first_error(err, doc) from None
+
+
+def _images_as_frames(workload: Workload, doc: dict[str, Any]) -> Workload:
+    """An image corpus planned as frames (IMAGE_FRAME_KEYS), its frame keys refused where the user gave them."""
+    data = doc.get("data") if isinstance(doc.get("data"), dict) else {}
+    for key in IMAGE_FRAME_KEYS:
+        if key in data:
+            raise UserError(f"data.{key}", "no value with data.kind = 'images' (an image corpus is data.images "
+                            "images of data.image_bytes each; the frame keys follow from them)")
+    if workload.cluster.nvdec:
+        raise UserError("cluster.nvdec", "false with data.kind = 'images' (the video engines decode video streams; "
+                        "images are decoded on CPU cores here)")
+    d = workload.data
+    image_bytes = d.image_bytes if d.image_bytes is not None else (
+        JPEG_BYTES_PER_PIXEL * (d.pixels_per_frame if d.pixels_per_frame is not None else d.width * d.height))
+    defaults = {k: v for k, (v, _) in IMAGE_DEFAULTS.items() if k not in data}
+    frames = {**defaults, "cameras": 1, "fps": 1.0, "hours": d.images / units.SECONDS_PER_HOUR, "bitrate": image_bytes * units.BITS_PER_BYTE,
+              "gop": 1, "random_decodes": 1.0}
+    return _validated({**doc, "data": {**data, **frames}})
+
+
 def build_workload(doc: dict[str, Any]) -> Workload:
     model = doc.get("model")
     if model is None or (isinstance(model, dict) and not any(k in model for k in MODEL_IDENTITY_KEYS)):
         doc = {**doc, "model": {**DEFAULT_MODEL, **(model or {})}}
-    try:
-        workload = Workload.model_validate(doc)
-    except ValidationError as err:
-        raise _first_error(err, doc) from None
+    workload = _validated(doc)
+    if workload.data.kind == "images":
+        workload = _images_as_frames(workload, doc)
     _ = workload.accelerator  # resolve now so an unknown accelerator is refused at the boundary
     _check_consistency(workload)
     _check_parallel(workload)
@@ -958,8 +1015,14 @@ def _dotted(doc: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, None]
 def _provenance(workload: Workload, from_file: set[str], set_keys: set[str],
                 measured: dict[str, tuple[Any, str]], path: Any) -> dict[str, Provenance]:
     prov: dict[str, Provenance] = {}
+    images = workload.data.kind == "images"
     for key, model, name in _leaves(workload):
-        if key in measured:
+        if images and key.startswith("data.") and key[5:] in IMAGE_FRAME_KEYS:
+            prov[key] = Provenance("derived", IMAGE_FRAME_KEYS[key[5:]])
+        elif images and key.startswith("data.") and key[5:] in IMAGE_DEFAULTS and key not in from_file | set_keys \
+                and key not in measured:
+            prov[key] = Provenance("assumed", IMAGE_DEFAULTS[key[5:]][1])
+        elif key in measured:
             prov[key] = Provenance("measured", measured[key][1])
         elif key in set_keys or any(k.startswith(key + ".") for k in set_keys):
             prov[key] = Provenance("assumed", "--set on the command line")
@@ -972,7 +1035,7 @@ def _provenance(workload: Workload, from_file: set[str], set_keys: set[str],
 
 def _check_consistency(w: Workload) -> None:
     """Cross-field rules that a single field's constraint cannot state."""
-    if w.data.kind == "video" and w.data.patch > w.data.side:
+    if w.data.kind in FRAMES and w.data.patch > w.data.side:
         raise UserError("data.patch", f"expected a patch no larger than data.side ({w.data.side} px), "
                         f"got {w.data.patch} px")
     m = w.model
