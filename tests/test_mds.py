@@ -21,6 +21,10 @@ W, H, FPS, FRAMES, GOP = 128, 96, 25.0, 25, 5
 
 
 def _mds_writer():
+    if "streaming" in sys.modules:  # the bare package module made below on a first call
+        from streaming.base.format.mds.writer import MDSWriter
+
+        return MDSWriter
     spec = importlib.util.find_spec("streaming")
     if spec is None or spec.submodule_search_locations is None:
         pytest.skip("mosaicml-streaming is not installed (.ci/run installs it without its dependencies)")
@@ -75,3 +79,40 @@ def test_mds_text_samples_on_s3(cli, mds):
     assert res.returncode == 0, res.stderr
     a = json.loads(res.stdout)["aggregate"]
     assert (a["documents"], a["exact_duplicate_documents"]) == (10, 2)
+
+
+@pytest.mark.parametrize("encoding,per_member", [
+    # dynamic dtype and shape: a dtype byte, (ndim << 2 | uint8 shape) byte, the shape (64 < 256: one byte)
+    ("ndarray", 1 + 1 + 1 + 64 * 2),
+    ("ndarray:uint16", 1 + 1 + 64 * 2),  # the dtype fixed by the column: no dtype byte
+    ("ndarray:uint16:64", 64 * 2),  # dtype and shape fixed: the values alone
+])
+def test_mds_token_id_columns(cli, tmp_path, encoding: str, per_member: int) -> None:
+    """Token ids in an ndarray column (MosaicML's LLM shards: `input_ids` / `tokens`), written by the real
+    MDSWriter in each of its layouts: 6 samples of 64 ids, two of them exact copies."""
+    import numpy as np
+
+    writer = _mds_writer()
+    rows = [np.arange(64, dtype=np.uint16) + 100 * i for i in range(4)]
+    rows += rows[:2]
+    with writer(out=str(tmp_path / "ids"), columns={"input_ids": encoding, "source": "str"}, size_limit=2**12) as w:
+        for r in rows:
+            w.write({"input_ids": r, "source": "web"})
+    res = cli("data", "inspect", str(tmp_path / "ids"), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    a = r["aggregate"]
+    assert (r["kind"], r["files_found"], a["tokens"]) == ("tokens", 6, 6 * 64)
+    assert a["stored_bytes"] == 6 * per_member
+    assert a["bytes_per_token"] == pytest.approx(per_member / 64)
+
+
+def test_mds_float_arrays_are_not_token_ids(cli, tmp_path) -> None:
+    import numpy as np
+
+    writer = _mds_writer()
+    with writer(out=str(tmp_path / "f"), columns={"input_ids": "ndarray:float32"}, size_limit=2**12) as w:
+        w.write({"input_ids": np.ones(8, dtype=np.float32)})
+    res = cli("data", "inspect", str(tmp_path / "f"), "--format", "json")
+    assert res.returncode == 2 and res.stdout == ""
+    assert "integer token ids" in res.stderr and res.stderr.count("\n") == 1

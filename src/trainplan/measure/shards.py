@@ -160,9 +160,10 @@ def mds_units(index: locations.Entry, fs: Any) -> list[Unit]:
             raise UserError(where, f"expected {n} samples in {entry.url}, its header says {count}")
         offsets = np.frombuffer(head[4: 4 * (n + 2)], "<u4").astype(np.int64)
         variable = [j for j, s in enumerate(sizes) if s is None]
-        # one unit a sample: its video column before an image column before a text column
+        # one unit a sample: its video column before an image column before token ids before text
         first = min(pick, key=lambda j: (_mds_suffix(names[j], encodings[j]) not in insp.VIDEO_SUFFIXES,
-                                         _mds_suffix(names[j], encodings[j]) not in IMAGE_SUFFIXES, j))
+                                         _mds_suffix(names[j], encodings[j]) not in IMAGE_SUFFIXES,
+                                         _mds_suffix(names[j], encodings[j]) != ".npy", j))
         for k in range(n):
             start, end = int(offsets[k]), int(offsets[k + 1])
             sample = fs.cat_file(path, start=start, end=end) if variable else b""
@@ -180,8 +181,11 @@ def mds_units(index: locations.Entry, fs: Any) -> list[Unit]:
 
 def _mds_suffix(name: str, encoding: str) -> str | None:
     """The suffix a member of an MDS column is inspected as: video bytes by the column's name, images
-    by their encoding, text (a str column named as in insp.TEXT_COLUMNS) as .txt."""
+    by their encoding, token ids (an ndarray column named as in insp.ID_COLUMNS) as .npy, text (a str
+    column named as in insp.TEXT_COLUMNS) as .txt."""
     low = name.lower()
+    if (encoding == "ndarray" or encoding.startswith("ndarray:")) and low in insp.ID_COLUMNS:
+        return ".npy"
     if encoding in ("jpeg", "png", "pil"):
         return ".jpg" if encoding == "jpeg" else ".png"
     if encoding == "bytes" and (low in ("video", "clip") or f".{low}" in insp.VIDEO_SUFFIXES):
@@ -204,8 +208,48 @@ def staged(unit: Unit, fs: Any | None = None) -> Iterator[Path]:
         return
     fs = fs or locations.filesystem(unit.entry.url)[0]
     data = fs.cat_file(unit.entry.path, start=unit.offset, end=unit.offset + unit.size)
+    if unit.column is not None and unit.column.split(":")[0] == "ndarray":
+        buf = io.BytesIO()
+        np.save(buf, mds_ndarray(data, unit.column, unit.url), allow_pickle=False)
+        data = buf.getvalue()  # the token ids as a .npy file, as a token-id file is inspected
     with locations.bytes_copy(data, unit.suffix) as p:
         yield p
+
+
+#: MDS's ndarray encoding (mosaicml-streaming's format): a value dtype code where the column does not
+#: fix the dtype, then where it does not fix the shape a byte (ndim << 2 | shape dtype code) and the
+#: shape, then the values, little-endian.
+MDS_VALUE_DTYPES = {8: "u1", 9: "i1", 16: "<u2", 17: "<i2", 18: "<f2", 32: "<u4", 33: "<i4", 34: "<f4",
+                    64: "<u8", 65: "<i8", 66: "<f8"}
+MDS_SHAPE_DTYPES = ("u1", "<u2", "<u4", "<u8")
+
+
+def mds_ndarray(data: bytes, encoding: str, where: str) -> np.ndarray:
+    """The array of one MDS `ndarray`, `ndarray:DTYPE` or `ndarray:DTYPE:SHAPE` member, checked to be
+    integer token ids whose byte count matches their shape."""
+    args = encoding.split(":")[1:]
+    try:
+        pos = 0
+        if args:
+            dtype = np.dtype(args[0]).newbyteorder("<")
+        else:
+            dtype, pos = np.dtype(MDS_VALUE_DTYPES[data[0]]), 1
+        if len(args) > 1:
+            shape = tuple(int(x) for x in args[1].split(","))
+        else:
+            ndim, code = data[pos] >> 2, data[pos] & 3
+            width = ndim * np.dtype(MDS_SHAPE_DTYPES[code]).itemsize
+            shape = tuple(int(x) for x in np.frombuffer(data[pos + 1: pos + 1 + width], MDS_SHAPE_DTYPES[code]))
+            pos += 1 + width
+        values = np.frombuffer(data[pos:], dtype)
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise UserError(where, f"expected an MDS ndarray member ({encoding}) ({err})") from None
+    if dtype.kind not in "iu":
+        raise UserError(where, f"expected integer token ids in the MDS column, got dtype {dtype.name}")
+    if values.size != int(np.prod(shape, dtype=np.float64)):
+        raise UserError(where, f"expected {int(np.prod(shape, dtype=np.float64))} token ids (shape {shape}), "
+                        f"got {values.size}")
+    return values.reshape(-1)
 
 
 def inspect_video_unit(unit: Unit, fs: Any | None = None) -> insp.VideoFile:
