@@ -252,3 +252,36 @@ def test_a_samples_intervals_reach_the_plans_provenance(cli, corpus, tmp_path):
     # a full pass measures the bit rate again, exactly: the sample's interval goes
     assert _json(cli, str(corpus["root"] / "wds"), "--output", str(out))["files_inspected"] == 6
     assert "measured_interval" not in tomllib.loads(out.read_text())
+
+
+def test_a_draw_by_shard_reads_only_the_shards_drawn(cli, tmp_path, monkeypatch):
+    """--sample 4 --by-shard on 5 shards of 3 clips: two shards drawn whole (6 members >= 4), the other
+    three never opened; totals are 5 / 2 x the drawn shards' sums, the frames exact (every clip has FRAMES)."""
+    wds = pytest.importorskip("webdataset")
+    from trainplan.measure import shards
+
+    clips: dict[str, bytes] = {}
+    for s in range(5):
+        with wds.TarWriter(str(tmp_path / f"shard-{s:04d}.tar")) as w:
+            for i in range(3):
+                data = _clip(100 + 10 * s + i)
+                clips[f"shard-{s:04d}.tar#s{s}_{i}.mp4"] = data
+                w.write({"__key__": f"s{s}_{i}", "mp4": data})
+    opened: list[str] = []
+    real = shards.tar_units
+    monkeypatch.setattr(shards, "tar_units", lambda e, fs: opened.append(e.name) or real(e, fs))
+    draw = shards.units_by_shard([str(tmp_path)], 4, seed=1)
+    assert (draw.shards, draw.drawn, len(draw.units)) == (5, 2, 6) and len(opened) == 2
+    r = _json(cli, str(tmp_path), "--sample", "4", "--by-shard", "--seed", "1")
+    assert (r["shards_found"], r["shards_inspected"], r["files_inspected"], r["files_found"]) == (5, 2, 6, 15)
+    assert r["units"] == "shard members, whole shards drawn"
+    drawn_names = sorted({f["path"].rsplit("/", 1)[-1].split("#")[0] for f in r["files"]})
+    assert drawn_names == sorted(set(opened))
+    a = r["aggregate"]
+    iv = a["intervals"]
+    assert iv["frames"]["estimate"] == iv["frames"]["low"] == iv["frames"]["high"] == pytest.approx(15 * FRAMES)
+    drawn_bytes = sum(len(clips[f["path"].rsplit("/", 1)[-1]]) for f in r["files"])
+    assert iv["bytes"]["estimate"] == pytest.approx(5 / 2 * drawn_bytes)
+    assert a["bytes_estimated_total"] == pytest.approx(5 / 2 * drawn_bytes)
+    bad = cli("data", "inspect", str(tmp_path), "--by-shard")
+    assert bad.returncode == 2 and "--by-shard" in bad.stderr and bad.stderr.count("\n") == 1

@@ -110,3 +110,32 @@ def test_gop_median_bootstrap_covers():
         iv = sampling.pooled_quantile(pick, 0.5, m, seed, statistic=lambda v: float(np.median(v)))
         hits += iv.low <= truth <= iv.high
     assert hits / seeds >= 0.95
+
+
+def test_by_cluster_sums_members_in_first_seen_order():
+    assert sampling.by_cluster([1.0, 2.0, 3.0, 4.0], [7, 3, 7, 5]).tolist() == [4.0, 2.0, 4.0]
+    assert sampling.by_cluster([1.0, 2.0], None).tolist() == [1.0, 2.0]
+    # a total over clusters is the plain total of the clusters' sums
+    iv = sampling.total([1.0, 2.0, 3.0, 4.0], 20, clusters=[0, 0, 1, 2])
+    plain = sampling.total([3.0, 3.0, 4.0], 20)
+    assert (iv.estimate, iv.low, iv.high) == (plain.estimate, plain.low, plain.high)
+
+
+def test_shard_draw_intervals_cover_the_full_pass_in_95_percent_of_seeds():
+    """Whole shards drawn (one-stage cluster sampling): 300 shards of 10 clips, the clips grouped by
+    resolution so shards differ from one another as a real corpus's do; 60 shards drawn a seed."""
+    recs, truth = _video_corpus(3000, np.random.default_rng(5))
+    recs.sort(key=lambda r: r["width"])  # a shard holds one resolution (as a writer fed by source would)
+    shard_of = [i // 10 for i in range(len(recs))]
+    m_shards, drawn, seeds = 300, 60, 1000
+    hits = dict.fromkeys(truth, 0)
+    import random
+
+    for seed in range(seeds):
+        pick = set(random.Random(seed).sample(range(m_shards), m_shards)[:drawn])
+        chosen = [(r, c) for r, c in zip(recs, shard_of) if c in pick]
+        iv = sampling.video_intervals([r for r, _ in chosen], m_shards, seed, clusters=[c for _, c in chosen])
+        for k, v in truth.items():
+            hits[k] += iv[k]["low"] <= v <= iv[k]["high"]
+    coverage = {k: h / seeds for k, h in hits.items()}
+    assert min(coverage.values()) >= 0.95, coverage

@@ -13,6 +13,12 @@ figure with an interval at `DEFAULT_CONFIDENCE` (docs/data-where-it-lives.md):
 - a quantile of values pooled over units (the keyframe interval's median) by a percentile
   bootstrap over units (`BOOTSTRAP_RESAMPLES` resamples, seeded).
 
+Drawn by shard (`data inspect --sample N --by-shard`), the units are whole shards: m of the corpus's M
+shards drawn uniformly, every member of each inspected, until N members are in hand. Each figure is
+then the same estimator over shards (one-stage cluster sampling): a shard's value is the sum of its
+members' (`clusters` names each member's shard), n = m and the population M, so a total is M times the
+mean shard total and a ratio the ratio of the shards' sums. The shards not drawn are never read.
+
 Intervals are estimate +- t s.e. with Student's t at n - 1 degrees of freedom. The standard
 errors are those of sampling with replacement, without the finite-population factor
 (1 - n/M): larger by 1/sqrt(1 - n/M), so the interval is conservative (it covers at least its
@@ -72,10 +78,23 @@ def _t(n: int, confidence: float) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, max(n - 1, 1)))
 
 
-def total(values: Sequence[float], population: int, confidence: float = DEFAULT_CONFIDENCE) -> Interval | None:
-    """The corpus total of a per-unit figure from a sample of `len(values)` of `population` units (None
-    from a sample of one unit of several: it has no spread to measure)."""
+def by_cluster(values: Sequence[float], clusters: Sequence[int] | None) -> np.ndarray:
+    """The values summed by cluster (a shard's members into the shard), in the clusters' first-seen order;
+    the values themselves without clusters."""
     y = np.asarray(values, dtype=float)
+    if clusters is None:
+        return y
+    _, first, index = np.unique(np.asarray(clusters), return_index=True, return_inverse=True)
+    sums = np.bincount(index, weights=y, minlength=len(first))
+    return sums[np.argsort(first)]
+
+
+def total(values: Sequence[float], population: int, confidence: float = DEFAULT_CONFIDENCE,
+          clusters: Sequence[int] | None = None) -> Interval | None:
+    """The corpus total of a per-unit figure from a sample of `len(values)` of `population` units (None
+    from a sample of one unit of several: it has no spread to measure). With `clusters`, the units are the
+    clusters (population: the clusters in the corpus) and a cluster's value the sum of its members'."""
+    y = by_cluster(values, clusters)
     n = len(y)
     if n == 0:
         raise UserError("--sample", "expected at least one unit inspected")
@@ -94,10 +113,11 @@ def total(values: Sequence[float], population: int, confidence: float = DEFAULT_
 
 
 def ratio(numerators: Sequence[float], denominators: Sequence[float], population: int,
-          confidence: float = DEFAULT_CONFIDENCE) -> Interval | None:
-    """sum(y) / sum(x) over the sample, with its linearised interval; None where sum(x) is 0."""
-    y = np.asarray(numerators, dtype=float)
-    x = np.asarray(denominators, dtype=float)
+          confidence: float = DEFAULT_CONFIDENCE, clusters: Sequence[int] | None = None) -> Interval | None:
+    """sum(y) / sum(x) over the sample, with its linearised interval; None where sum(x) is 0. With
+    `clusters`, over the clusters' sums (as `total`)."""
+    y = by_cluster(numerators, clusters)
+    x = by_cluster(denominators, clusters)
     n = len(y)
     if n == 0 or x.sum() <= 0:
         return None
@@ -114,9 +134,16 @@ def ratio(numerators: Sequence[float], denominators: Sequence[float], population
 
 def pooled_quantile(groups: Sequence[Sequence[float]], q: float, population: int, seed: int = 0,
                     confidence: float = DEFAULT_CONFIDENCE,
-                    statistic: Callable[[np.ndarray], float] | None = None) -> Interval | None:
-    """A quantile of the values of all units pooled (units resampled by a percentile bootstrap)."""
+                    statistic: Callable[[np.ndarray], float] | None = None,
+                    clusters: Sequence[int] | None = None) -> Interval | None:
+    """A quantile of the values of all units pooled (units resampled by a percentile bootstrap; with
+    `clusters`, the clusters are resampled, each holding its members' values)."""
     arrays = [np.asarray(g, dtype=float) for g in groups]
+    if clusters is not None:
+        merged: dict[int, list[np.ndarray]] = {}
+        for c, a in zip(clusters, arrays):
+            merged.setdefault(c, []).append(a)
+        arrays = [np.concatenate(v) for v in merged.values()]
     pooled = np.concatenate(arrays) if arrays else np.array([])
     if pooled.size == 0:
         return None
@@ -165,43 +192,47 @@ def _interval(estimate: float, half: float, confidence: float, n: int, populatio
 
 
 def video_intervals(records: Sequence[Any], population: int, seed: int = 0,
-                    confidence: float = DEFAULT_CONFIDENCE) -> dict[str, dict[str, Any]]:
+                    confidence: float = DEFAULT_CONFIDENCE,
+                    clusters: Sequence[int] | None = None) -> dict[str, dict[str, Any]]:
     """Intervals of a video corpus's figures from per-file records (inspect.VideoFile or dicts with
-    seconds, frames, bytes, bitrate, width, height, fps and gop_intervals)."""
+    seconds, frames, bytes, bitrate, width, height, fps and gop_intervals); `clusters` as in `total`."""
+    c = clusters
     get = (lambda r, k: r[k]) if records and isinstance(records[0], dict) else getattr
     secs = [get(r, "seconds") for r in records]
     bits = [get(r, "bitrate") * get(r, "seconds") for r in records]
     pixel_seconds = [get(r, "width") * get(r, "height") * get(r, "seconds") for r in records]
     pixel_rate_seconds = [p * get(r, "fps") for p, r in zip(pixel_seconds, records)]
     out: dict[str, Interval | None] = {
-        "hours": total([s / 3600.0 for s in secs], population, confidence),
-        "seconds": total(secs, population, confidence),
-        "frames": total([get(r, "frames") for r in records], population, confidence),
-        "bytes": total([get(r, "bytes") for r in records], population, confidence),
-        "bitrate": ratio(bits, secs, population, confidence),
-        "bits_per_pixel": ratio(bits, pixel_rate_seconds, population, confidence),
-        "pixels_per_frame": ratio(pixel_seconds, secs, population, confidence),
+        "hours": total([s / 3600.0 for s in secs], population, confidence, c),
+        "seconds": total(secs, population, confidence, c),
+        "frames": total([get(r, "frames") for r in records], population, confidence, c),
+        "bytes": total([get(r, "bytes") for r in records], population, confidence, c),
+        "bitrate": ratio(bits, secs, population, confidence, c),
+        "bits_per_pixel": ratio(bits, pixel_rate_seconds, population, confidence, c),
+        "pixels_per_frame": ratio(pixel_seconds, secs, population, confidence, c),
         "gop_median": pooled_quantile([get(r, "gop_intervals") for r in records], 0.5, population, seed,
-                                      confidence, statistic=lambda v: float(np.median(v))),
+                                      confidence, statistic=lambda v: float(np.median(v)), clusters=c),
     }
     return {k: v.to_dict() for k, v in out.items() if v is not None}
 
 
 def token_intervals(per_file: Sequence[dict[str, Any]], population: int,
-                    confidence: float = DEFAULT_CONFIDENCE) -> dict[str, dict[str, Any]]:
+                    confidence: float = DEFAULT_CONFIDENCE,
+                    clusters: Sequence[int] | None = None) -> dict[str, dict[str, Any]]:
     """Intervals of a token corpus's figures from per-file records (tokens, documents, bytes and the
-    duplicate documents and tokens found in each file)."""
+    duplicate documents and tokens found in each file); `clusters` as in `total`."""
+    c = clusters
     tokens = [f["tokens"] for f in per_file]
     docs = [f["documents"] for f in per_file]
     dup_docs = [f.get("duplicate_documents", 0) for f in per_file]
     dup_tokens = [f.get("duplicate_tokens", 0) for f in per_file]
     out: dict[str, Interval | None] = {
-        "tokens": total(tokens, population, confidence),
-        "documents": total(docs, population, confidence),
-        "stored_bytes": total([f["bytes"] for f in per_file], population, confidence),
-        "effective_unique_tokens": total([t - d for t, d in zip(tokens, dup_tokens)], population, confidence),
-        "bytes_per_token": ratio([f["bytes"] for f in per_file], tokens, population, confidence),
-        "duplicate_share": ratio(dup_docs, docs, population, confidence),
-        "duplicate_token_share": ratio(dup_tokens, tokens, population, confidence),
+        "tokens": total(tokens, population, confidence, c),
+        "documents": total(docs, population, confidence, c),
+        "stored_bytes": total([f["bytes"] for f in per_file], population, confidence, c),
+        "effective_unique_tokens": total([t - d for t, d in zip(tokens, dup_tokens)], population, confidence, c),
+        "bytes_per_token": ratio([f["bytes"] for f in per_file], tokens, population, confidence, c),
+        "duplicate_share": ratio(dup_docs, docs, population, confidence, c),
+        "duplicate_token_share": ratio(dup_tokens, tokens, population, confidence, c),
     }
     return {k: v.to_dict() for k, v in out.items() if v is not None}

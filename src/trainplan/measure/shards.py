@@ -18,11 +18,12 @@ import contextlib
 import dataclasses
 import io
 import json
+import random
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 import numpy as np
 
@@ -108,6 +109,47 @@ def units(paths: Iterable[str | Path]) -> list[Unit]:
     return out
 
 
+@dataclass(frozen=True)
+class ShardDraw:
+    """Whole shards drawn at random (`data inspect --sample N --by-shard`): every member of each."""
+
+    units: list[Unit]
+    clusters: list[int]  # each unit's shard, by its place among the corpus's shards
+    shards: int  # shards in the corpus (M)
+    drawn: int  # shards drawn and read (m)
+
+
+def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0) -> ShardDraw:
+    """Shards in a seeded random order, each read whole, until `sample` members are in hand: a uniform
+    sample of m of the M shards (the first m of a random permutation). Only the drawn shards' headers
+    (tar) or sample offsets (MDS) are read; the listing and an MDS index are read once."""
+    shards: list[tuple[str, Any, Any, int]] = []  # (kind, entry or index, filesystem, MDS shard index)
+    for raw in paths:
+        fs, _ = locations.filesystem(raw)
+        for e in locations.listing(raw, LISTED):
+            if e.name == MDS_INDEX:
+                shards += [("mds", e, fs, i) for i in range(len(mds_shards(e, fs)))]
+            elif e.suffix in SHARD_SUFFIXES:
+                shards.append(("tar", e, fs, 0))
+            elif e.suffix not in (".mds", ".json"):
+                raise UserError("--by-shard", f"expected a corpus of shards (.tar or MDS), got "
+                                f"{locations.display(e.url)}")
+    if not shards:
+        raise UserError("--by-shard", "expected a corpus of shards (.tar or MDS), found none")
+    units_out: list[Unit] = []
+    clusters: list[int] = []
+    drawn = 0
+    for place in random.Random(seed).sample(range(len(shards)), len(shards)):
+        if len(units_out) >= sample:
+            break
+        kind, entry, fs, i = shards[place]
+        members = tar_units(entry, fs) if kind == "tar" else mds_units(entry, fs, keep={i})
+        units_out += members
+        clusters += [place] * len(members)
+        drawn += 1
+    return ShardDraw(units_out, clusters, len(shards), drawn)
+
+
 def needs_units(paths: Iterable[str | Path]) -> bool:
     """True when the locations need this module rather than `inspect.inspect_paths` (plain local files
     only): a URL, or a shard, a token table or an MDS index among the files. A local folder of video, images
@@ -126,21 +168,20 @@ def needs_units(paths: Iterable[str | Path]) -> bool:
 # ---------------------------------------------------------------- MDS (MosaicML streaming)
 
 
-def mds_units(index: locations.Entry, fs: Any) -> list[Unit]:
+def mds_units(index: locations.Entry, fs: Any, keep: Collection[int] | None = None) -> list[Unit]:
     """The samples of the MDS shards an `index.json` lists, one unit per sample's video, image or token
     column (read from each shard's sample offsets; nothing else of a shard is read).
 
     An MDS shard (format `mds`, version 2) is: uint32 n; n + 1 uint32 byte offsets of the samples
     from the shard's start; the samples. A sample is the uint32 sizes of its variable-size columns,
-    in column order, then each column's bytes (a fixed-size column has no size entry)."""
-    try:
-        doc = json.loads(fs.cat_file(index.path))
-        shards = doc["shards"]
-    except (ValueError, KeyError, TypeError) as err:
-        raise UserError(locations.display(index.url), f"expected an MDS index.json with a shards list ({err})") from None
+    in column order, then each column's bytes (a fixed-size column has no size entry). `keep`: only
+    the shards of these indexes (a draw by shard)."""
+    shards = mds_shards(index, fs)
     base = PurePosixPath(index.path).parent
     out: list[Unit] = []
     for i, shard in enumerate(shards):
+        if keep is not None and i not in keep:
+            continue
         where = f"{locations.display(index.url)}: shards[{i}]"
         if shard.get("format") != "mds":
             raise UserError(where, f"expected format \"mds\", got {shard.get('format')!r}")
@@ -177,6 +218,16 @@ def mds_units(index: locations.Entry, fs: Any) -> list[Unit]:
                                     suffix or "", column=encodings[j]))
                 pos += length
     return out
+
+
+def mds_shards(index: locations.Entry, fs: Any) -> list[dict[str, Any]]:
+    """The shards an MDS `index.json` lists (each with its `samples` count)."""
+    try:
+        shards = json.loads(fs.cat_file(index.path))["shards"]
+        _ = [int(sh["samples"]) for sh in shards]
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError(locations.display(index.url), f"expected an MDS index.json with a shards list ({err})") from None
+    return shards
 
 
 def _mds_suffix(name: str, encoding: str) -> str | None:
@@ -279,12 +330,14 @@ def aggregate_images(records: list[dict[str, Any]]) -> dict[str, Any]:
     return insp.aggregate_images([insp.ImageFile(**r) for r in records])
 
 
-def image_intervals(records: list[dict[str, Any]], population: int) -> dict[str, dict[str, Any]]:
-    out = {"bytes": sampling.total([r["bytes"] for r in records], population),
+def image_intervals(records: list[dict[str, Any]], population: int,
+                    clusters: list[int] | None = None) -> dict[str, dict[str, Any]]:
+    c = clusters
+    out = {"bytes": sampling.total([r["bytes"] for r in records], population, clusters=c),
            "pixels_per_image": sampling.ratio([r["width"] * r["height"] for r in records], [1.0] * len(records),
-                                              population),
+                                              population, clusters=c),
            "bits_per_pixel": sampling.ratio([r["bytes"] * insp.BITS_PER_BYTE for r in records],
-                                            [r["width"] * r["height"] for r in records], population)}
+                                            [r["width"] * r["height"] for r in records], population, clusters=c)}
     return {k: v.to_dict() for k, v in out.items() if v is not None}
 
 
@@ -301,17 +354,23 @@ def corpus_kind(found: list[Unit], where: str) -> str:
     return "video" if "video" in kinds else ("image" if "image" in kinds else "tokens")
 
 
-def inspect_units(found: list[Unit], *, where: str, sample: int | None = None, seed: int = 0,
+def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | None = None, seed: int = 0,
                   dtype: str | None = None, eos: int | None = None, tokenizer: str | None = None,
                   near: bool = True, progress: Callable[[int, Any], None] | None = None) -> dict[str, Any]:
     """All units, or a seeded sample of `sample` of them, inspected; the report of `inspect.inspect_paths`
-    (kind, files, aggregate, files_found, files_inspected) with `intervals` on the aggregate."""
+    (kind, files, aggregate, files_found, files_inspected) with `intervals` on the aggregate. Given a
+    ShardDraw, every member of the drawn shards, the figures estimated over shards."""
+    draw = found if isinstance(found, ShardDraw) else None
+    found = draw.units if draw is not None else found
     kind = corpus_kind(found, where)
     skipped = [u for u in found if u.kind != kind]
     pool = [u for u in found if u.kind == kind]
     if sample is not None and sample < 1:
         raise UserError("--sample", f"expected at least 1 file, got {sample}")
-    chosen = sampling.draw(pool, sample, seed)
+    chosen = pool if draw is not None else sampling.draw(pool, sample, seed)
+    # the estimators' units: the shards of a draw by shard (each member's), else the members themselves
+    clusters = [c for u, c in zip(found, draw.clusters) if u.kind == kind] if draw is not None else None
+    population = draw.shards if draw is not None else len(pool)
     if progress is not None:
         progress(len(chosen), None)
     fs_cache: dict[str, Any] = {}
@@ -333,14 +392,14 @@ def inspect_units(found: list[Unit], *, where: str, sample: int | None = None, s
             step(u)
         out: dict[str, Any] = {"kind": "video", "files": [r.to_dict() for r in records],
                                "aggregate": insp.aggregate_video(records)}
-        intervals = sampling.video_intervals(records, len(pool), seed)
+        intervals = sampling.video_intervals(records, population, seed, clusters=clusters)
     elif kind == "image":
         recs = []
         for u in chosen:
             recs.append(inspect_image_unit(u, fs_of(u)))
             step(u)
         out = {"kind": "image", "files": recs, "aggregate": aggregate_images(recs)}
-        intervals = image_intervals(recs, len(pool))
+        intervals = image_intervals(recs, population, clusters)
     else:
         with contextlib.ExitStack() as stack:
             paths = [stack.enter_context(staged(u, fs_of(u))) for u in chosen]
@@ -351,7 +410,7 @@ def inspect_units(found: list[Unit], *, where: str, sample: int | None = None, s
         agg = out["aggregate"]
         agg["stored_bytes"] = sum(u.size for u in chosen)
         agg["bytes_per_token"] = agg["stored_bytes"] / agg["tokens"] if agg["tokens"] else None
-        intervals = sampling.token_intervals(out["files"], len(pool))
+        intervals = sampling.token_intervals(out["files"], population, clusters=clusters)
     out["location"] = where
     out["units"] = "shard members" if any(u.member is not None for u in pool) else "files"
     out["files_found"] = len(pool)
@@ -359,8 +418,13 @@ def inspect_units(found: list[Unit], *, where: str, sample: int | None = None, s
     if skipped:
         out["units_skipped"] = {"count": len(skipped), "why": f"{skipped[0].kind} units beside a {kind} corpus"}
     agg = out["aggregate"]
-    if len(chosen) < len(pool):
-        scale = len(pool) / len(chosen)
+    drawn = len(set(clusters)) if clusters is not None else len(chosen)
+    if draw is not None:
+        out["units"] = "shard members, whole shards drawn"
+        out["shards_found"], out["shards_inspected"] = draw.shards, drawn
+        out["files_found"] = round(len(pool) * draw.shards / drawn)  # the members of all shards, estimated
+    if drawn < population:
+        scale = population / drawn
         # a uniform sample of units: corpus totals are the sample's times units found / units inspected
         for key in ("hours", "frames", "bytes", "seconds", "tokens", "effective_unique_tokens", "stored_bytes"):
             if agg.get(key) is not None:

@@ -83,6 +83,36 @@ def demos(
     _write_small(asdict(result), format, output, "Person-hours of demonstrations")
 
 
+def _run_inspection(paths: list[str], where: str, options: dict[str, Any], *, full: bool, by_shard: bool,
+                    sample_files: int | None, seed: int, scheduler: str | None, journal: Path | None, batch: int,
+                    cameras: int | None) -> dict[str, Any]:
+    """The inspection the options name: the Dask full pass, whole shards drawn, the units of a location or
+    of shards (sampled or not), or the local files."""
+    from trainplan.measure import inspect as insp
+    from trainplan.measure import shards
+
+    if full:
+        if sample_files is not None:
+            raise UserError("--sample", "expected either --sample N or --full, not both")
+        from trainplan.measure import distributed
+
+        return _with_progress(lambda progress: distributed.full_pass(
+            shards.units(paths), where=where, scheduler=scheduler, journal=journal, progress=progress, batch=batch,
+            **options))
+    elif by_shard:
+        if sample_files is None:
+            raise UserError("--by-shard", "expected --sample N with it (the members to draw shards for)")
+        return _with_progress(lambda progress: shards.inspect_units(
+            shards.units_by_shard(paths, sample_files, seed), where=where, seed=seed, progress=progress, **options))
+    elif sample_files is not None or shards.needs_units(paths):
+        return _with_progress(lambda progress: shards.inspect_units(
+            shards.units(paths), where=where, sample=sample_files, seed=seed, progress=progress, **options))
+    else:
+        return _with_progress(lambda progress: insp.inspect_paths(
+            paths, sample_files=sample_files, seed=seed, progress=progress, on_skip=_skip_line, cameras=cameras,
+            **options))
+
+
 @data_app.command("inspect")
 def inspect_cmd(
     paths: Annotated[list[str], typer.Argument(help="video or token files, folders of them, shards (.tar, .parquet, "
@@ -92,6 +122,8 @@ def inspect_cmd(
     sample_files: Annotated[Optional[int], typer.Option("--sample", help="inspect a uniform random sample of N "
                                                         "files or shard members (totals scaled up, every figure "
                                                         "with a 95 % interval)")] = None,
+    by_shard: Annotated[bool, typer.Option("--by-shard", help="--sample N draws whole shards (.tar or MDS) until "
+                                           "N members: the shards not drawn are never read")] = False,
     full: Annotated[bool, typer.Option("--full", help="the full pass on a Dask cluster (--scheduler)")] = False,
     scheduler: Annotated[Optional[str], typer.Option(help="the Dask scheduler of --full: tcp://HOST:PORT, or "
                                                      "local:N for a local cluster of N workers")] = None,
@@ -132,21 +164,8 @@ def inspect_cmd(
         raise UserError("--scheduler", "expected --full with it (the scheduler runs the full pass)")
     where = ", ".join(locations.display(p) for p in paths)
     options = dict(dtype=dtype, eos=eos, tokenizer=str(tokenizer) if tokenizer else None, near=near)
-    if full:
-        if sample_files is not None:
-            raise UserError("--sample", "expected either --sample N or --full, not both")
-        from trainplan.measure import distributed
-
-        report = _with_progress(lambda progress: distributed.full_pass(
-            shards.units(paths), where=where, scheduler=scheduler, journal=journal, progress=progress, batch=batch,
-            **options))
-    elif sample_files is not None or shards.needs_units(paths):
-        report = _with_progress(lambda progress: shards.inspect_units(
-            shards.units(paths), where=where, sample=sample_files, seed=seed, progress=progress, **options))
-    else:
-        report = _with_progress(lambda progress: insp.inspect_paths(
-            paths, sample_files=sample_files, seed=seed, progress=progress, on_skip=_skip_line, cameras=cameras,
-            **options))
+    report = _run_inspection(paths, where, options, full=full, by_shard=by_shard, sample_files=sample_files,
+                             seed=seed, scheduler=scheduler, journal=journal, batch=batch, cameras=cameras)
     if report.get("files_skipped") or report.get("truncated"):
         _report_skips(report)
     if output is not None:
