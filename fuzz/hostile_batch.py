@@ -210,6 +210,10 @@ CASES: list[Case] = [
     Case(["validate", "--format", "xml"], "--format"),
     Case(["validate", "--set", "cluster.cores=-1"], "cluster.cores"),
     Case(["validate", "/dev/zero"], "/dev/zero"),
+    # ---- a draw by shard needs a sample and a corpus of shards
+    Case(["data", "inspect", "d", "--by-shard"], "--by-shard", special="dir:d"),
+    Case(["data", "inspect", "d", "--sample", "3", "--by-shard"], "--by-shard", special="dir:d"),
+    Case(["data", "inspect", ".", "--sample", "3", "--by-shard"], "--by-shard", {"clip.mp4": b"\x00" * 64}),
     Case(["validate", "p"], "p", special="fifo:p"),
     # ---- simulate
     Case(["simulate", "--decode-dist", "weibull"], "--decode-dist"),
