@@ -301,12 +301,10 @@ def sample_chunks(spec: QueueSpec, size: int = CHUNK_FRAMES) -> Iterator[tuple[n
     # consumer can change it under the next chunk): two fresh arrays a chunk were an eighth of a
     # 2e7-frame run of the compiled engine.
     same_work = None if _decode_draws(v) or keyframes else _constant(min(size, n), 1.0)
-    same_read = None if v.read_cv > 0 else _constant(min(size, n), spec.read_seconds_per_frame + v.read_latency_seconds)
+    same_read = (None if v.read_cv > 0
+                 else _constant(min(size, n), spec.read_seconds_per_frame + v.read_latency_seconds))
     for lo in range(0, n, size):
         m = min(size, n - lo)
-        if same_work is not None and same_read is not None:
-            yield same_read[:m], same_work[:m]
-            continue
         work = _draw_work(rng, v, m) if same_work is None else same_work[:m]
         if keyframes:
             kf = np.ones(m)

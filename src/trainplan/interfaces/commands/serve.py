@@ -106,12 +106,11 @@ def serve_table(e: serving_mod.ServingEstimate, acc_name: str, training_describe
         kv = f"unknown: {(e.kv_cache_missing or '').split(';')[0]}"
     if e.max_batch is not None:
         batch = f"{e.max_batch} sequences (serving {e.batch})"
-    elif e.fits and encode:
-        batch = (f"bounded by weights only ({fig(e.weights_bytes, 'bytes')} of {fig(e.usable_memory_bytes, 'bytes')} "
-                 f"usable); {e.batch} requests of {fig(e.tokens_per_request, 'count')} tokens a pass")
     elif e.fits:
+        served = (f"{e.batch} requests of {fig(e.tokens_per_request, 'count')} tokens a pass" if encode
+                  else f"serving the {e.batch} asked for")
         batch = (f"bounded by weights only ({fig(e.weights_bytes, 'bytes')} of {fig(e.usable_memory_bytes, 'bytes')} "
-                 f"usable); serving the {e.batch} asked for")
+                 f"usable); {served}")
     else:
         batch = f"none: the weights need more than {fig(e.usable_memory_bytes, 'bytes')} usable"
     rate = fig(e.tokens_per_second, "tokens_per_second")
