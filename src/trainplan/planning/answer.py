@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from trainplan.planning.figures import section_figures
+from trainplan.units import SECONDS_PER_HOUR
 from trainplan.units import format_figure as fmt
 from trainplan.quantities import format_assumption
-from trainplan.workload.schema import input_dimensions
+from trainplan.workload.schema import IMAGES_PER_SECOND, input_dimensions
 
 #: the label each line carries on the first screen and in the reports
 LABELS = {"fits": "Fits?", "time": "Time", "cost": "Cost", "waits_on": "Waits on", "measure": "Measure",
@@ -110,7 +111,7 @@ def _cost(report: dict[str, Any]) -> str | None:
 
 def data_unit(kind: str) -> str:
     """What the bill's "hour of data" is, in words: an hour of video, or 3,600 images (one a second of data)."""
-    return "3,600 images" if kind == "images" else "hour of data"
+    return f"{SECONDS_PER_HOUR * IMAGES_PER_SECOND:,.0f} images" if kind == "images" else "hour of data"
 
 
 def _waits(report: dict[str, Any]) -> str:

@@ -218,7 +218,6 @@ SweepRole = Literal["array", "shape", "rebuild"]
 #: KeyRole.kinds of the keys that mean something for one kind of data only
 VIDEO: Final = ("video",)
 IMAGES: Final = ("images",)
-FRAMES: Final = FRAME_KINDS  # data planned frame by frame: an image is one intra-coded frame
 TOKENS: Final = ("tokens",)
 
 
@@ -458,7 +457,7 @@ class ClusterSection(Section):
         120.0, "reference workload: a CPU core decodes 120 frames/s of 1080p H.264, colour conversion and resize included",
         gt=0,
         plausible=(0.001, 1e8), argument="core_fps_1080p", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAME_KINDS)
     nvdec: bool = Q(False, "assumed: decode on CPU cores only",
         feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
           "training_cost.budget"), kinds=VIDEO)
@@ -553,10 +552,10 @@ class DataSection(Section):
           "storage.retained_bytes", "training_cost.budget"), kinds=VIDEO)
     width: Whole = Q(1920, "reference workload: 1080p", gt=0,
         plausible=(None, 100000), argument="width", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAME_KINDS)
     height: Whole = Q(1080, "reference workload: 1080p", gt=0,
         plausible=(None, 100000), argument="height", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
+          "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAME_KINDS)
     fps: PerSecond = Q(30.0, "reference workload: 30 frames/s", gt=0,
         plausible=(0.001, 100000), argument="fps", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "training_cost.budget"), kinds=VIDEO)
@@ -566,7 +565,7 @@ class DataSection(Section):
         plausible=(None, 1e6), argument="gop", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=VIDEO)
     codec: Annotated[Literal[CODECS], BeforeValidator(_codec)] = Q(  # type: ignore[valid-type]
-        "h264", "reference workload: H.264 (the codec a decode rate is measured and applied on)", kinds=FRAMES)
+        "h264", "reference workload: H.264 (the codec a decode rate is measured and applied on)", kinds=FRAME_KINDS)
     random_decodes: float | None = Q(
         None, "derived: (gop + 1) / 2 frames decoded per frame used at random access (one GOP length); data "
         "inspect measures it frame-weighted over the corpus's GOPs", ge=1,
@@ -575,26 +574,26 @@ class DataSection(Section):
     pixels_per_frame: float | None = Q(
         None, "derived: width x height; data inspect writes the frame-weighted mean of a mixed-size corpus", ge=1,
         plausible=(None, 1e10), argument="pixels_per_frame", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAME_KINDS)
     access: Literal["sequential", "random", "decoded"] = Q("sequential", "reference workload: frames in order",
         feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
           "storage.retained_bytes", "training_cost.budget"))
     side: Whole = Q(224, "reference workload: 224 px images", gt=0,
         plausible=(None, 100000), argument="side", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "pipeline.busy", "pipeline.cores_needed", "serving.cost_per_request",
-          "training_cost.budget"), kinds=FRAMES)
+          "training_cost.budget"), kinds=FRAME_KINDS)
     patch: Whole = Q(14, "reference workload: 14 px patches", gt=0,
         plausible=(None, 100000), argument="patch", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "pipeline.busy", "pipeline.cores_needed", "serving.cost_per_request",
-          "training_cost.budget"), kinds=FRAMES)
+          "training_cost.budget"), kinds=FRAME_KINDS)
     buffer: Whole = Q(64, "docs/simulation.md: a 64-frame buffer between decoders and accelerator", gt=0,
-        plausible=(None, 1e7), kinds=FRAMES)
+        plausible=(None, 1e7), kinds=FRAME_KINDS)
     loader_cpu_per_frame: Seconds = Q(
         0.0, "assumed: 0, not counted (CPU a loader worker spends on each frame used besides decoding it: the "
         "tensor, collation, the copy into shared memory, the hand-over); measure it with examples/"
         "video_pipeline_e2e.py's hand-over probe", ge=0,
         plausible=(None, 1), argument="loader_cpu_per_frame", feeds=("bill.total", "compute.wall_seconds",
-          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAMES)
+          "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"), kinds=FRAME_KINDS)
     bytes_per_token: BytesPerToken = Q(4.0, "assumed: 4-byte (int32) token ids", gt=0,
         plausible=(0.001, 1e7), argument="bytes_per_token", feeds=("bill.total", "storage.retained_bytes"),
         kinds=TOKENS)
@@ -945,6 +944,9 @@ MODEL_IDENTITY_KEYS = ("params", "layers", "width", "hf_config")
 #: Stored bytes a pixel of a JPEG photo (ImageNet-1k: about 140 GB in 1.28 M images of about 470 x 390 px,
 #: 0.6 B a pixel): data.image_bytes when no inspection measured it.
 JPEG_BYTES_PER_PIXEL: Final = 0.6
+#: The frames an image corpus is planned at: one image a second of data, so data.hours x 3,600 x this is the
+#: images, the bit rate this x the bits an image, and the bill's hour of data 3,600 images (answer.data_unit).
+IMAGES_PER_SECOND: Final = 1.0
 #: The frame keys an image corpus sets itself (data.kind = "images"): each image is one intra-coded frame of
 #: one stream at one frame a second of data, so the plan's frames are the images and its bytes theirs.
 IMAGE_FRAME_KEYS: Final[dict[str, str]] = {
@@ -982,8 +984,9 @@ def _images_as_frames(workload: Workload, doc: dict[str, Any]) -> Workload:
     image_bytes = d.image_bytes if d.image_bytes is not None else (
         JPEG_BYTES_PER_PIXEL * (d.pixels_per_frame if d.pixels_per_frame is not None else d.width * d.height))
     defaults = {k: v for k, (v, _) in IMAGE_DEFAULTS.items() if k not in data}
-    frames = {**defaults, "cameras": 1, "fps": 1.0, "hours": d.images / units.SECONDS_PER_HOUR, "bitrate": image_bytes * units.BITS_PER_BYTE,
-              "gop": 1, "random_decodes": 1.0}
+    frames = {**defaults, "cameras": 1, "fps": IMAGES_PER_SECOND, "gop": 1, "random_decodes": 1.0,
+              "hours": d.images / IMAGES_PER_SECOND / units.SECONDS_PER_HOUR,
+              "bitrate": image_bytes * units.BITS_PER_BYTE * IMAGES_PER_SECOND}
     return _validated({**doc, "data": {**data, **frames}})
 
 
@@ -1035,7 +1038,7 @@ def _provenance(workload: Workload, from_file: set[str], set_keys: set[str],
 
 def _check_consistency(w: Workload) -> None:
     """Cross-field rules that a single field's constraint cannot state."""
-    if w.data.kind in FRAMES and w.data.patch > w.data.side:
+    if w.data.kind in FRAME_KINDS and w.data.patch > w.data.side:
         raise UserError("data.patch", f"expected a patch no larger than data.side ({w.data.side} px), "
                         f"got {w.data.patch} px")
     m = w.model
