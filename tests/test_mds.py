@@ -116,3 +116,23 @@ def test_mds_float_arrays_are_not_token_ids(cli, tmp_path) -> None:
     res = cli("data", "inspect", str(tmp_path / "f"), "--format", "json")
     assert res.returncode == 2 and res.stdout == ""
     assert "integer token ids" in res.stderr and res.stderr.count("\n") == 1
+
+
+def test_a_draw_by_shard_reads_the_mds_index_once(tmp_path, monkeypatch) -> None:
+    """40 samples in 20 shards of 2; --sample 10 --by-shard draws 5 shards and reads index.json once."""
+    import numpy as np
+
+    from trainplan.measure import shards
+
+    writer = _mds_writer()
+    with writer(out=str(tmp_path / "ids"), columns={"input_ids": "ndarray:uint16"}, size_limit=2**9) as w:
+        for _ in range(40):
+            w.write({"input_ids": np.arange(64, dtype=np.uint16)})
+    listed = len(json.loads((tmp_path / "ids" / "index.json").read_text())["shards"])
+    reads: list[str] = []
+    real = shards.mds_shards
+    monkeypatch.setattr(shards, "mds_shards", lambda e, fs: reads.append(e.path) or real(e, fs))
+    draw = shards.units_by_shard([str(tmp_path / "ids")], 10, seed=0)
+    per_shard = 40 // listed
+    assert (draw.shards, len(reads)) == (listed, 1)
+    assert draw.drawn == -(-10 // per_shard) and len(draw.units) == draw.drawn * per_shard

@@ -123,14 +123,16 @@ def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0) -> S
     """Shards in a seeded random order, each read whole, until `sample` members are in hand: a uniform
     sample of m of the M shards (the first m of a random permutation). Only the drawn shards' headers
     (tar) or sample offsets (MDS) are read; the listing and an MDS index are read once."""
-    shards: list[tuple[str, Any, Any, int]] = []  # (kind, entry or index, filesystem, MDS shard index)
+    # (entry or index, filesystem, MDS shard index, the index's shards as read; None for a tar shard)
+    shards: list[tuple[Any, Any, int, list[dict[str, Any]] | None]] = []
     for raw in paths:
         fs, _ = locations.filesystem(raw)
         for e in locations.listing(raw, LISTED):
             if e.name == MDS_INDEX:
-                shards += [("mds", e, fs, i) for i in range(len(mds_shards(e, fs)))]
+                listed = mds_shards(e, fs)
+                shards += [(e, fs, i, listed) for i in range(len(listed))]
             elif e.suffix in SHARD_SUFFIXES:
-                shards.append(("tar", e, fs, 0))
+                shards.append((e, fs, 0, None))
             elif e.suffix not in (".mds", ".json"):
                 raise UserError("--by-shard", f"expected a corpus of shards (.tar or MDS), got "
                                 f"{locations.display(e.url)}")
@@ -142,8 +144,8 @@ def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0) -> S
     for place in random.Random(seed).sample(range(len(shards)), len(shards)):
         if len(units_out) >= sample:
             break
-        kind, entry, fs, i = shards[place]
-        members = tar_units(entry, fs) if kind == "tar" else mds_units(entry, fs, keep={i})
+        entry, fs, i, listed = shards[place]
+        members = tar_units(entry, fs) if listed is None else mds_units(entry, fs, keep={i}, listed=listed)
         units_out += members
         clusters += [place] * len(members)
         drawn += 1
@@ -168,15 +170,16 @@ def needs_units(paths: Iterable[str | Path]) -> bool:
 # ---------------------------------------------------------------- MDS (MosaicML streaming)
 
 
-def mds_units(index: locations.Entry, fs: Any, keep: Collection[int] | None = None) -> list[Unit]:
+def mds_units(index: locations.Entry, fs: Any, keep: Collection[int] | None = None,
+              listed: list[dict[str, Any]] | None = None) -> list[Unit]:
     """The samples of the MDS shards an `index.json` lists, one unit per sample's video, image or token
     column (read from each shard's sample offsets; nothing else of a shard is read).
 
     An MDS shard (format `mds`, version 2) is: uint32 n; n + 1 uint32 byte offsets of the samples
     from the shard's start; the samples. A sample is the uint32 sizes of its variable-size columns,
     in column order, then each column's bytes (a fixed-size column has no size entry). `keep`: only
-    the shards of these indexes (a draw by shard)."""
-    shards = mds_shards(index, fs)
+    the shards of these indexes (a draw by shard); `listed`: the index's shards when already read."""
+    shards = listed if listed is not None else mds_shards(index, fs)
     base = PurePosixPath(index.path).parent
     out: list[Unit] = []
     for i, shard in enumerate(shards):
@@ -188,7 +191,8 @@ def mds_units(index: locations.Entry, fs: Any, keep: Collection[int] | None = No
         if shard.get("compression"):
             raise UserError(where, "expected an uncompressed MDS shard (compression is not read in place)")
         names, encodings, sizes = shard["column_names"], shard["column_encodings"], shard["column_sizes"]
-        pick = [j for j, name in enumerate(names) if _mds_suffix(name, encodings[j]) is not None]
+        suffixes = [_mds_suffix(name, encodings[j]) for j, name in enumerate(names)]
+        pick = [j for j, suffix in enumerate(suffixes) if suffix is not None]
         if not pick:
             raise UserError(where, "expected a column of video, image, token ids or text")
         path = str(base / shard["raw_data"]["basename"])
@@ -202,9 +206,8 @@ def mds_units(index: locations.Entry, fs: Any, keep: Collection[int] | None = No
         offsets = np.frombuffer(head[4: 4 * (n + 2)], "<u4").astype(np.int64)
         variable = [j for j, s in enumerate(sizes) if s is None]
         # one unit a sample: its video column before an image column before token ids before text
-        first = min(pick, key=lambda j: (_mds_suffix(names[j], encodings[j]) not in insp.VIDEO_SUFFIXES,
-                                         _mds_suffix(names[j], encodings[j]) not in IMAGE_SUFFIXES,
-                                         _mds_suffix(names[j], encodings[j]) != ".npy", j))
+        first = min(pick, key=lambda j: (suffixes[j] not in insp.VIDEO_SUFFIXES, suffixes[j] not in IMAGE_SUFFIXES,
+                                         suffixes[j] != ".npy", j))
         for k in range(n):
             start, end = int(offsets[k]), int(offsets[k + 1])
             sample = fs.cat_file(path, start=start, end=end) if variable else b""
@@ -213,9 +216,8 @@ def mds_units(index: locations.Entry, fs: Any, keep: Collection[int] | None = No
             for j in range(len(names)):
                 length = int(sizes[j]) if sizes[j] is not None else int(lens[variable.index(j)])
                 if j == first:
-                    suffix = _mds_suffix(names[j], encodings[j])
                     out.append(Unit(f"{entry.url}#{k}.{names[j]}", entry, f"{k}.{names[j]}", pos, length,
-                                    suffix or "", column=encodings[j]))
+                                    suffixes[j] or "", column=encodings[j]))
                 pos += length
     return out
 
