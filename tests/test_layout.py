@@ -246,3 +246,18 @@ def test_a_shape_only_model_keeps_korthikantis_block_under_tensor_parallelism():
     embedding = 2048 * 12288 * 1.0 * 16
     ex = PlanInputs.of(w).execution
     assert float(ex.activation_bytes) == pytest.approx(96 * layer + embedding, rel=0.02)
+
+
+def test_the_search_offers_only_the_parallelisms_a_framework_has():
+    # FSDP has no pipeline schedule; Megatron-LM of 2021 no context parallelism; DeepSpeed's ZeRO-3
+    # engine no pipeline and no stage but 3 (catalogue/kernel_efficiency.toml [frameworks])
+    def rows(framework: str, extra: list[str] = ()) -> list[dict]:
+        w = load_workload(None, SETS + [f"parallel.framework={framework}", *extra])
+        return search(w, resolve_model(w), top=100000, include_unfit=True)["layouts"]
+    assert {r["pipeline"] for r in rows("fsdp")} == {1}
+    assert {r["zero"] for r in rows("fsdp")} <= {0, 2, 3}
+    long = ["training.seq_len=16384", "training.grad_accum=1"]
+    assert {r["context"] for r in rows("megatron-2021", long)} == {1}
+    assert {r["context"] for r in rows("megatron-core", long)} > {1}
+    z3 = rows("deepspeed-zero3")
+    assert {r["pipeline"] for r in z3} == {1} and {r["zero"] for r in z3} == {3}

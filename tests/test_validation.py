@@ -217,3 +217,60 @@ def test_the_530b_zero3_run_on_640_gpus_fits():
     acct = validation.plan_run(run)
     assert bool(acct.fits)
     assert float(acct.gathered_bytes) < 2 * 12 * 20480**2 * 2  # less than two 16-bit layers
+
+
+# ---------------------------------------------------------------- issue 23: the published layouts in the search
+
+# The practitioners' own layouts (each paper's TP x PP, as published), and the ones the search does not
+# yet place in its first five, with why (the note of issue 23 gives the table):
+#   narayanan2021 18.4B: TP 8 on 256 GPUs, 6th (TP 4 x PP 2 interleaved predicted 7 % faster)
+#   bloom: TP 4 x PP 12, 6th (TP 8 x PP 6 predicted 3 % faster)
+#   llama3 (both): TP 8 x PP 16 without recomputation does not fit in our activation account at 8K tokens
+#   (Meta trained it so), so the search puts CP 2 or full recomputation first
+SEARCH_MISSES = {("narayanan2021", "18.4B"), ("bloom", "BLOOM 176B"), ("llama3", "405B on 8192"),
+                 ("llama3", "405B on 16384")}
+
+
+def _chosen_runs():
+    return [r for name in validation.set_names() if not validation.is_baseline(name)
+            for r in validation.runs_of(name)]
+
+
+@pytest.mark.parametrize("run", [r for r in _chosen_runs() if (r.set, r.name) not in SEARCH_MISSES],
+                         ids=lambda r: f"{r.set}-{r.name}")
+def test_the_published_layout_is_in_the_search_top_five(run):
+    place, first = validation.search_place(run)
+    assert place is not None and place <= 5, (run.set, run.name, place, first)
+
+
+def test_the_search_misses_are_the_stated_ones():
+    # each stated miss is still a miss: a mend that brings one into the first five must update the list
+    for run in _chosen_runs():
+        if (run.set, run.name) in SEARCH_MISSES:
+            place, _ = validation.search_place(run)
+            assert place is None or place > 5, (run.set, run.name, place)
+
+
+def test_workload_keys_plan_the_runs_model():
+    # the run written as workload keys gives the model the paper states: 12 l h^2 for the GPT block
+    # (175.0 B for GPT-3 with its embeddings), Llama 3 405B's 405.9 B
+    from trainplan.planning.evaluate import resolve_model
+    from trainplan.planning import execution
+    from trainplan.workload.load import load_workload
+
+    for set_name, name, billions in (("korthikanti", "175B selective + SP", 174.6), ("llama3", "405B on 8192", 405.85)):
+        run = next(r for r in validation.runs_of(set_name) if r.name == name)
+        w = load_workload(None, validation.workload_keys(run))
+        shape = execution.model_shape(w, resolve_model(w))
+        assert shape.params / 1e9 == pytest.approx(billions, rel=2e-3)
+        assert int(w.training.micro_batch * w.training.grad_accum * run.data) == run.global_batch
+
+
+def test_baseline_sets_are_reported_not_held(cli):
+    res = cli("validate-against", "zero3", "-f", "json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert all(r["baseline"] and r["search_rank"] for r in out["rows"])
+    assert out["chosen_runs"] == 0 and out["in_top_five"] == 0
+    table = cli("validate-against", "zero3").stdout
+    assert "b: a baseline the paper ran to compare against" in table

@@ -56,6 +56,10 @@ class KernelEfficiency:
                        elementwise_efficiency=self.elementwise_efficiency * share)
 
 
+#: the model-parallel degrees a framework may offer beside data parallelism
+PARALLELISMS = ("tensor", "pipeline", "context", "expert")
+
+
 @dataclass(frozen=True)
 class Framework:
     """A training framework's overlaps and efficiency (catalogue/kernel_efficiency.toml [frameworks])."""
@@ -69,6 +73,7 @@ class Framework:
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages it offers
     pipeline_zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # those it offers with pipeline parallelism
     checkpoint: str = "reentrant"  # how its full recomputation re-runs a layer (catalogue/checkpoint_tail.toml)
+    parallelisms: tuple[str, ...] = PARALLELISMS  # the model-parallel degrees it offers beside data parallelism
 
 
 FRAMEWORKS: tuple[str, ...] = tuple(catalogue.table("kernel_efficiency")["frameworks"])
@@ -91,7 +96,7 @@ def framework(key: str) -> Framework:
                      overlap_cost=overlap_cost() if e["dp_overlap"] else 0.0, efficiency=float(e["efficiency"]),
                      source=str(e["source"]), zero_stages=tuple(e.get("zero_stages", (0, 1, 2, 3))),
                      pipeline_zero_stages=tuple(e.get("pipeline_zero_stages", e.get("zero_stages", (0, 1, 2, 3)))),
-                     checkpoint=str(e["checkpoint"]))
+                     checkpoint=str(e["checkpoint"]), parallelisms=tuple(e.get("parallelisms", PARALLELISMS)))
 
 
 def flat_efficiency(matmul_efficiency: float) -> KernelEfficiency:

@@ -257,6 +257,8 @@ def search(w: Workload, model: Any, devices: int | None = None, top: int = 10,
     fw = step_ops.framework(w.parallel.framework)  # only the ZeRO stages the framework offers
     grid = grid.take(np.where(grid.pipeline > 1, np.isin(grid.zero, fw.pipeline_zero_stages),
                               np.isin(grid.zero, fw.zero_stages)))
+    for degree in set(step_ops.PARALLELISMS) - set(fw.parallelisms):  # and only its model-parallel degrees
+        grid = grid.take(getattr(grid, degree) == 1)
     if len(grid) == 0:
         raise UserError("cluster.count", f"no layout of {n} devices divides the model and a global batch of "
                         f"{global_batch} sequences")

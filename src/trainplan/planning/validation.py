@@ -16,7 +16,7 @@ is out of sample. `step_error_band()` is the figure a plan shows beside its step
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -277,6 +277,10 @@ class ValidationRow:
     optimizer_seconds: float
     per_device_bytes: float
     fits: bool
+    # where the published (TP, PP) stands in `trainplan layout --by layout` on the run's devices and batch
+    search_rank: int | None = None  # 1-based; None: not among the first SEARCH_DEPTH (or it does not fit)
+    search_first: str = ""  # the search's first layout, in words
+    baseline: bool = False  # the set's layouts were run as a baseline to beat, not chosen (catalogue)
 
 
 @dataclass(frozen=True)
@@ -286,6 +290,8 @@ class Validation:
     mean_abs_error: float
     max_abs_error: float
     bias: float  # signed mean error: > 0 predicts too slow
+    in_top_five: int  # runs whose published layout the search places in its first five (baselines aside)
+    chosen_runs: int  # runs whose layout was a practitioner's choice (not a baseline)
     gemm_max: float
     gemm_half_intensity: float
     fitted_on: list[str]
@@ -294,7 +300,8 @@ class Validation:
 
     def as_dict(self) -> dict[str, Any]:
         return {"suite": self.suite, "rows": [asdict(r) for r in self.rows], "mean_abs_error": self.mean_abs_error,
-                "max_abs_error": self.max_abs_error, "bias": self.bias, "gemm_max": self.gemm_max,
+                "max_abs_error": self.max_abs_error, "bias": self.bias,
+                "in_top_five": self.in_top_five, "chosen_runs": self.chosen_runs, "gemm_max": self.gemm_max,
                 "gemm_half_intensity": self.gemm_half_intensity, "fitted_on": self.fitted_on,
                 "source": self.source, "assumed": self.assumed}
 
@@ -325,19 +332,70 @@ def _suite_runs(suite: str) -> tuple[Run, ...]:
     return runs_of(suite)
 
 
+# ---------------------------------------------------------------- the search on a published run
+
+#: layouts the search lists when finding where a published one stands
+SEARCH_DEPTH = 100
+TOP_FIVE = 5
+
+
+def workload_keys(run: Run) -> list[str]:
+    """The run as a user would write it for `trainplan layout`: its model, devices, precision,
+    framework and its published TP and PP (which, with micro-batch and accumulation, give the batch)."""
+    def flag(value: bool) -> str:
+        return "true" if value else "false"
+    keys = [f"model.layers={run.layers}", f"model.width={run.width}", f"model.heads={run.heads}",
+            f"model.kv_heads={run.kv_heads}", f"model.ffn_width={run.ffn}", f"model.vocab={run.vocab}",
+            f"model.tied={flag(run.tied)}", f"training.seq_len={run.seq_len}",
+            f"training.micro_batch={run.micro_batch}", f"training.grad_accum={run.micro_batches}",
+            f"training.precision={run.precision}", f"parallel.tensor={run.tensor}",
+            f"parallel.pipeline={run.pipeline}", f"parallel.flash_attention={flag(run.flash_attention)}",
+            f"parallel.framework={run.framework}", f"cluster.count={run.devices}",
+            f"cluster.accelerator={run.accelerator}", "data.kind=tokens",
+            # the step does not depend on the run's length: one step's tokens
+            f"training.tokens={run.global_batch * run.seq_len}"]
+    if run.gated:  # a gated, grouped-query block: the Llama family's layer
+        keys.append("model.family=llama")
+    return keys
+
+
+def search_place(run: Run) -> tuple[int | None, str]:
+    """(place of the run's published TP x PP in the layout search by layout, the search's first layout)."""
+    from trainplan.planning.layout import layout_name, rank_of, search
+    from trainplan.planning.model import resolve_model
+    from trainplan.workload.load import load_workload
+
+    w = load_workload(None, workload_keys(run))
+    out = search(w, resolve_model(w), top=SEARCH_DEPTH, by="layout")
+    first = layout_name(out["layouts"][0]) if out["layouts"] else ""
+    return rank_of(out, tensor=run.tensor, pipeline=run.pipeline, context=1, expert=1), first
+
+
+def is_baseline(set_name: str) -> bool:
+    """Whether a set's layouts were run as a baseline to beat (catalogue: `baseline = true`)."""
+    name = ALIASES.get(set_name, set_name)
+    return name != "korthikanti" and bool(published_sets()[name].get("baseline", False))
+
+
 def validate(suite: str = "megatron", kernels: dict[str, step_ops.KernelEfficiency] | None = None) -> Validation:
-    """Plan every run of `suite` with the catalogue's kernel constants (or `kernels` by accelerator)."""
+    """Plan every run of `suite` with the catalogue's kernel constants (or `kernels` by accelerator), and
+    find where each published layout stands in the layout search."""
     if suite not in SUITES:
         raise UserError("set", f"expected one of {', '.join(SUITES)}, got {suite!r}")
     rows = []
     for run in _suite_runs(suite):
         kern = (kernels or {}).get(run.accelerator)
-        rows.append(_row(run, plan_run(run, kern)))
+        place, first = search_place(run)
+        rows.append(replace(_row(run, plan_run(run, kern)), search_rank=place, search_first=first,
+                            baseline=is_baseline(run.set)))
+    chosen = [r for r in rows if not r.baseline]
+    in_top = sum(1 for r in chosen if r.search_rank is not None and r.search_rank <= TOP_FIVE)
     mean, worst, bias = _summary([r.error for r in rows])
     a100 = (kernels or {}).get("a100-sxm-80gb") or step_ops.kernel_efficiency("a100-sxm-80gb")
     source, assumed = ("the sets " + ", ".join(set_names()), "as each set states") if suite == "all" \
         else set_source(suite)
     return Validation(suite=suite, rows=rows, mean_abs_error=mean, max_abs_error=worst, bias=bias,
+                      in_top_five=in_top, chosen_runs=len(chosen),
                       gemm_max=float(a100.gemm_max), gemm_half_intensity=float(a100.gemm_half_intensity),
                       fitted_on=list(step_ops.fit_sets()) if kernels is None else [],
                       source=source, assumed=assumed)

@@ -68,13 +68,19 @@ def validation_table(result: dict[str, Any]) -> str:
              f"  A100 GEMM curve gemm_max {result['gemm_max']:.3f}, half intensity {result['gemm_half_intensity']:.0f}"
              f" (fitted on {', '.join(result['fitted_on']) or 'given constants'}); nothing set per run",
              f"  {'set':<17} {'run':<22} {'GPUs':>6} {'TP':>3} {'PP':>3} {'v':>2} {'DP':>4} {'ZeRO':>4} "
-             f"{'predicted':>10} {'measured':>9} {'error':>7}"]
+             f"{'predicted':>10} {'measured':>9} {'error':>7} {'place':>5}  search's first"]
     for r in result["rows"]:
+        place = "-" if r["search_rank"] is None else str(r["search_rank"])
+        place += "b" if r["baseline"] else ""
         lines.append(f"  {r['set']:<17} {r['name']:<22} {r['devices']:>6} {r['tensor']:>3} {r['pipeline']:>3} "
                      f"{r['interleave']:>2} {r['data']:>4} {r['zero']:>4} {r['predicted_seconds']:>9.2f}s "
-                     f"{r['measured_seconds']:>8.2f}s {r['error']:>+7.1%}")
+                     f"{r['measured_seconds']:>8.2f}s {r['error']:>+7.1%} {place:>5}  {r['search_first']}")
     lines.append(f"  in sample (catalogue constants): mean absolute error {result['mean_abs_error']:.1%}, "
                  f"max {result['max_abs_error']:.1%}, bias {result['bias']:+.1%}")
+    lines.append(f"  place: where the published TP x PP stands in `trainplan layout --by layout` on the run's devices "
+                 f"and batch; in the first five for {result['in_top_five']} of {result['chosen_runs']} chosen layouts"
+                 + (" (b: a baseline the paper ran to compare against, not a choice)"
+                    if any(r["baseline"] for r in result["rows"]) else ""))
     loso = result.get("leave_one_set_out")
     if loso:
         lines.append("  out of sample (each set predicted with constants fitted on the other sets):")
