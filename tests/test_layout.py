@@ -259,5 +259,23 @@ def test_the_search_offers_only_the_parallelisms_a_framework_has():
     long = ["training.seq_len=16384", "training.grad_accum=1"]
     assert {r["context"] for r in rows("megatron-2021", long)} == {1}
     assert {r["context"] for r in rows("megatron-core", long)} > {1}
-    z3 = rows("deepspeed-zero3")
+    z3 = rows("deepspeed-zero3", ["training.zero=3"])
     assert {r["pipeline"] for r in z3} == {1} and {r["zero"] for r in z3} == {3}
+
+
+def test_a_named_framework_refuses_what_it_does_not_have(cli):
+    # one line naming the key and what was expected, exit 2; an assumed framework is not held to it
+    cases = [(["parallel.framework=fsdp", "parallel.pipeline=2", "cluster.count=2"],
+              "trainplan: parallel.pipeline: expected 1: parallel.framework 'fsdp' has no pipeline parallelism "
+              "(it has tensor), got 2"),
+             (["parallel.framework=megatron-2021", "training.zero=1", "cluster.count=2"],
+              "trainplan: training.zero: expected one of 0: parallel.framework 'megatron-2021' has those ZeRO "
+              "stages, got 1"),
+             (["parallel.framework=deepspeed", "parallel.pipeline=2", "training.zero=2", "cluster.count=4"],
+              "trainplan: training.zero: expected one of 0, 1: parallel.framework 'deepspeed' has those ZeRO "
+              "stages with pipeline parallelism, got 2")]
+    for keys, line in cases:
+        res = cli("plan", *[a for k in keys for a in ("--set", k)], "-f", "json")
+        assert res.returncode == 2 and res.stderr.strip() == line and res.stdout == ""
+    ok = cli("plan", "--set", "training.zero=3", "--set", "cluster.count=2", "-f", "json")
+    assert ok.returncode == 0, ok.stderr

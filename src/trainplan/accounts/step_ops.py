@@ -30,6 +30,7 @@ import numpy as np
 
 from trainplan import catalogue, units
 from trainplan.accounts import collectives
+from trainplan.catalogue.frameworks import PARALLELISMS, ZERO_STAGES, offers
 
 FLOPS_PER_MULTIPLY_ADD = 2.0
 BACKWARD_GEMMS_PER_FORWARD = 2.0  # input gradient and weight gradient
@@ -56,10 +57,6 @@ class KernelEfficiency:
                        elementwise_efficiency=self.elementwise_efficiency * share)
 
 
-#: the model-parallel degrees a framework may offer beside data parallelism
-PARALLELISMS = ("tensor", "pipeline", "context", "expert")
-
-
 @dataclass(frozen=True)
 class Framework:
     """A training framework's overlaps and efficiency (catalogue/kernel_efficiency.toml [frameworks])."""
@@ -70,8 +67,8 @@ class Framework:
     overlap_cost: float  # the catalogue's overlap_cost where the framework overlaps, else 0
     efficiency: float
     source: str
-    zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # the ZeRO stages it offers
-    pipeline_zero_stages: tuple[int, ...] = (0, 1, 2, 3)  # those it offers with pipeline parallelism
+    zero_stages: tuple[int, ...] = ZERO_STAGES  # the ZeRO stages it offers
+    pipeline_zero_stages: tuple[int, ...] = ZERO_STAGES  # those it offers with pipeline parallelism
     checkpoint: str = "reentrant"  # how its full recomputation re-runs a layer (catalogue/checkpoint_tail.toml)
     parallelisms: tuple[str, ...] = PARALLELISMS  # the model-parallel degrees it offers beside data parallelism
 
@@ -92,11 +89,12 @@ def framework(key: str) -> Framework:
 
         raise UserError("framework", f"expected one of {', '.join(table)}, got {key!r}")
     e = table[key]
+    has = offers(key)
     return Framework(key=key, dp_overlap=bool(e["dp_overlap"]), zero3_prefetch=int(e["zero3_prefetch"]),
                      overlap_cost=overlap_cost() if e["dp_overlap"] else 0.0, efficiency=float(e["efficiency"]),
-                     source=str(e["source"]), zero_stages=tuple(e.get("zero_stages", (0, 1, 2, 3))),
-                     pipeline_zero_stages=tuple(e.get("pipeline_zero_stages", e.get("zero_stages", (0, 1, 2, 3)))),
-                     checkpoint=str(e["checkpoint"]), parallelisms=tuple(e.get("parallelisms", PARALLELISMS)))
+                     source=str(e["source"]), zero_stages=has.zero_stages,
+                     pipeline_zero_stages=has.pipeline_zero_stages, checkpoint=str(e["checkpoint"]),
+                     parallelisms=has.parallelisms)
 
 
 def flat_efficiency(matmul_efficiency: float) -> KernelEfficiency:

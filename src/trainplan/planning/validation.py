@@ -348,7 +348,7 @@ def workload_keys(run: Run) -> list[str]:
             f"model.kv_heads={run.kv_heads}", f"model.ffn_width={run.ffn}", f"model.vocab={run.vocab}",
             f"model.tied={flag(run.tied)}", f"training.seq_len={run.seq_len}",
             f"training.micro_batch={run.micro_batch}", f"training.grad_accum={run.micro_batches}",
-            f"training.precision={run.precision}", f"parallel.tensor={run.tensor}",
+            f"training.precision={run.precision}", f"training.zero={run.zero}", f"parallel.tensor={run.tensor}",
             f"parallel.pipeline={run.pipeline}", f"parallel.flash_attention={flag(run.flash_attention)}",
             f"parallel.framework={run.framework}", f"cluster.count={run.devices}",
             f"cluster.accelerator={run.accelerator}", "data.kind=tokens",

@@ -1000,6 +1000,8 @@ def build_workload(doc: dict[str, Any]) -> Workload:
     _ = workload.accelerator  # resolve now so an unknown accelerator is refused at the boundary
     _check_consistency(workload)
     _check_parallel(workload)
+    if isinstance(doc.get("parallel"), dict) and "framework" in doc["parallel"]:
+        _check_framework(workload)  # a named framework: only what it offers (an assumed one is not held to it)
     # every leaf assumed until load_workload says where it came from (file, --set, calibration)
     workload._provenance = _provenance(workload, set(), set(), {}, None)
     return workload
@@ -1070,6 +1072,24 @@ def _check_parallel(w: Workload) -> None:
     check_layout(w.cluster.count, p.tensor, p.pipeline, p.interleave, p.context, p.expert, p.data, p.schedule,
                  p.sequence, w.model.heads, w.model.layers, w.model.experts, w.training.seq_len,
                  w.training.grad_accum)
+
+
+def _check_framework(w: Workload) -> None:
+    """The layout and ZeRO stage a named framework offers (catalogue/kernel_efficiency.toml [frameworks])."""
+    from trainplan.catalogue.frameworks import PARALLELISMS, offers
+
+    p = w.parallel
+    has = offers(p.framework)
+    for degree in PARALLELISMS:
+        if getattr(p, degree) > 1 and degree not in has.parallelisms:
+            raise UserError(f"parallel.{degree}", f"expected 1: parallel.framework {p.framework!r} has no {degree} "
+                            f"parallelism (it has {', '.join(has.parallelisms) or 'data parallelism only'}), "
+                            f"got {getattr(p, degree)}")
+    stages = has.pipeline_zero_stages if p.pipeline > 1 else has.zero_stages
+    if w.training.zero not in stages:
+        where = " with pipeline parallelism" if p.pipeline > 1 else ""
+        raise UserError("training.zero", f"expected one of {', '.join(map(str, stages))}: parallel.framework "
+                        f"{p.framework!r} has those ZeRO stages{where}, got {w.training.zero}")
 
 
 def leaf_value(workload: Workload, key: str) -> Any:
