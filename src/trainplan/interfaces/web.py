@@ -243,6 +243,9 @@ def controls_of(w: Workload, report: dict[str, Any]) -> dict[str, Any]:
     out["cluster.accelerator"] = acc.strip().lower() if isinstance(acc, str) else None
     out["cluster.accelerator_name"] = report["workload"]["accelerator_name"]
     out["data.kind"] = w.data.kind
+    from trainplan.planning.answer import data_unit
+
+    out["data.unit"] = data_unit(w.data.kind)  # what the bill is counted per, in words
     out["model.params"] = report["workload"]["params"]
     from trainplan.present.render import applies
 

@@ -110,8 +110,9 @@ def _cost(report: dict[str, Any]) -> str | None:
 
 
 def data_unit(kind: str) -> str:
-    """What the bill's "hour of data" is, in words: an hour of video, or 3,600 images (one a second of data)."""
-    return f"{SECONDS_PER_HOUR * IMAGES_PER_SECOND:,.0f} images" if kind == "images" else "hour of data"
+    """What the bill's "hour of data" is, in words: an hour of video, or 3,600 images (one a second of data).
+    The CLI's first screen and the page's bill label both read it."""
+    return f"{SECONDS_PER_HOUR * IMAGES_PER_SECOND:,.0f} images" if kind == "images" else "hour of video"
 
 
 def _waits(report: dict[str, Any]) -> str:

@@ -119,7 +119,7 @@ function applyControls(c) {
     : images ? "An image corpus: each image is planned as one frame, decoded once; cameras and frame rate do not apply."
     : "";
   $("frames-legend").textContent = images ? "Images" : "Video";
-  $("bill-label").textContent = images ? "Data bill per 3,600 images" : "Data bill per hour of video";
+  $("bill-label").textContent = `Data bill per ${c["data.unit"]}`;
   showControlValues();
 }
 
