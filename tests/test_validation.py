@@ -274,3 +274,9 @@ def test_baseline_sets_are_reported_not_held(cli):
     assert out["chosen_runs"] == 0 and out["in_top_five"] == 0
     table = cli("validate-against", "zero3").stdout
     assert "b: a baseline the paper ran to compare against" in table
+
+
+def test_help_names_every_set(cli):
+    text = " ".join(cli("validate-against", "--help").stdout.split())
+    for name in validation.SUITES:
+        assert name in text, name

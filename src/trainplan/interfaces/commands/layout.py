@@ -122,7 +122,8 @@ def layout_command(
 
 def validate_against_command(
     suite: Annotated[str, typer.Argument(help="the published runs to plan: megatron (= korthikanti), "
-                                              "narayanan2021, mtnlg, bloom, llama3, opt, or all")],
+                                              "narayanan2021, mtnlg, bloom, llama3, opt, narayanan2021_ptd, "
+                                              "zero3, or all")],
     format: FormatOpt = "table",  # noqa: A002
     output: OutputOpt = None,
 ) -> None:
