@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - the `ui` extra is absent; create_app s
     Request = Any  # type: ignore[misc,assignment]
 
 from trainplan.planning import evaluate as plan_mod
+from trainplan.planning.answer import data_unit
 from trainplan.errors import UserError
 from trainplan.quantities import json_safe
 from trainplan.workload.load import load_workload
@@ -243,8 +244,6 @@ def controls_of(w: Workload, report: dict[str, Any]) -> dict[str, Any]:
     out["cluster.accelerator"] = acc.strip().lower() if isinstance(acc, str) else None
     out["cluster.accelerator_name"] = report["workload"]["accelerator_name"]
     out["data.kind"] = w.data.kind
-    from trainplan.planning.answer import data_unit
-
     out["data.unit"] = data_unit(w.data.kind)  # what the bill is counted per, in words
     out["model.params"] = report["workload"]["params"]
     from trainplan.present.render import applies

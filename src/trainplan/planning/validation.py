@@ -28,6 +28,9 @@ from trainplan.catalogue.accelerators import resolve_accelerator
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.catalogue.interconnect import platform
 from trainplan.errors import UserError
+from trainplan.planning.layout import layout_name, rank_of, search
+from trainplan.planning.model import resolve_model
+from trainplan.workload.load import load_workload
 from trainplan.workload.schema import ClusterSection
 
 # The standard GPT block (Narayanan et al. 2021): 12 h^2 weights and 13 h biases and layer-norm
@@ -361,10 +364,6 @@ def workload_keys(run: Run) -> list[str]:
 
 def search_place(run: Run) -> tuple[int | None, str]:
     """(place of the run's published TP x PP in the layout search by layout, the search's first layout)."""
-    from trainplan.planning.layout import layout_name, rank_of, search
-    from trainplan.planning.model import resolve_model
-    from trainplan.workload.load import load_workload
-
     w = load_workload(None, workload_keys(run))
     out = search(w, resolve_model(w), top=SEARCH_DEPTH, by="layout")
     first = layout_name(out["layouts"][0]) if out["layouts"] else ""
