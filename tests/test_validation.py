@@ -280,3 +280,17 @@ def test_help_names_every_set(cli):
     text = " ".join(cli("validate-against", "--help").stdout.split())
     for name in validation.SUITES:
         assert name in text, name
+
+
+def test_a_plan_of_each_run_gives_the_validated_step_and_memory():
+    # one job, one answer: the run written as workload keys and planned as a user would gives the step
+    # and the memory validate-against reports (to rounding: the GPT shape's learned positions)
+    from trainplan.planning.inputs import PlanInputs
+    from trainplan.workload.load import load_workload
+
+    for name in validation.set_names():
+        for run in validation.runs_of(name):
+            ex = PlanInputs.of(load_workload(None, validation.plan_keys(run))).execution
+            acct = validation.plan_run(run)
+            assert float(ex.step_seconds) == pytest.approx(float(acct.step_seconds), rel=1e-3), (name, run.name)
+            assert float(ex.per_device_bytes) == pytest.approx(float(acct.per_device_bytes), rel=5e-3), (name, run.name)

@@ -28,6 +28,7 @@ from trainplan.catalogue.accelerators import resolve_accelerator
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.catalogue.interconnect import platform
 from trainplan.errors import UserError
+from trainplan.planning import execution, model_terms
 from trainplan.planning.layout import layout_name, rank_of, search
 from trainplan.planning.model import resolve_model
 from trainplan.workload.load import load_workload
@@ -198,6 +199,45 @@ def hardware_of(accelerator_key: str, precision: str, kernels: step_ops.KernelEf
         inter_send_half_bytes=step_ops.half_bytes(plat.inter.key, "send"))
 
 
+def workload_keys(run: Run) -> list[str]:
+    """The run as a user would write it for `trainplan layout`: its model, devices, precision,
+    framework and its published TP and PP (which, with micro-batch and accumulation, give the batch)."""
+    def flag(value: bool) -> str:
+        return "true" if value else "false"
+    keys = [f"model.layers={run.layers}", f"model.width={run.width}", f"model.heads={run.heads}",
+            f"model.kv_heads={run.kv_heads}", f"model.ffn_width={run.ffn}", f"model.vocab={run.vocab}",
+            f"model.tied={flag(run.tied)}", f"training.seq_len={run.seq_len}",
+            f"training.micro_batch={run.micro_batch}", f"training.grad_accum={run.micro_batches}",
+            f"training.precision={run.precision}", f"training.zero={run.zero}", f"parallel.tensor={run.tensor}",
+            f"parallel.pipeline={run.pipeline}", f"parallel.flash_attention={flag(run.flash_attention)}",
+            f"parallel.framework={run.framework}", f"cluster.count={run.devices}",
+            f"cluster.accelerator={run.accelerator}", "data.kind=tokens",
+            # the step does not depend on the run's length: one step's tokens
+            f"training.tokens={run.global_batch * run.seq_len}"]
+    if run.gated:  # a gated, grouped-query block: the Llama family's layer
+        keys.append("model.family=llama")
+    return keys
+
+
+def plan_keys(run: Run) -> list[str]:
+    """The run's whole layout as workload keys: `workload_keys` and its recomputation, SP and interleave."""
+    keys = workload_keys(run) + [f"training.recompute={run.recompute}", f"parallel.interleave={run.interleave}",
+                                 f"parallel.sequence={'true' if run.sequence_parallel else 'false'}"]
+    return keys + (["parallel.schedule=interleaved"] if run.interleave > 1 else [])
+
+
+@lru_cache(maxsize=None)
+def run_activations(set_name: str, name: str) -> parallel.LayerActivations:
+    """The per-layer activation bytes `trainplan plan` counts for the run (Korthikanti's GPT block for
+    a model given by its shape, the family's account for a gated block), so that validate-against and a
+    plan of the same run give one step and one memory figure."""
+    run = next(r for r in runs_of(set_name) if r.name == name)
+    w = load_workload(None, plan_keys(run))
+    model = resolve_model(w)
+    activations, _ = execution.layer_activations(w, model, model_terms.evaluate(w, model))
+    return activations
+
+
 def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
              framework_efficiency: Any = None, overlap_cost: Any = None) -> parallel.ParallelAccount:
     """The run's parallel account (its fields arrays where `kernels`, `framework_efficiency` or
@@ -214,9 +254,8 @@ def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
         sequence_parallel=run.sequence_parallel, micro_batch=run.micro_batch, micro_batches=run.micro_batches,
         recompute=run.recompute, zero=run.zero, schedule="interleaved" if run.interleave > 1 else "1f1b",
         attention="flash" if run.flash_attention else "eager",
-        # the per-layer bytes Korthikanti et al. give for the GPT block (the shape's width and heads)
-        activations=parallel.LayerActivations.korthikanti(shape.width, shape.heads, shape.seq_len, shape.vocab,
-                                                          not run.flash_attention, value),
+        # the one activation account, as a plan of the run written as a workload counts it
+        activations=run_activations(run.set, run.name),
         activation_bytes_per_value=value, state_of=parallel.default_state(), weight_bytes=state.weights,
         grad_bytes=state.grads, dp_overlap=fw.dp_overlap, zero3_prefetch=fw.zero3_prefetch,
         overlap_cost=fw.overlap_cost if overlap_cost is None or not fw.dp_overlap else overlap_cost,
@@ -340,26 +379,6 @@ def _suite_runs(suite: str) -> tuple[Run, ...]:
 #: layouts the search lists when finding where a published one stands
 SEARCH_DEPTH = 100
 TOP_FIVE = 5
-
-
-def workload_keys(run: Run) -> list[str]:
-    """The run as a user would write it for `trainplan layout`: its model, devices, precision,
-    framework and its published TP and PP (which, with micro-batch and accumulation, give the batch)."""
-    def flag(value: bool) -> str:
-        return "true" if value else "false"
-    keys = [f"model.layers={run.layers}", f"model.width={run.width}", f"model.heads={run.heads}",
-            f"model.kv_heads={run.kv_heads}", f"model.ffn_width={run.ffn}", f"model.vocab={run.vocab}",
-            f"model.tied={flag(run.tied)}", f"training.seq_len={run.seq_len}",
-            f"training.micro_batch={run.micro_batch}", f"training.grad_accum={run.micro_batches}",
-            f"training.precision={run.precision}", f"training.zero={run.zero}", f"parallel.tensor={run.tensor}",
-            f"parallel.pipeline={run.pipeline}", f"parallel.flash_attention={flag(run.flash_attention)}",
-            f"parallel.framework={run.framework}", f"cluster.count={run.devices}",
-            f"cluster.accelerator={run.accelerator}", "data.kind=tokens",
-            # the step does not depend on the run's length: one step's tokens
-            f"training.tokens={run.global_batch * run.seq_len}"]
-    if run.gated:  # a gated, grouped-query block: the Llama family's layer
-        keys.append("model.family=llama")
-    return keys
 
 
 def search_place(run: Run) -> tuple[int | None, str]:
