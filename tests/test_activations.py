@@ -203,3 +203,26 @@ def test_bad_names_are_user_errors():
         act.layer_bytes_per_token(shape, 16, "flashy")
     with pytest.raises(UserError, match="training.recompute"):
         act.activation_account(shape, 1, 16, recompute="some")
+
+
+def test_a_named_megatron_framework_counts_its_fused_kernels():
+    # Llama-shaped layer, d 4096, f 11008, bf16. The family's own code keeps, per norm, its fp32 input,
+    # the fp32 rstd and a bf16 cast-back (4d + 4 + 2d bytes) and four f-wide MLP tensors; Megatron-core's
+    # fused RMSNorm keeps its bf16 input and the rstd (2d + 4) and its fused SwiGLU three f-wide tensors.
+    # Two norms: 2 x 4d = 32,768 bytes less; the MLP: 2 x 11,008 = 22,016 less a token a layer.
+    from trainplan.planning import model_terms
+    from trainplan.planning.evaluate import resolve_model
+    from trainplan.workload.load import load_workload
+
+    base = ["model.family=llama", "model.layers=32", "model.width=4096", "model.heads=32", "model.kv_heads=8",
+            "model.ffn_width=11008", "model.vocab=32000", "training.seq_len=4096", "data.kind=tokens",
+            "training.tokens=1e11", "training.precision=bf16"]
+
+    def per_token(extra: list[str]) -> float:
+        w = load_workload(None, base + extra)
+        return model_terms.evaluate(w, resolve_model(w)).activation_report["activations_per_layer_token"]
+    own = per_token([])  # the framework left to its default: the model's own code is counted
+    assert own - per_token(["parallel.framework=megatron-core"]) == 2 * 4 * 4096 + 2 * 11008
+    assert per_token(["parallel.framework=fsdp"]) == own  # FSDP runs the model's own modules
+    # a given norm kind wins over the framework's: only the MLP is fused
+    assert own - per_token(["parallel.framework=megatron-core", "model.norm=rmsnorm_fp32"]) == 2 * 11008

@@ -68,6 +68,7 @@ class ActivationShape:
     rotary_dim: int | None = None  # rotary width per head; None: the whole head (when the family is rotary)
     mlp: str | None = None  # an MLP kind of the catalogue; None: the family's
     norm: str | None = None  # a norm kind of the catalogue; None: the family's
+    kernels: str = "module"  # "module": the family's own code; "fused": a framework's fused kernels ([fused])
     experts: int = 1  # routed experts per layer (the router keeps a logit for each)
     traced: Any = None  # a measure/trace.ActivationTrace of the real module: used instead of the formulas
 
@@ -101,6 +102,17 @@ class ActivationAccount:
     parts: dict[str, float] = field(default_factory=dict)  # per-token per-layer parts, no recomputation
 
 
+def kinds(shape: ActivationShape) -> tuple[str, str, bool]:
+    """(norm kind, MLP kind, softmax kept in fp32) the layer runs: given kinds first, else the family's,
+    replaced by the catalogue's [fused] kernels where a framework runs those (Megatron, Transformer Engine)."""
+    t = traits_table()
+    fam = t["family"][shape.family]
+    fused = t["fused"] if shape.kernels == "fused" else {"norm": {}, "mlp": {}}
+    norm = shape.norm or fused["norm"].get(fam["norm"], fam["norm"])
+    mlp = shape.mlp or fused["mlp"].get(fam["mlp"], fam["mlp"])
+    return norm, mlp, bool(fam["eager_softmax_fp32"]) and shape.kernels != "fused"
+
+
 def _norm_bytes(kind: str, d: int, a: float) -> tuple[float, float]:
     """(bytes per token of one norm, bytes of its input among them)."""
     n = traits_table()["norm"][kind]
@@ -131,7 +143,7 @@ def layer_bytes_per_token(shape: ActivationShape, seq_len: int, attention: str =
     hk, gk, h, s = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.heads, seq_len
     mask = t["dropout"]["mask_bytes_per_value"] if mask_bytes is None else mask_bytes
 
-    norm_kind = shape.norm or fam["norm"]
+    norm_kind, mlp_kind, softmax_fp32 = kinds(shape)
     if norm_kind not in t["norm"]:
         raise UserError("model.norm", f"one of {', '.join(t['norm'])}, got {norm_kind!r}")
     one_norm, norm_input = _norm_bytes(norm_kind, d, a)
@@ -148,10 +160,9 @@ def layer_bytes_per_token(shape: ActivationShape, seq_len: int, attention: str =
         core += a * (hk + 2 * gk) - a * gk
     scores = 0.0
     if attention == "eager":
-        upcast = fam["eager_softmax_fp32"] and a < FP32_BYTES  # in fp32 there is no cast back, no copy
-        softmax = FP32_BYTES if fam["eager_softmax_fp32"] else a
+        upcast = softmax_fp32 and a < FP32_BYTES  # in fp32 there is no cast back, no copy
+        softmax = FP32_BYTES if softmax_fp32 else a
         scores = att["scores_per_head"] * h * s * (softmax + (a if upcast else 0.0))
-    mlp_kind = shape.mlp or fam["mlp"]
     if mlp_kind not in t["mlp"]:
         raise UserError("model.mlp", f"one of {', '.join(t['mlp'])}, got {mlp_kind!r}")
     kind = t["mlp"][mlp_kind]
@@ -195,7 +206,7 @@ def outside_bytes_per_token(shape: ActivationShape, micro_batch: int, bytes_per_
     fam, out = t["family"][shape.family], t["outside"]
     a, d = bytes_per_value, shape.width
     mask = t["dropout"]["mask_bytes_per_value"] if mask_bytes is None else mask_bytes
-    final_norm, _ = _norm_bytes(shape.norm or fam["norm"], d, a)
+    final_norm, _ = _norm_bytes(kinds(shape)[0], d, a)
     per_token = (out["token_id_bytes"] + final_norm + a * d + out["log_softmax_bytes"] * shape.vocab
                  + out["label_bytes"])
     if fam["learned_positions"]:

@@ -1,5 +1,5 @@
 """What a training framework offers (catalogue/kernel_efficiency.toml [frameworks]): the model-parallel
-degrees and the ZeRO stages. One reader, for the workload's boundary check and the layout search."""
+degrees, the ZeRO stages and the kernels its layers run. One reader, for the workload's boundary check and the layout search."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ class Offers:
     parallelisms: tuple[str, ...]  # the model-parallel degrees it has
     zero_stages: tuple[int, ...]  # the ZeRO stages it has
     pipeline_zero_stages: tuple[int, ...]  # those it has together with pipeline parallelism
+    kernels: str  # "fused": its layers run fused kernels (activation_traits.toml [fused]); "module": the model's code
 
 
 def offers(key: str) -> Offers:
@@ -24,4 +25,5 @@ def offers(key: str) -> Offers:
     e = catalogue.table("kernel_efficiency")["frameworks"][key]
     zero = tuple(e.get("zero_stages", ZERO_STAGES))
     return Offers(parallelisms=tuple(e.get("parallelisms", PARALLELISMS)), zero_stages=zero,
-                  pipeline_zero_stages=tuple(e.get("pipeline_zero_stages", zero)))
+                  pipeline_zero_stages=tuple(e.get("pipeline_zero_stages", zero)),
+                  kernels=str(e.get("kernels", "module")))

@@ -26,6 +26,7 @@ from typing import Any
 
 from trainplan.errors import UserError
 from trainplan.units import format_figure
+from trainplan.workload.schema import is_given
 
 DAYS_PER_MONTH = 30.0
 """'Inside a month', the lessons' horizon for serving overtaking training: 30 days."""
@@ -197,10 +198,7 @@ def _finite(x: Any) -> float | None:
 def has_serving_side(w: Any) -> bool:
     """Whether the workload plans serving at all: some serving.* key written in the file, on the
     command line or measured (the defaults alone describe no serving side)."""
-    return any(key.startswith("serving.") and (prov.kind in ("given", "measured")
-                                               or prov.source == "--set on the command line"
-                                               or prov.source.startswith("workload file"))
-               for key, prov in w.provenance.items())
+    return any(key.startswith("serving.") and is_given(prov) for key, prov in w.provenance.items())
 
 
 def decide(w: Any, report: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from trainplan.accounts import memory as memory_mod
 from trainplan.accounts import step_ops
 from trainplan.accounts import training_state as ts
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
-from trainplan.workload.schema import Workload
+from trainplan.catalogue.frameworks import offers
+from trainplan.workload.schema import Workload, is_given
 
 
 # Keys the architecture's terms depend on that the sweep would otherwise vectorise (model.* keys are
@@ -53,6 +54,13 @@ def architecture_known(w: Any, count: Any) -> bool:
     return count is not None and (w.model.hf_config is not None or w.model.family != "standard")
 
 
+def kernels_of(w: Any) -> str:
+    """The kernels the layers run: a named framework's ("fused" for Megatron's, catalogue/kernel_efficiency.toml),
+    else the model's own code ("module"): an assumed framework does not change what the model's code keeps."""
+    prov = w.provenance.get("parallel.framework")
+    return offers(w.parallel.framework).kernels if prov is not None and is_given(prov) else "module"
+
+
 def _shape(w: Any, count: Any) -> act.ActivationShape:
     """The activation shape: the catalogue's traits for the families the formulas cover; any other
     family of a config.json is traced from its own code (measure/trace.py, meta device), or refused
@@ -70,7 +78,7 @@ def _shape(w: Any, count: Any) -> act.ActivationShape:
         if config.get("model_type") in act.families() and not autocast:
             shape = act.shape_from_hf_config(config)
             return act.ActivationShape(**{**shape.__dict__, "mlp": w.model.mlp or shape.mlp,
-                                          "norm": w.model.norm})
+                                          "norm": w.model.norm, "kernels": kernels_of(w)})
         traced = trace.cached_trace(config, t.micro_batch, t.attention, "autocast" if autocast else t.precision,
                                     t.recompute)
         return act.ActivationShape(str(config.get("model_type")), count.layers, count.width, count.ffn_width,
@@ -78,7 +86,7 @@ def _shape(w: Any, count: Any) -> act.ActivationShape:
                                    count.experts_per_token, experts=count.experts, traced=traced)
     return act.ActivationShape(family, count.layers, count.width, count.ffn_width, count.heads, count.kv_heads,
                                count.head_dim, count.vocab, count.experts_per_token, None, w.model.mlp,
-                               w.model.norm)
+                               w.model.norm, kernels_of(w))
 
 
 def legacy_activations(w: Any, model: Any) -> float:

@@ -537,9 +537,10 @@ class ParallelSection(Section):
     framework: Literal["megatron-core", "megatron-2021", "deepspeed", "deepspeed-zero3", "fsdp", "llama3",
                        "transformers"] = Q(
         "megatron-core", "assumed: Megatron-core's overlaps (gradient reduce and parameter gather behind compute); "
-        "catalogue/kernel_efficiency.toml [frameworks]",
+        "catalogue/kernel_efficiency.toml [frameworks]. Named, it also sets the layout and ZeRO stages allowed and "
+        "the kernels the layers run (Megatron's fused norm and SwiGLU keep fewer activations)",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
-          "pipeline.cores_needed", "training_cost.budget"))
+          "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
 
 
 class DataSection(Section):
@@ -1017,6 +1018,17 @@ def _dotted(doc: dict[str, Any], prefix: str = "") -> list[tuple[str, Any, None]
     return out
 
 
+#: the provenance sources of a value the user wrote (on the command line, in the workload file)
+SET_SOURCE = "--set on the command line"
+FILE_SOURCE = "workload file"
+
+
+def is_given(provenance: Provenance) -> bool:
+    """Whether a value was written by the user (file, --set) or measured, not left to its default."""
+    return provenance.kind in ("given", "measured") or provenance.source == SET_SOURCE \
+        or provenance.source.startswith(FILE_SOURCE)
+
+
 def _provenance(workload: Workload, from_file: set[str], set_keys: set[str],
                 measured: dict[str, tuple[Any, str]], path: Any) -> dict[str, Provenance]:
     prov: dict[str, Provenance] = {}
@@ -1030,9 +1042,9 @@ def _provenance(workload: Workload, from_file: set[str], set_keys: set[str],
         elif key in measured:
             prov[key] = Provenance("measured", measured[key][1])
         elif key in set_keys or any(k.startswith(key + ".") for k in set_keys):
-            prov[key] = Provenance("assumed", "--set on the command line")
+            prov[key] = Provenance("assumed", SET_SOURCE)
         elif key in from_file:
-            prov[key] = Provenance("assumed", f"workload file {path}")
+            prov[key] = Provenance("assumed", f"{FILE_SOURCE} {path}")
         else:
             prov[key] = Provenance("assumed", type(model).model_fields[name].description or "default")
     return prov
