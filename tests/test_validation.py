@@ -5,6 +5,7 @@ read from the catalogue, so a changed catalogue entry fails this test.
 """
 
 import json
+import math
 
 import pytest
 
@@ -294,3 +295,23 @@ def test_a_plan_of_each_run_gives_the_validated_step_and_memory():
             acct = validation.plan_run(run)
             assert float(ex.step_seconds) == pytest.approx(float(acct.step_seconds), rel=1e-3), (name, run.name)
             assert float(ex.per_device_bytes) == pytest.approx(float(acct.per_device_bytes), rel=5e-3), (name, run.name)
+
+
+def test_a_plan_shows_the_band_of_its_own_accelerator(cli):
+    # the H100's curve is assumed, not fitted: its two published runs (llama3) are its band, and their
+    # bias is said; an A100 plan gets the A100 runs' band; an accelerator no run used, the overall one
+    for key in validation.step_ops_accelerators(list(validation.set_names())):
+        assert validation.step_error_band(key) == validation.measured_error_band(key), key
+    h100 = validation.measured_error_band("h100-sxm")
+    llama3 = [r for h in validation.leave_one_set_out().held_out if h.set == "llama3" for r in h.rows]
+    mean = sum(abs(r.error) for r in llama3) / len(llama3)
+    assert h100["runs"] == 2 and h100["band"] == math.ceil(mean * 100) / 100
+    assert h100["text"].endswith(f"which it predicts {abs(h100['bias']) * 100:.0f} % fast on average")
+    res = cli("plan", "examples/llama3-70b-512gpu.toml", "-f", "json")
+    assert res.returncode == 0, res.stderr
+    c = json.loads(res.stdout)["compute"]
+    assert c["step_error_band"] == h100["band"] and c["step_error_runs"] == 2
+    other = cli("plan", "examples/llama3-70b-512gpu.toml", "--set", "cluster.accelerator=mi300x", "-f", "json")
+    assert other.returncode == 0, other.stderr
+    text = json.loads(other.stdout)["compute"]["step_error_text"]
+    assert text.endswith("published runs (out of sample), none of them on this accelerator")

@@ -188,7 +188,7 @@ def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
     if e.compute_source == "predicted":  # the error of the step model on published runs it was not fitted on
         from trainplan.planning.validation import step_error_band
 
-        band = step_error_band()
+        band = step_error_band(w.accelerator.key)  # measured on the runs of this accelerator where there are any
         out.update({"compute.step_error_band": band["band"], "compute.step_error_bias": band["bias"],
                     "compute.step_error_runs": band["runs"], "compute.step_error_text": band["text"]})
     for name in ("data_bytes", "checkpoint_bytes", "checkpoints_bytes", "exports_bytes", "retained_bytes",
