@@ -455,6 +455,13 @@ THIRD: list[Case] = [
          special="link:d.toml:nowhere"),
     Case(["sweep", "--vary", "cluster.cores=1:2:0.0000001", "--output", "/dev/full"], "--output"),
     Case(["probe", "decode", "--output", "p"], "--output", special="fifo:p"),
+    # a named framework is held to what it has (issue 23): the layout's degrees and its ZeRO stages
+    S("parallel.pipeline", "parallel.framework=fsdp", "parallel.pipeline=2", "cluster.count=2"),
+    S("parallel.context", "parallel.framework=megatron-2021", "parallel.context=2", "cluster.count=2",
+      "training.seq_len=16384"),
+    S("training.zero", "parallel.framework=deepspeed-zero3", "training.zero=1", "cluster.count=2"),
+    W('[parallel]\nframework = "deepspeed"\npipeline = 2\n[training]\nzero = 3\n[cluster]\ncount = 2\n',
+      "training.zero"),
 ]
 
 
