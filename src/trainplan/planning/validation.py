@@ -6,11 +6,15 @@ planned with the same account as any workload (accounts/parallel.py), on the cat
 accelerator, its node platform and its kernel efficiencies (catalogue/kernel_efficiency.toml):
 nothing is set per run.
 
-The GEMM curve's two constants (gemm_max, gemm_half_intensity) are the only ones fitted.
-`fit(sets)` fits them on the named sets (least squares of the log ratio predicted / measured,
+Four constants are fitted: the GEMM curve's two (gemm_max, gemm_half_intensity), the overlap
+cost (`fit_overlap`) and a framework's efficiency (`fit_framework`). `fit(sets)` fits the curve on the named sets (least squares of the log ratio predicted / measured,
 over a grid of the two, evaluated at once); `leave_one_set_out()` fits them on all sets of the
 same accelerator but one and reports the error on the one left out, so every figure it prints
-is out of sample. `step_error_band()` is the figure a plan shows beside its step time.
+is out of sample. `step_error_band(accelerator)` is the figure a plan shows beside its step time.
+
+A run is planned with the activation account `trainplan plan` uses for the same run written as
+workload keys (`plan_keys`), so both give one step and one memory figure; `search_place(run)`
+runs `trainplan layout --by layout` on it and finds where the published TP x PP stands.
 """
 
 from __future__ import annotations
@@ -199,11 +203,14 @@ def hardware_of(accelerator_key: str, precision: str, kernels: step_ops.KernelEf
         inter_send_half_bytes=step_ops.half_bytes(plat.inter.key, "send"))
 
 
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
 def workload_keys(run: Run) -> list[str]:
     """The run as a user would write it for `trainplan layout`: its model, devices, precision,
     framework and its published TP and PP (which, with micro-batch and accumulation, give the batch)."""
-    def flag(value: bool) -> str:
-        return "true" if value else "false"
+    flag = _flag
     keys = [f"model.layers={run.layers}", f"model.width={run.width}", f"model.heads={run.heads}",
             f"model.kv_heads={run.kv_heads}", f"model.ffn_width={run.ffn}", f"model.vocab={run.vocab}",
             f"model.tied={flag(run.tied)}", f"training.seq_len={run.seq_len}",
@@ -222,7 +229,7 @@ def workload_keys(run: Run) -> list[str]:
 def plan_keys(run: Run) -> list[str]:
     """The run's whole layout as workload keys: `workload_keys` and its recomputation, SP and interleave."""
     keys = workload_keys(run) + [f"training.recompute={run.recompute}", f"parallel.interleave={run.interleave}",
-                                 f"parallel.sequence={'true' if run.sequence_parallel else 'false'}"]
+                                 f"parallel.sequence={_flag(run.sequence_parallel)}"]
     return keys + (["parallel.schedule=interleaved"] if run.interleave > 1 else [])
 
 
