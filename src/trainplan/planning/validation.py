@@ -210,13 +210,12 @@ def _flag(value: bool) -> str:
 def workload_keys(run: Run) -> list[str]:
     """The run as a user would write it for `trainplan layout`: its model, devices, precision,
     framework and its published TP and PP (which, with micro-batch and accumulation, give the batch)."""
-    flag = _flag
     keys = [f"model.layers={run.layers}", f"model.width={run.width}", f"model.heads={run.heads}",
             f"model.kv_heads={run.kv_heads}", f"model.ffn_width={run.ffn}", f"model.vocab={run.vocab}",
-            f"model.tied={flag(run.tied)}", f"training.seq_len={run.seq_len}",
+            f"model.tied={_flag(run.tied)}", f"training.seq_len={run.seq_len}",
             f"training.micro_batch={run.micro_batch}", f"training.grad_accum={run.micro_batches}",
             f"training.precision={run.precision}", f"training.zero={run.zero}", f"parallel.tensor={run.tensor}",
-            f"parallel.pipeline={run.pipeline}", f"parallel.flash_attention={flag(run.flash_attention)}",
+            f"parallel.pipeline={run.pipeline}", f"parallel.flash_attention={_flag(run.flash_attention)}",
             f"parallel.framework={run.framework}", f"cluster.count={run.devices}",
             f"cluster.accelerator={run.accelerator}", "data.kind=tokens",
             # the step does not depend on the run's length: one step's tokens
