@@ -101,6 +101,15 @@ def test_prices_name_catalogue_keys_and_a_source() -> None:
         assert 0.1 <= row.dollars_per_hour <= 100 and row.source
 
 
+def test_per_device_prices_are_their_sources_instance_price_divided_by_its_devices() -> None:
+    # the rows quoted per instance: CoreWeave's GB200 NVL72 at $42.00/h for 4 GPUs, AWS's trn2.48xlarge
+    # Capacity Block at $35.7608/h for 16 Trainium2 chips
+    table = price_table()
+    assert table["gb200"].dollars_per_hour == pytest.approx(42.00 / 4)
+    assert table["trainium2"].dollars_per_hour == pytest.approx(35.7608 / 16, abs=5e-4)
+    assert "gaudi3" not in table  # no sourced rental price: the comparison shows hours, not dollars
+
+
 def test_every_network_tier_has_a_collective_size_curve():
     # the step model reads each tier's message-size curve (catalogue/collective_efficiency.toml): a tier
     # added to interconnect.toml without one would make every plan on it an internal error

@@ -67,3 +67,34 @@ def test_bad_input() -> None:
         tc.accelerator_hours(1e20, 1e15, 0, 1.0)
     with pytest.raises(UserError, match="cluster.count"):
         tc.compare_accelerators(1e20, [], 0, 0.4, 1.0, 3.0)
+
+
+def test_an_unpriced_workload_is_billed_at_its_own_accelerators_catalogue_price() -> None:
+    # prices.accelerator_hour left out: the dated row of the accelerator named (CoreWeave's GB200 NVL72 at
+    # $42.00/h for 4 GPUs), not the $3.00 H100 figure; the Cost line and the assumption say which
+    from trainplan.workload.load import load_workload
+
+    w = load_workload(None, ["cluster.accelerator=gb200"])
+    assert w.prices.accelerator_hour == pytest.approx(42.00 / 4)
+    assert "catalogue price of gb200" in w.provenance["prices.accelerator_hour"].source
+    given = load_workload(None, ["cluster.accelerator=gb200", "prices.accelerator_hour=7"])
+    assert given.prices.accelerator_hour == 7.0
+    # no sourced row (Gaudi 3): the assumed figure stays, and its source says there is none
+    g = load_workload(None, ["cluster.accelerator=gaudi3"])
+    assert g.prices.accelerator_hour == 3.0
+    assert "no sourced price for gaudi3" in g.provenance["prices.accelerator_hour"].source
+    # an accelerator given as a table of figures is not a catalogue row: the assumed figure stays
+    inline = load_workload(None, ['cluster.accelerator={peak_flops = "200 TFLOPS", memory = "32 GB"}'])
+    assert inline.prices.accelerator_hour == 3.0
+
+
+def test_the_cost_line_multiplies_the_catalogue_price() -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "trainplan", "plan", "--format", "json", "--set",
+                          "cluster.accelerator=h100-nvl"], capture_output=True, text=True, check=True)
+    plan = json.loads(out.stdout)
+    hours = plan["training_cost"]["accelerator_hours"]
+    assert plan["training_cost"]["dollars_per_attempt"] == pytest.approx(hours * 3.19, rel=1e-6)

@@ -7,16 +7,16 @@
   an attempts multiplier for failed runs, restarts and ablations (default 3, FAILED_ATTEMPTS).
 - A comparison of accelerators for one workload: hours, wall-clock days on n devices, dollars.
 
-Pure apart from `price_table` (reads catalogue/accelerator_prices.toml). Floats in SI units in.
+Pure apart from `price_table` (catalogue/accelerators.py reads catalogue/accelerator_prices.toml). Floats in SI units in.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
+from trainplan.catalogue.accelerators import PriceRow, price_table  # noqa: F401 - the price table, read here
 from trainplan.errors import UserError, require_fraction, require_non_negative, require_positive
 from trainplan.units import SECONDS_PER_HOUR
 
@@ -104,29 +104,6 @@ def compare_accelerators(flops: float, options: Sequence[AcceleratorOption], dev
             dollars_per_attempt=one, budget=budget, price_source=opt.price_source, name=opt.name or opt.key,
         ))
     return tuple(rows)
-
-
-@dataclass(frozen=True)
-class PriceRow:
-    key: str
-    dollars_per_hour: float
-    as_of: str
-    retrieved: str
-    source: str
-
-
-@lru_cache(maxsize=1)
-def price_table() -> Mapping[str, PriceRow]:
-    """Indicative on-demand prices by catalogue key (catalogue/accelerator_prices.toml)."""
-    from trainplan import catalogue
-
-    return catalogue.rows("accelerator_prices", PriceRow)
-
-
-
-
-
-
 
 
 def catalogue_options(precision: str, own_key: str | None = None,

@@ -163,3 +163,22 @@ def resolve_accelerator(spec: str | dict[str, Any], key: str = "cluster.accelera
         + "; ".join(f"{k}: {s}" for k, (_, s) in INLINE_DEFAULTS.items() if k not in figures),
         overridden=tuple(sorted(figures)),
     )
+
+
+@dataclass(frozen=True)
+class PriceRow:
+    """One dated, sourced on-demand price per accelerator-hour (catalogue/accelerator_prices.toml)."""
+
+    key: str
+    dollars_per_hour: float
+    as_of: str
+    retrieved: str
+    source: str
+
+
+@lru_cache(maxsize=1)
+def price_table() -> dict[str, PriceRow]:
+    """Indicative on-demand prices by catalogue key (catalogue/accelerator_prices.toml)."""
+    from trainplan import catalogue
+
+    return catalogue.rows("accelerator_prices", PriceRow)

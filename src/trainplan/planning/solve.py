@@ -352,7 +352,7 @@ def _price_of(name: str, given: dict[str, float], own_accelerator: Any, own_pric
     """Price per accelerator-hour of a catalogue kind: --price first; the workload's
     prices.accelerator_hour for the accelerator it names; the dated price table
     (catalogue/accelerator_prices.toml); else prices.accelerator_hour, said so."""
-    from trainplan.accounts.training_cost import price_table
+    from trainplan.catalogue.accelerators import price_table
 
     if name in given:
         return given[name], "--price"

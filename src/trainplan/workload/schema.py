@@ -26,7 +26,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
                       field_validator)
 
 from trainplan import units
-from trainplan.catalogue.accelerators import Accelerator, resolve_accelerator
+from trainplan.catalogue.accelerators import Accelerator, PriceRow, price_table, resolve_accelerator
 from trainplan.errors import UserError, did_you_mean
 from trainplan.workload.codecs import CODEC_ALIASES, CODECS, FRAME_KINDS
 
@@ -651,8 +651,13 @@ class StorageSection(Section):
         feeds=("pipeline.cache.hit_ratio", "pipeline.cache.read_rate", "pipeline.stages.read.tokens_per_second"))
 
 
+#: prices.accelerator_hour's figure where neither the user nor the price table gives one
+ASSUMED_ACCELERATOR_HOUR: Final = "assumed: $3.00 per accelerator-hour, an on-demand H100 price (2025)"
+
+
 class PricesSection(Section):
-    accelerator_hour: PerHourPrice = Q(3.0, "assumed: $3.00 per accelerator-hour, an on-demand H100 price (2025)", ge=0,
+    accelerator_hour: PerHourPrice = Q(3.0, f"{ASSUMED_ACCELERATOR_HOUR}; left out, a catalogue accelerator's "
+        "dated price (catalogue/accelerator_prices.toml) stands in", ge=0,
         plausible=(None, 1e7), sweep="array", feeds=("bill.total", "serving.cost_per_request",
           "training_cost.budget"))
     core_hour: PerHourPrice = Q(0.05, "assumed: $0.05 per CPU core-hour (two vCPUs of a compute-optimised VM)", ge=0,
@@ -991,7 +996,28 @@ def _images_as_frames(workload: Workload, doc: dict[str, Any]) -> Workload:
     return _validated({**doc, "data": {**data, **frames}})
 
 
+def catalogue_price(doc: dict[str, Any]) -> PriceRow | None:
+    """The dated price-table row that stands in for prices.accelerator_hour where the document gives
+    none: the row of the catalogue accelerator it names (a $3.00 H100 price is no assumption for a
+    GB200). None where the price is given, the accelerator is a table of figures, or it has no row."""
+    prices = doc.get("prices")
+    if isinstance(prices, dict) and "accelerator_hour" in prices:
+        return None
+    cluster = doc.get("cluster") if isinstance(doc.get("cluster"), dict) else {}
+    name = cluster.get("accelerator", ClusterSection.model_fields["accelerator"].default)
+    return price_table().get(name.strip().lower()) if isinstance(name, str) else None
+
+
+def _priced(doc: dict[str, Any]) -> dict[str, Any]:
+    row = catalogue_price(doc)
+    if row is None:
+        return doc
+    prices = doc.get("prices") if isinstance(doc.get("prices"), dict) else {}
+    return {**doc, "prices": {**prices, "accelerator_hour": row.dollars_per_hour}}
+
+
 def build_workload(doc: dict[str, Any]) -> Workload:
+    doc = _priced(doc)
     model = doc.get("model")
     if model is None or (isinstance(model, dict) and not any(k in model for k in MODEL_IDENTITY_KEYS)):
         doc = {**doc, "model": {**DEFAULT_MODEL, **(model or {})}}
@@ -1045,6 +1071,15 @@ def _provenance(workload: Workload, from_file: set[str], set_keys: set[str],
             prov[key] = Provenance("assumed", SET_SOURCE)
         elif key in from_file:
             prov[key] = Provenance("assumed", f"{FILE_SOURCE} {path}")
+        elif key == "prices.accelerator_hour" and isinstance(workload.cluster.accelerator, str) \
+                and (row := price_table().get(workload.cluster.accelerator.strip().lower())) is not None:
+            prov[key] = Provenance("assumed", f"assumed: ${row.dollars_per_hour:,.2f} per accelerator-hour, the "
+                                              f"dated catalogue price of {row.key} (as of {row.as_of}; "
+                                              "catalogue/accelerator_prices.toml)")
+        elif key == "prices.accelerator_hour" and isinstance(workload.cluster.accelerator, str) \
+                and workload.cluster.accelerator.strip().lower() != ClusterSection.model_fields["accelerator"].default:
+            prov[key] = Provenance("assumed", f"{ASSUMED_ACCELERATOR_HOUR}; the catalogue has no sourced price for "
+                                              f"{workload.cluster.accelerator.strip().lower()}")
         else:
             prov[key] = Provenance("assumed", type(model).model_fields[name].description or "default")
     return prov
