@@ -8,6 +8,7 @@ mode on 127.0.0.1 (tests/s3_server.py), reached over HTTP by s3fs."""
 from __future__ import annotations
 
 import json
+import math
 import tarfile
 from pathlib import Path
 
@@ -285,3 +286,48 @@ def test_a_draw_by_shard_reads_only_the_shards_drawn(cli, tmp_path, monkeypatch)
     assert a["bytes_estimated_total"] == pytest.approx(5 / 2 * drawn_bytes)
     bad = cli("data", "inspect", str(tmp_path), "--by-shard")
     assert bad.returncode == 2 and "--by-shard" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_a_two_stage_draw_inspects_a_share_of_each_drawn_shards_members(cli, tmp_path):
+    """--sample 4 --by-shard --shard-fraction 0.5 on 4 shards of 2, 3, 4 and 5 clips: shards are drawn until
+    4 members are in hand, in each ceil(0.5 x its clips) of them, and every total is M / m x the sum of
+    the members' figures times their shard's clips / clips drawn there (the frames exact: every clip has
+    FRAMES, so the weighted count of clips is each drawn shard's count)."""
+    wds = pytest.importorskip("webdataset")
+    from trainplan.measure import shards
+
+    clips: dict[str, bytes] = {}
+    sizes = {0: 2, 1: 3, 2: 4, 3: 5}
+    for s, n in sizes.items():
+        with wds.TarWriter(str(tmp_path / f"shard-{s:04d}.tar")) as w:
+            for i in range(n):
+                data = _clip(300 + 10 * s + i)
+                clips[f"shard-{s:04d}.tar#s{s}_{i}.mp4"] = data
+                w.write({"__key__": f"s{s}_{i}", "mp4": data})
+    draw = shards.units_by_shard([str(tmp_path)], 4, seed=3, fraction=0.5)
+    per_shard: dict[int, int] = {}
+    for c in draw.clusters:
+        per_shard[c] = per_shard.get(c, 0) + 1
+    names = sorted(p.name for p in tmp_path.glob("*.tar"))
+    total_in = {names.index(f"shard-{s:04d}.tar"): n for s, n in sizes.items()}
+    assert all(k == math.ceil(0.5 * total_in[c]) for c, k in per_shard.items())
+    assert sum(per_shard.values()) >= 4 and sum(per_shard.values()) - min(per_shard.values()) < 4
+    assert draw.weights == [total_in[c] / per_shard[c] for c in draw.clusters]
+    r = _json(cli, str(tmp_path), "--sample", "4", "--by-shard", "--shard-fraction", "0.5", "--seed", "3")
+    assert r["files_inspected"] == len(draw.units) and r["shards_inspected"] == draw.drawn
+    assert r["units"].endswith("(two stages)")
+    m = draw.drawn
+    weight = {u.url.rsplit("/", 1)[-1]: w for u, w in zip(draw.units, draw.weights)}
+    iv = r["aggregate"]["intervals"]
+    by_hand = 4 / m * sum(weight[f["path"].rsplit("/", 1)[-1]] * len(clips[f["path"].rsplit("/", 1)[-1]])
+                          for f in r["files"])
+    assert iv["bytes"]["estimate"] == pytest.approx(by_hand)
+    assert r["aggregate"]["bytes_estimated_total"] == pytest.approx(by_hand)
+    drawn_clips = sum(total_in[c] for c in per_shard)
+    assert iv["frames"]["estimate"] == pytest.approx(4 / m * drawn_clips * FRAMES)
+    assert r["files_found"] == round(drawn_clips * 4 / m)
+    bad = cli("data", "inspect", str(tmp_path), "--sample", "4", "--shard-fraction", "0.5")
+    assert bad.returncode == 2 and "--shard-fraction" in bad.stderr and bad.stderr.count("\n") == 1
+    for wrong in ("0", "1.5", "nan"):
+        bad = cli("data", "inspect", str(tmp_path), "--sample", "4", "--by-shard", "--shard-fraction", wrong)
+        assert bad.returncode == 2 and "--shard-fraction" in bad.stderr and bad.stderr.count("\n") == 1

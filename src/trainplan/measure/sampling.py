@@ -19,6 +19,14 @@ then the same estimator over shards (one-stage cluster sampling): a shard's valu
 members' (`clusters` names each member's shard), n = m and the population M, so a total is M times the
 mean shard total and a ratio the ratio of the shards' sums. The shards not drawn are never read.
 
+Two stages (`--by-shard --shard-fraction F`): inside each drawn shard only a seeded random share F of its
+M_i members is inspected (m_i = ceil(F M_i), at least one), each weighted by M_i / m_i, the inverse of
+its chance of being drawn inside its shard. A shard's value is then its weighted sum, the unbiased
+estimate of its total, and the same estimators run over those estimates: the ultimate-cluster
+estimator, whose with-replacement variance between the shards' estimated totals holds the
+within-shard sampling's variance as well (it is conservative as the one-stage one is). The keyframe
+median is the weighted median of the pooled intervals (numpy's inverted-cdf quantile with weights).
+
 Intervals are estimate +- t s.e. with Student's t at n - 1 degrees of freedom. The standard
 errors are those of sampling with replacement, without the finite-population factor
 (1 - n/M): larger by 1/sqrt(1 - n/M), so the interval is conservative (it covers at least its
@@ -78,10 +86,14 @@ def _t(n: int, confidence: float) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, max(n - 1, 1)))
 
 
-def by_cluster(values: Sequence[float], clusters: Sequence[int] | None) -> np.ndarray:
-    """The values summed by cluster (a shard's members into the shard), in the clusters' first-seen order;
-    the values themselves without clusters."""
+def by_cluster(values: Sequence[float], clusters: Sequence[int] | None,
+               weights: Sequence[float] | None = None) -> np.ndarray:
+    """The values summed by cluster (a shard's members into the shard), in the clusters' first-seen order,
+    each times its weight (a member's M_i / m_i of a two-stage draw); the values themselves without
+    clusters."""
     y = np.asarray(values, dtype=float)
+    if weights is not None:
+        y = y * np.asarray(weights, dtype=float)
     if clusters is None:
         return y
     _, first, index = np.unique(np.asarray(clusters), return_index=True, return_inverse=True)
@@ -90,11 +102,12 @@ def by_cluster(values: Sequence[float], clusters: Sequence[int] | None) -> np.nd
 
 
 def total(values: Sequence[float], population: int, confidence: float = DEFAULT_CONFIDENCE,
-          clusters: Sequence[int] | None = None) -> Interval | None:
+          clusters: Sequence[int] | None = None, weights: Sequence[float] | None = None) -> Interval | None:
     """The corpus total of a per-unit figure from a sample of `len(values)` of `population` units (None
     from a sample of one unit of several: it has no spread to measure). With `clusters`, the units are the
-    clusters (population: the clusters in the corpus) and a cluster's value the sum of its members'."""
-    y = by_cluster(values, clusters)
+    clusters (population: the clusters in the corpus) and a cluster's value the sum of its members' (each
+    times its `weights`, a two-stage draw)."""
+    y = by_cluster(values, clusters, weights)
     n = len(y)
     if n == 0:
         raise UserError("--sample", "expected at least one unit inspected")
@@ -113,11 +126,12 @@ def total(values: Sequence[float], population: int, confidence: float = DEFAULT_
 
 
 def ratio(numerators: Sequence[float], denominators: Sequence[float], population: int,
-          confidence: float = DEFAULT_CONFIDENCE, clusters: Sequence[int] | None = None) -> Interval | None:
+          confidence: float = DEFAULT_CONFIDENCE, clusters: Sequence[int] | None = None,
+          weights: Sequence[float] | None = None) -> Interval | None:
     """sum(y) / sum(x) over the sample, with its linearised interval; None where sum(x) is 0. With
-    `clusters`, over the clusters' sums (as `total`)."""
-    y = by_cluster(numerators, clusters)
-    x = by_cluster(denominators, clusters)
+    `clusters` (and `weights`), over the clusters' (weighted) sums, as `total`."""
+    y = by_cluster(numerators, clusters, weights)
+    x = by_cluster(denominators, clusters, weights)
     n = len(y)
     if n == 0 or x.sum() <= 0:
         return None
@@ -135,19 +149,33 @@ def ratio(numerators: Sequence[float], denominators: Sequence[float], population
 def pooled_quantile(groups: Sequence[Sequence[float]], q: float, population: int, seed: int = 0,
                     confidence: float = DEFAULT_CONFIDENCE,
                     statistic: Callable[[np.ndarray], float] | None = None,
-                    clusters: Sequence[int] | None = None) -> Interval | None:
+                    clusters: Sequence[int] | None = None,
+                    weights: Sequence[float] | None = None) -> Interval | None:
     """A quantile of the values of all units pooled (units resampled by a percentile bootstrap; with
-    `clusters`, the clusters are resampled, each holding its members' values)."""
+    `clusters`, the clusters are resampled, each holding its members' values). With `weights` (one a
+    group, a two-stage draw's) the weighted inverted-cdf quantile at q, each value its group's weight."""
     arrays = [np.asarray(g, dtype=float) for g in groups]
+    if weights is not None and len(set(weights)) > 1:
+        value_weights = [np.full(len(a), w) for a, w in zip(arrays, weights)]
+        tagged = [np.stack([a, w]) for a, w in zip(arrays, value_weights)]  # row 0 values, row 1 weights
+
+        def stat_of(v: np.ndarray) -> float:
+            return float(np.quantile(v[0], q, weights=v[1], method="inverted_cdf"))
+        arrays, stat = tagged, stat_of
+    else:
+        arrays = [a[np.newaxis, :] for a in arrays]
+        plain = statistic or (lambda v: float(np.quantile(v, q, method="inverted_cdf")))
+
+        def stat(v: np.ndarray) -> float:
+            return plain(v[0])
     if clusters is not None:
         merged: dict[int, list[np.ndarray]] = {}
         for c, a in zip(clusters, arrays):
             merged.setdefault(c, []).append(a)
-        arrays = [np.concatenate(v) for v in merged.values()]
-    pooled = np.concatenate(arrays) if arrays else np.array([])
-    if pooled.size == 0:
+        arrays = [np.concatenate(v, axis=1) for v in merged.values()]
+    pooled = np.concatenate(arrays, axis=1) if arrays else np.zeros((1, 0))
+    if pooled.shape[1] == 0:
         return None
-    stat = statistic or (lambda v: float(np.quantile(v, q, method="inverted_cdf")))
     estimate = stat(pooled)
     n = len(arrays)
     if n >= population:
@@ -156,8 +184,8 @@ def pooled_quantile(groups: Sequence[Sequence[float]], q: float, population: int
     values = []
     for _ in range(BOOTSTRAP_RESAMPLES):
         pick = [arrays[i] for i in rng.integers(0, n, n)]
-        v = np.concatenate(pick)
-        if v.size:
+        v = np.concatenate(pick, axis=1)
+        if v.shape[1]:
             values.append(stat(v))
     if not values:
         return None
@@ -192,47 +220,48 @@ def _interval(estimate: float, half: float, confidence: float, n: int, populatio
 
 
 def video_intervals(records: Sequence[Any], population: int, seed: int = 0,
-                    confidence: float = DEFAULT_CONFIDENCE,
-                    clusters: Sequence[int] | None = None) -> dict[str, dict[str, Any]]:
+                    confidence: float = DEFAULT_CONFIDENCE, clusters: Sequence[int] | None = None,
+                    weights: Sequence[float] | None = None) -> dict[str, dict[str, Any]]:
     """Intervals of a video corpus's figures from per-file records (inspect.VideoFile or dicts with
-    seconds, frames, bytes, bitrate, width, height, fps and gop_intervals); `clusters` as in `total`."""
-    c = clusters
+    seconds, frames, bytes, bitrate, width, height, fps and gop_intervals); `clusters` and `weights` as
+    in `total`."""
+    c, w = clusters, weights
     get = (lambda r, k: r[k]) if records and isinstance(records[0], dict) else getattr
     secs = [get(r, "seconds") for r in records]
     bits = [get(r, "bitrate") * get(r, "seconds") for r in records]
     pixel_seconds = [get(r, "width") * get(r, "height") * get(r, "seconds") for r in records]
     pixel_rate_seconds = [p * get(r, "fps") for p, r in zip(pixel_seconds, records)]
     out: dict[str, Interval | None] = {
-        "hours": total([s / 3600.0 for s in secs], population, confidence, c),
-        "seconds": total(secs, population, confidence, c),
-        "frames": total([get(r, "frames") for r in records], population, confidence, c),
-        "bytes": total([get(r, "bytes") for r in records], population, confidence, c),
-        "bitrate": ratio(bits, secs, population, confidence, c),
-        "bits_per_pixel": ratio(bits, pixel_rate_seconds, population, confidence, c),
-        "pixels_per_frame": ratio(pixel_seconds, secs, population, confidence, c),
+        "hours": total([s / 3600.0 for s in secs], population, confidence, c, w),
+        "seconds": total(secs, population, confidence, c, w),
+        "frames": total([get(r, "frames") for r in records], population, confidence, c, w),
+        "bytes": total([get(r, "bytes") for r in records], population, confidence, c, w),
+        "bitrate": ratio(bits, secs, population, confidence, c, w),
+        "bits_per_pixel": ratio(bits, pixel_rate_seconds, population, confidence, c, w),
+        "pixels_per_frame": ratio(pixel_seconds, secs, population, confidence, c, w),
         "gop_median": pooled_quantile([get(r, "gop_intervals") for r in records], 0.5, population, seed,
-                                      confidence, statistic=lambda v: float(np.median(v)), clusters=c),
+                                      confidence, statistic=lambda v: float(np.median(v)), clusters=c, weights=w),
     }
     return {k: v.to_dict() for k, v in out.items() if v is not None}
 
 
 def token_intervals(per_file: Sequence[dict[str, Any]], population: int,
-                    confidence: float = DEFAULT_CONFIDENCE,
-                    clusters: Sequence[int] | None = None) -> dict[str, dict[str, Any]]:
+                    confidence: float = DEFAULT_CONFIDENCE, clusters: Sequence[int] | None = None,
+                    weights: Sequence[float] | None = None) -> dict[str, dict[str, Any]]:
     """Intervals of a token corpus's figures from per-file records (tokens, documents, bytes and the
-    duplicate documents and tokens found in each file); `clusters` as in `total`."""
-    c = clusters
+    duplicate documents and tokens found in each file); `clusters` and `weights` as in `total`."""
+    c, w = clusters, weights
     tokens = [f["tokens"] for f in per_file]
     docs = [f["documents"] for f in per_file]
     dup_docs = [f.get("duplicate_documents", 0) for f in per_file]
     dup_tokens = [f.get("duplicate_tokens", 0) for f in per_file]
     out: dict[str, Interval | None] = {
-        "tokens": total(tokens, population, confidence, c),
-        "documents": total(docs, population, confidence, c),
-        "stored_bytes": total([f["bytes"] for f in per_file], population, confidence, c),
-        "effective_unique_tokens": total([t - d for t, d in zip(tokens, dup_tokens)], population, confidence, c),
-        "bytes_per_token": ratio([f["bytes"] for f in per_file], tokens, population, confidence, c),
-        "duplicate_share": ratio(dup_docs, docs, population, confidence, c),
-        "duplicate_token_share": ratio(dup_tokens, tokens, population, confidence, c),
+        "tokens": total(tokens, population, confidence, c, w),
+        "documents": total(docs, population, confidence, c, w),
+        "stored_bytes": total([f["bytes"] for f in per_file], population, confidence, c, w),
+        "effective_unique_tokens": total([t - d for t, d in zip(tokens, dup_tokens)], population, confidence, c, w),
+        "bytes_per_token": ratio([f["bytes"] for f in per_file], tokens, population, confidence, c, w),
+        "duplicate_share": ratio(dup_docs, docs, population, confidence, c, w),
+        "duplicate_token_share": ratio(dup_tokens, tokens, population, confidence, c, w),
     }
     return {k: v.to_dict() for k, v in out.items() if v is not None}

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 import random
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
@@ -111,18 +112,24 @@ def units(paths: Iterable[str | Path]) -> list[Unit]:
 
 @dataclass(frozen=True)
 class ShardDraw:
-    """Whole shards drawn at random (`data inspect --sample N --by-shard`): every member of each."""
+    """Shards drawn at random (`data inspect --sample N --by-shard`): every member of each, or with
+    `--shard-fraction F` a seeded random share F of each shard's members (two stages)."""
 
     units: list[Unit]
     clusters: list[int]  # each unit's shard, by its place among the corpus's shards
     shards: int  # shards in the corpus (M)
     drawn: int  # shards drawn and read (m)
+    weights: list[float] | None = None  # each unit's M_i / m_i (members of its shard / drawn there); None: whole
 
 
-def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0) -> ShardDraw:
-    """Shards in a seeded random order, each read whole, until `sample` members are in hand: a uniform
-    sample of m of the M shards (the first m of a random permutation). Only the drawn shards' headers
-    (tar) or sample offsets (MDS) are read; the listing and an MDS index are read once."""
+def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0, fraction: float = 1.0) -> ShardDraw:
+    """Shards in a seeded random order, each read whole (or, `fraction` < 1, ceil(fraction x its members)
+    of its members drawn at random, at least one), until `sample` members are in hand: a uniform sample
+    of m of the M shards (the first m of a random permutation). Only the drawn shards' headers (tar) or
+    sample offsets (MDS) are read; the listing and an MDS index are read once."""
+    if not 0 < fraction <= 1:
+        raise UserError("--shard-fraction", f"expected a share of each shard's members above 0 and at most 1, "
+                                            f"got {fraction}")
     # (entry or index, filesystem, MDS shard index, the index's shards as read; None for a tar shard)
     shards: list[tuple[Any, Any, int, list[dict[str, Any]] | None]] = []
     for raw in paths:
@@ -140,16 +147,24 @@ def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0) -> S
         raise UserError("--by-shard", "expected a corpus of shards (.tar or MDS), found none")
     units_out: list[Unit] = []
     clusters: list[int] = []
+    weights: list[float] = []
     drawn = 0
     for place in random.Random(seed).sample(range(len(shards)), len(shards)):
         if len(units_out) >= sample:
             break
         entry, fs, i, listed = shards[place]
         members = tar_units(entry, fs) if listed is None else mds_units(entry, fs, keep={i}, listed=listed)
+        if fraction < 1 and members:
+            # the second stage: its own seeded stream for each shard, so a shard's members drawn do not
+            # depend on which shards were drawn before it; kept in the shard's order
+            take = max(1, math.ceil(fraction * len(members)))
+            keep = sorted(random.Random(f"{seed}:{place}").sample(range(len(members)), take))
+            weights += [len(members) / take] * take
+            members = [members[k] for k in keep]
         units_out += members
         clusters += [place] * len(members)
         drawn += 1
-    return ShardDraw(units_out, clusters, len(shards), drawn)
+    return ShardDraw(units_out, clusters, len(shards), drawn, weights if fraction < 1 else None)
 
 
 def needs_units(paths: Iterable[str | Path]) -> bool:
@@ -332,14 +347,15 @@ def aggregate_images(records: list[dict[str, Any]]) -> dict[str, Any]:
     return insp.aggregate_images([insp.ImageFile(**r) for r in records])
 
 
-def image_intervals(records: list[dict[str, Any]], population: int,
-                    clusters: list[int] | None = None) -> dict[str, dict[str, Any]]:
-    c = clusters
-    out = {"bytes": sampling.total([r["bytes"] for r in records], population, clusters=c),
+def image_intervals(records: list[dict[str, Any]], population: int, clusters: list[int] | None = None,
+                    weights: list[float] | None = None) -> dict[str, dict[str, Any]]:
+    c, w = clusters, weights
+    out = {"bytes": sampling.total([r["bytes"] for r in records], population, clusters=c, weights=w),
            "pixels_per_image": sampling.ratio([r["width"] * r["height"] for r in records], [1.0] * len(records),
-                                              population, clusters=c),
+                                              population, clusters=c, weights=w),
            "bits_per_pixel": sampling.ratio([r["bytes"] * insp.BITS_PER_BYTE for r in records],
-                                            [r["width"] * r["height"] for r in records], population, clusters=c)}
+                                            [r["width"] * r["height"] for r in records], population, clusters=c,
+                                            weights=w)}
     return {k: v.to_dict() for k, v in out.items() if v is not None}
 
 
@@ -372,6 +388,8 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
     chosen = pool if draw is not None else sampling.draw(pool, sample, seed)
     # the estimators' units: the shards of a draw by shard (each member's), else the members themselves
     clusters = [c for u, c in zip(found, draw.clusters) if u.kind == kind] if draw is not None else None
+    weights = [w for u, w in zip(found, draw.weights) if u.kind == kind] \
+        if draw is not None and draw.weights is not None else None
     population = draw.shards if draw is not None else len(pool)
     if progress is not None:
         progress(len(chosen), None)
@@ -394,14 +412,14 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
             step(u)
         out: dict[str, Any] = {"kind": "video", "files": [r.to_dict() for r in records],
                                "aggregate": insp.aggregate_video(records)}
-        intervals = sampling.video_intervals(records, population, seed, clusters=clusters)
+        intervals = sampling.video_intervals(records, population, seed, clusters=clusters, weights=weights)
     elif kind == "image":
         recs = []
         for u in chosen:
             recs.append(inspect_image_unit(u, fs_of(u)))
             step(u)
         out = {"kind": "image", "files": recs, "aggregate": aggregate_images(recs)}
-        intervals = image_intervals(recs, population, clusters)
+        intervals = image_intervals(recs, population, clusters, weights)
     else:
         with contextlib.ExitStack() as stack:
             paths = [stack.enter_context(staged(u, fs_of(u))) for u in chosen]
@@ -412,7 +430,7 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
         agg = out["aggregate"]
         agg["stored_bytes"] = sum(u.size for u in chosen)
         agg["bytes_per_token"] = agg["stored_bytes"] / agg["tokens"] if agg["tokens"] else None
-        intervals = sampling.token_intervals(out["files"], population, clusters=clusters)
+        intervals = sampling.token_intervals(out["files"], population, clusters=clusters, weights=weights)
     out["location"] = where
     out["units"] = "shard members" if any(u.member is not None for u in pool) else "files"
     out["files_found"] = len(pool)
@@ -421,16 +439,24 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
         out["units_skipped"] = {"count": len(skipped), "why": f"{skipped[0].kind} units beside a {kind} corpus"}
     agg = out["aggregate"]
     drawn = len(set(clusters)) if clusters is not None else len(chosen)
+    # a member's weight in the shard drawn (M_i / m_i of a two-stage draw; 1 where every member is inspected)
+    weight = weights if weights is not None else [1.0] * len(chosen)
     if draw is not None:
-        out["units"] = "shard members, whole shards drawn"
+        out["units"] = "shard members, whole shards drawn" if weights is None else \
+            "shard members, a share of each drawn shard's members drawn (two stages)"
         out["shards_found"], out["shards_inspected"] = draw.shards, drawn
-        out["files_found"] = round(len(pool) * draw.shards / drawn)  # the members of all shards, estimated
+        out["files_found"] = round(sum(weight) * draw.shards / drawn)  # the members of all shards, estimated
+        if weights is not None:
+            out["shard_members_drawn"] = len(chosen)
     if drawn < population:
         scale = population / drawn
-        # a uniform sample of units: corpus totals are the sample's times units found / units inspected
+        # a uniform sample of units: corpus totals are the sample's times units found / units inspected; in
+        # two stages each member counts M_i / m_i times, the interval's estimate (a single shard drawn: one
+        # weight, and no interval)
         for key in ("hours", "frames", "bytes", "seconds", "tokens", "effective_unique_tokens", "stored_bytes"):
             if agg.get(key) is not None:
-                agg[f"{key}_estimated_total"] = agg[key] * scale
+                agg[f"{key}_estimated_total"] = intervals[key]["estimate"] if weights is not None and key in \
+                    intervals else agg[key] * scale * (weight[0] if weights is not None else 1.0)
         agg["intervals"] = intervals
         agg["sample_seed"] = seed
     return out

@@ -85,12 +85,14 @@ def demos(
 
 def _run_inspection(paths: list[str], where: str, options: dict[str, Any], *, full: bool, by_shard: bool,
                     sample_files: int | None, seed: int, scheduler: str | None, journal: Path | None, batch: int,
-                    cameras: int | None) -> dict[str, Any]:
+                    cameras: int | None, shard_fraction: float | None = None) -> dict[str, Any]:
     """The inspection the options name: the Dask full pass, whole shards drawn, the units of a location or
     of shards (sampled or not), or the local files."""
     from trainplan.measure import inspect as insp
     from trainplan.measure import shards
 
+    if shard_fraction is not None and not by_shard:
+        raise UserError("--shard-fraction", "expected --by-shard with it (the share of each drawn shard's members)")
     if full:
         if sample_files is not None:
             raise UserError("--sample", "expected either --sample N or --full, not both")
@@ -103,7 +105,8 @@ def _run_inspection(paths: list[str], where: str, options: dict[str, Any], *, fu
         if sample_files is None:
             raise UserError("--by-shard", "expected --sample N with it (the members to draw shards for)")
         return _with_progress(lambda progress: shards.inspect_units(
-            shards.units_by_shard(paths, sample_files, seed), where=where, seed=seed, progress=progress, **options))
+            shards.units_by_shard(paths, sample_files, seed, 1.0 if shard_fraction is None else shard_fraction),
+            where=where, seed=seed, progress=progress, **options))
     elif sample_files is not None or shards.needs_units(paths):
         return _with_progress(lambda progress: shards.inspect_units(
             shards.units(paths), where=where, sample=sample_files, seed=seed, progress=progress, **options))
@@ -124,6 +127,9 @@ def inspect_cmd(
                                                         "with a 95 % interval)")] = None,
     by_shard: Annotated[bool, typer.Option("--by-shard", help="--sample N draws whole shards (.tar or MDS) until "
                                            "N members: the shards not drawn are never read")] = False,
+    shard_fraction: Annotated[Optional[float], typer.Option("--shard-fraction", help="--by-shard: inspect a seeded "
+                                                            "random share F of each drawn shard's members (two "
+                                                            "stages; default: every member)")] = None,
     full: Annotated[bool, typer.Option("--full", help="the full pass on a Dask cluster (--scheduler)")] = False,
     scheduler: Annotated[Optional[str], typer.Option(help="the Dask scheduler of --full: tcp://HOST:PORT, or "
                                                      "local:N for a local cluster of N workers")] = None,
@@ -165,7 +171,8 @@ def inspect_cmd(
     where = ", ".join(locations.display(p) for p in paths)
     options = dict(dtype=dtype, eos=eos, tokenizer=str(tokenizer) if tokenizer else None, near=near)
     report = _run_inspection(paths, where, options, full=full, by_shard=by_shard, sample_files=sample_files,
-                             seed=seed, scheduler=scheduler, journal=journal, batch=batch, cameras=cameras)
+                             seed=seed, scheduler=scheduler, journal=journal, batch=batch, cameras=cameras,
+                             shard_fraction=shard_fraction)
     if report.get("files_skipped") or report.get("truncated"):
         _report_skips(report)
     if output is not None:
