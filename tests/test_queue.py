@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -458,9 +459,27 @@ COMPILED_CASES = {
 }
 
 
+def _use_kernel(monkeypatch, kind: str) -> None:
+    """The compiled engine's kernel for a test: the ahead-of-time module (built here if need be) or numba's JIT."""
+    from trainplan.simulate import fast
+
+    if kind == "aot":
+        run_aot = fast._load_aot()
+        if run_aot is None and fast._build_aot():
+            run_aot = fast._load_aot()
+        if run_aot is None:
+            pytest.skip(f"the ahead-of-time kernel cannot be built here: {fast._AOT_FAILED}")
+        monkeypatch.setattr(fast, "_LOADED", [run_aot])
+    else:
+        monkeypatch.setattr(fast, "_LOADED", [fast._jit_kernel()])
+
+
 @fast_engine
+@pytest.mark.parametrize("kind", ["aot", "jit"])
 @pytest.mark.parametrize("name", list(COMPILED_CASES))
-def test_compiled_engine_is_bit_identical_on_every_frames_times(name):
+def test_compiled_engine_is_bit_identical_on_every_frames_times(name, kind, monkeypatch):
+    # both builds of the kernel (numba.pycc's module and numba's JIT) against the reference, bit for bit
+    _use_kernel(monkeypatch, kind)
     spec = COMPILED_CASES[name]
     times = sample_service_times(spec)
     ref = run(spec, times, engine="python")
@@ -657,7 +676,8 @@ def test_engine_choice():
         simulate(DEFAULT, engine="fortran")
     from trainplan.simulate import fast
 
-    assert fast.worth_it(10) is ("trainplan.simulate._kernel" in sys.modules and fast.available())
+    loaded = bool(fast._LOADED) or "trainplan.simulate._kernel" in sys.modules
+    assert fast.worth_it(10) is (loaded and fast.available())
     assert run(DEFAULT, engine="python").step_start.shape == (DEFAULT.frames,)
 
 
@@ -843,7 +863,29 @@ def test_a_numba_that_cannot_load_falls_back_to_the_reference(monkeypatch):
     monkeypatch.setattr(fast, "available", lambda: True)
     monkeypatch.setattr(fast, "kernel", broken)
     monkeypatch.setattr(fast, "_BROKEN", [])
+    monkeypatch.setattr(fast, "_LOADED", [])
+    monkeypatch.setattr(fast, "aot_built", lambda: False)
     monkeypatch.delitem(sys.modules, "trainplan.simulate._kernel", raising=False)
     assert fast.worth_it(10**9) is False and fast.worth_it(10**9) is False  # tried once, remembered
     with pytest.raises(UserError, match="numba that loads"):
         simulate(DEFAULT, engine="compiled")
+
+
+@fast_engine
+def test_the_ahead_of_time_kernel_loads_without_numba(tmp_path):
+    # once built, a fresh process loads the kernel as one extension module: numba is never imported (its
+    # import and CPU-target start-up are most of a short run's fixed cost); TRAINPLAN_AOT=0 takes the JIT
+    import subprocess
+
+    from trainplan.simulate import fast
+
+    if fast._load_aot() is None and not fast._build_aot():
+        pytest.skip(f"the ahead-of-time kernel cannot be built here: {fast._AOT_FAILED}")
+    probe = ("import sys; from trainplan.simulate import fast; k = fast.kernel(); "
+             "print(type(k).__name__, 'numba' in sys.modules, fast.worth_it(50_000))")
+    env = {k: v for k, v in os.environ.items() if k != "TRAINPLAN_AOT"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split()[1:] == ["False", "True"], out.stdout
+    jit = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={**env, "TRAINPLAN_AOT": "0"})
+    assert jit.stdout.split()[1] == "True", jit.stdout

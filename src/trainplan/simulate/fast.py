@@ -23,16 +23,32 @@ chunk's service times, O(decoders + B + Q) state and the frames recorded for a t
 (docs/simulation.md says which frames and why they suffice). `run` records every frame
 (rank 0 on) to return the per-frame trace; `simulate` records only those a timeline needs.
 
+Ahead of time (issue 29): the first run that needs the kernel compiles it once with numba's
+ahead-of-time compiler (numba.pycc, about 4 s) into an extension module cached next to this file
+(else under ~/.cache/trainplan), keyed by the kernel's source and the numba, numpy and Python
+versions. Later runs load that module in a few milliseconds without importing numba at all: numba's
+own cache still costs 0.3 s to import numba and 0.2-0.45 s to initialise its CPU target, and 100 MB
+of memory, on every start. Where the module cannot be built (no C compiler, a numba without pycc,
+a cache nobody may write) or TRAINPLAN_AOT=0 is set, the same kernel runs through numba's JIT. The
+two compile the same function with the same signature (C-contiguous arrays), and tests/test_queue.py
+holds their results bit-identical.
+
 Only importable where numba is: `available()` says whether it is, without importing it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
+import os
+import platform
 import sys
+import tempfile
+import warnings
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -50,6 +66,16 @@ REC_READ_START, REC_READ_DONE, REC_QUEUED, REC_DECODE_START, REC_DECODE_DONE, RE
 # the cached code with the BLAS probe skipped, 0.38 s with it; against 0.7-1.5 µs a frame in Python):
 # measured by benchmarks/bench_queue.py, which prints both.
 WORTH_FRAMES = 500_000
+# With the ahead-of-time module built, loading the kernel is one extension import (~5 ms here), so
+# the compiled engine is worth it from this many frames (the pure engine: 0.7-1.5 µs a frame).
+AOT_WORTH_FRAMES = 20_000
+
+# queue_chunk's signature, for the ahead-of-time module: every array C-contiguous (as run_stream
+# passes them; numba's JIT specialises on that layout too, and the generic 'A' layout ran 2x slower)
+AOT_SIGNATURE = ("void(f8[::1], f8[::1], i8, i8, f8[::1], i8[::1], f8, i8, i8, b1, i8, i8, i8, f8[::1], i8[::1], "
+                 "f8[::1], i8[::1], i8[::1], f8[:,::1], i8[::1], f8[::1], f8[::1], f8[:,::1], i8[:,::1], f8[:,::1], "
+                 "i8[::1], f8[::1], f8[::1], f8[::1])")
+AOT_MODULE = "trainplan_queue_kernel"
 
 
 def available() -> bool:
@@ -58,15 +84,102 @@ def available() -> bool:
 
 
 _BROKEN: list[str] = []  # why numba, though installed, could not be loaded (once per process)
+_LOADED: list[Callable[..., None]] = []  # the kernel, once loaded in this process
+_AOT_FAILED: list[str] = []  # why the ahead-of-time module could not be built (once per process)
+
+
+def _aot_wanted() -> bool:
+    return os.environ.get("TRAINPLAN_AOT", "1") != "0"
+
+
+def _aot_key() -> str:
+    """The kernel's source and the versions that shape its machine code (numba's read without importing it)."""
+    from importlib import metadata
+
+    source = (Path(__file__).with_name("_kernel.py")).read_bytes()
+    try:
+        numba_version = metadata.version("numba")
+    except metadata.PackageNotFoundError:
+        numba_version = "none"
+    text = "\0".join([numba_version, np.__version__, sys.version, platform.machine(), AOT_SIGNATURE])
+    return hashlib.sha256(source + text.encode()).hexdigest()[:16]
+
+
+def _aot_dirs() -> list[Path]:
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainplan"
+    return [Path(__file__).with_name("__pycache__"), home]
+
+
+def _aot_file(folder: Path) -> Path | None:
+    d = folder / f"queue-kernel-{_aot_key()}"
+    found = sorted(d.glob(f"{AOT_MODULE}*.so")) + sorted(d.glob(f"{AOT_MODULE}*.pyd")) if d.is_dir() else []
+    return found[0] if found else None
+
+
+def _load_aot() -> Callable[..., None] | None:
+    """The ahead-of-time kernel where a module for this key is cached; None where none is."""
+    for folder in _aot_dirs():
+        path = _aot_file(folder)
+        if path is None:
+            continue
+        spec = importlib.util.spec_from_file_location(AOT_MODULE, path)
+        if spec is None or spec.loader is None:
+            continue
+        try:
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        except ImportError:
+            continue
+        return module.queue_chunk  # type: ignore[no-any-return]
+    return None
+
+
+def _build_aot() -> bool:
+    """Compile the kernel ahead of time into the first cache folder that can be written (numba.pycc), moved
+    into place whole so a concurrent run sees the module or nothing. False (and why, once) where it cannot."""
+    try:
+        with warnings.catch_warnings(), _without_blas_probe():
+            warnings.simplefilter("ignore")  # numba.pycc's pending deprecation
+            from numba.pycc import CC
+
+            from trainplan.simulate import _kernel
+            for folder in _aot_dirs():
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    work = Path(tempfile.mkdtemp(prefix="queue-kernel-build-", dir=folder))
+                except OSError:
+                    continue
+                cc = CC(AOT_MODULE)
+                cc.output_dir = str(work)
+                cc.verbose = False
+                cc.export("queue_chunk", AOT_SIGNATURE)(_kernel.queue_chunk.py_func)
+                with contextlib.redirect_stdout(sys.stderr):
+                    cc.compile()
+                final = folder / f"queue-kernel-{_aot_key()}"
+                try:
+                    os.replace(work, final)
+                except OSError:  # another run put its module there first: keep that one
+                    import shutil
+
+                    shutil.rmtree(work, ignore_errors=True)
+                return True
+    except Exception as err:  # noqa: BLE001 - any failure of the optional build falls back to the JIT kernel
+        _AOT_FAILED.append(f"{type(err).__name__}: {err}")
+    return False
+
+
+def aot_built() -> bool:
+    """Whether the ahead-of-time module for this kernel is cached (checked without importing numba)."""
+    return _aot_wanted() and any(_aot_file(folder) is not None for folder in _aot_dirs())
 
 
 def worth_it(frames: int) -> bool:
     """Use the compiled engine: numba is installed and loads, and either is loaded already or the run is long."""
     if not available() or _BROKEN:
         return False
-    if "trainplan.simulate._kernel" in sys.modules:
+    if _LOADED or "trainplan.simulate._kernel" in sys.modules:
         return True
-    if frames < WORTH_FRAMES:
+    if frames < (AOT_WORTH_FRAMES if aot_built() else WORTH_FRAMES):
         return False
     try:
         kernel()
@@ -96,12 +209,28 @@ def _without_blas_probe() -> Iterator[None]:
             del sys.modules[_BLAS_PROBE]
 
 
-def kernel():  # -> the compiled function (imports numba)
-    """The compiled kernel; raises ImportError where numba is missing or cannot load."""
+def kernel() -> Callable[..., None]:
+    """The compiled kernel: the ahead-of-time module (built on first use), else numba's JIT; raises
+    ImportError where numba is missing or cannot load."""
+    if _LOADED:
+        return _LOADED[0]
+    if _aot_wanted():
+        run = _load_aot()
+        if run is None and not _AOT_FAILED and available() and _build_aot():
+            run = _load_aot()
+        if run is not None:
+            _LOADED.append(run)
+            return run
+    _LOADED.append(_jit_kernel())
+    return _LOADED[0]
+
+
+def _jit_kernel() -> Callable[..., None]:
+    """numba's JIT of the kernel (its own cache next to the source)."""
     if "trainplan.simulate._kernel" in sys.modules:
         from trainplan.simulate._kernel import queue_chunk
 
-        return queue_chunk
+        return queue_chunk  # type: ignore[no-any-return]
     with _without_blas_probe():
         from trainplan.simulate._kernel import queue_chunk
 
@@ -111,7 +240,7 @@ def kernel():  # -> the compiled function (imports numba)
             cpu_target.target_context.refresh()
         except (ImportError, AttributeError):
             pass
-    return queue_chunk
+    return queue_chunk  # type: ignore[no-any-return]
 
 
 class Streamed(NamedTuple):
