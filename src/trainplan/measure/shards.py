@@ -437,17 +437,24 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
     out["files_inspected"] = len(chosen)
     if skipped:
         out["units_skipped"] = {"count": len(skipped), "why": f"{skipped[0].kind} units beside a {kind} corpus"}
+    _scale_up(out, draw, len(chosen), clusters, weights, population, intervals, seed)
+    return out
+
+
+def _scale_up(out: dict[str, Any], draw: ShardDraw | None, inspected: int, clusters: list[int] | None,
+              weights: list[float] | None, population: int, intervals: dict[str, Any], seed: int) -> None:
+    """A sample's report completed: the shards drawn, and every corpus total scaled up from the sample."""
     agg = out["aggregate"]
-    drawn = len(set(clusters)) if clusters is not None else len(chosen)
+    drawn = len(set(clusters)) if clusters is not None else inspected
     # a member's weight in the shard drawn (M_i / m_i of a two-stage draw; 1 where every member is inspected)
-    weight = weights if weights is not None else [1.0] * len(chosen)
+    weight = weights if weights is not None else [1.0] * inspected
     if draw is not None:
         out["units"] = "shard members, whole shards drawn" if weights is None else \
             "shard members, a share of each drawn shard's members drawn (two stages)"
         out["shards_found"], out["shards_inspected"] = draw.shards, drawn
         out["files_found"] = round(sum(weight) * draw.shards / drawn)  # the members of all shards, estimated
         if weights is not None:
-            out["shard_members_drawn"] = len(chosen)
+            out["shard_members_drawn"] = inspected
     if drawn < population:
         scale = population / drawn
         # a uniform sample of units: corpus totals are the sample's times units found / units inspected; in
@@ -459,4 +466,3 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
                     intervals else agg[key] * scale * (weight[0] if weights is not None else 1.0)
         agg["intervals"] = intervals
         agg["sample_seed"] = seed
-    return out
