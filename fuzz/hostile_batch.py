@@ -214,6 +214,12 @@ CASES: list[Case] = [
     Case(["data", "inspect", "d", "--by-shard"], "--by-shard", special="dir:d"),
     Case(["data", "inspect", "d", "--sample", "3", "--by-shard"], "--by-shard", special="dir:d"),
     Case(["data", "inspect", ".", "--sample", "3", "--by-shard"], "--by-shard", {"clip.mp4": b"\x00" * 64}),
+    # the two-stage draw's share of each shard's members: above 0, at most 1, a number, with --by-shard
+    *[Case(["data", "inspect", "d", "--sample", "3", "--by-shard", "--shard-fraction", v], "--shard-fraction",
+           special="dir:d") for v in ("0", "-0.5", "1.0001", "nan", "inf", "1e400")],
+    Case(["data", "inspect", "d", "--sample", "3", "--shard-fraction", "0.5"], "--shard-fraction", special="dir:d"),
+    Case(["data", "inspect", "d", "--sample", "3", "--by-shard", "--shard-fraction", "half"], "--shard-fraction",
+         special="dir:d"),
     Case(["validate", "p"], "p", special="fifo:p"),
     # ---- simulate
     Case(["simulate", "--decode-dist", "weibull"], "--decode-dist"),
