@@ -379,3 +379,28 @@ def test_the_page_opens_on_the_first_file_given() -> None:
     assert client.get("/api/options").json()["workloads"] == ["llama2-7b-pretrain.toml", "finetune-1b.toml"]
     assert client.get("/favicon.ico").status_code == 204
     assert 'rel="icon"' not in client.get("/").text
+
+
+def test_an_uploaded_data_inspect_file_plans_as_the_command_plans_it(client: TestClient, tmp_path) -> None:
+    # a file `data inspect --output` wrote carries [measured] and [measured_interval] tables: the page reads
+    # them as `trainplan plan FILE` does (it refused them as unknown keys), with the same figures and the
+    # measured provenance
+    import json
+    import subprocess
+    import sys
+
+    text = ('[data]\nkind = "video"\nhours = 120.0\nbitrate = 6000000.0\nwidth = 1280\nheight = 720\nfps = 30.0\n'
+            'gop = 30.0\n\n[measured]\n"data.hours" = "measured by `trainplan data inspect` on clips/ (40 of 400 files)"\n'
+            '"data.bitrate" = "measured by `trainplan data inspect` on clips/ (40 of 400 files)"\n\n'
+            '[measured_interval]\n"data.bitrate" = [5500000.0, 6500000.0]\n')
+    f = tmp_path / "measured.toml"
+    f.write_text(text)
+    res = client.post("/api/plan", json={"config": text})
+    assert res.status_code == 200, res.text
+    page = res.json()
+    cli = json.loads(subprocess.run([sys.executable, "-m", "trainplan", "plan", str(f), "--format", "json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert page["pipeline"]["busy"] == cli["pipeline"]["busy"]
+    assert page["bill"]["total"] == cli["bill"]["total"]
+    assert page["assumptions"]["data.hours"]["provenance"] == "measured"
+    assert page["sample_range"]["keys"] == cli["sample_range"]["keys"] == "data.bitrate"

@@ -46,7 +46,7 @@ from trainplan.planning import evaluate as plan_mod
 from trainplan.planning.answer import data_unit
 from trainplan.errors import UserError
 from trainplan.quantities import json_safe
-from trainplan.workload.load import load_workload
+from trainplan.workload.load import load_workload, workload_of_document
 from trainplan.workload.schema import DataSection, Workload
 from trainplan.workload.codecs import FRAME_KINDS
 
@@ -173,11 +173,9 @@ def workload_of_request(settings: Any, config: Any = None, workload: Any = None,
     if bad:
         raise UserError(bad[0], "the page reads no file named in a request: give the model's shape, or start "
                         "`trainplan ui WORKLOAD.toml` with the workload that names its config.json")
-    set_keys = {schema.apply_override(doc, assignment) for assignment in overrides}
-    w = schema.build_workload(doc)
-    # the upload's keys are the person's, as a file's are (the CLI's provenance: given, not assumed)
-    w._provenance = schema._provenance(w, keys - set_keys, set_keys, {}, "(uploaded on the page)")
-    return w
+    # read as the command reads a file: its [measured] tables (a `data inspect --output` file), overrides,
+    # provenance (the upload's keys are the person's, as a file's are)
+    return workload_of_document(doc, overrides, label="(uploaded on the page)")
 
 
 def plan_response(settings: Any, config: Any = None, workload: Any = None,

@@ -26,6 +26,22 @@ def load_workload(
 ) -> Workload:
     """Read a workload file (or the built-in default), apply --set overrides and a calibration file."""
     doc: dict[str, Any] = read_toml(path) if path is not None else {}
+    return workload_of_document(doc, overrides, calibration, path)
+
+
+def workload_of_document(
+    doc: dict[str, Any],
+    overrides: list[str] | tuple[str, ...] = (),
+    calibration: str | Path | None = None,
+    path: str | Path | None = None,
+    label: str | None = None,
+) -> Workload:
+    """A workload file's parsed document as `load_workload` reads the file (its [measured] and
+    [measured_interval] tables, overrides, calibration, provenance); `label` names a document that came
+    from no file (the page's upload) in its provenance, and the base folder is then the working one."""
+    named = label if label is not None else path
+    base = Path(path).resolve().parent if path is not None and label is None else Path.cwd()
+    path = named
     inspected = _measured_table(doc, path)  # keys `trainplan data inspect` measured (issue 14)
     intervals = _interval_table(doc, path)  # and the intervals of those it measured on a sample (issue 26)
     from_file = {k for k, _, _ in _dotted(doc)}
@@ -43,7 +59,7 @@ def load_workload(
     measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
                 **measured}
     workload = build_workload(doc)
-    workload._base_dir = Path(path).resolve().parent if path is not None else Path.cwd()
+    workload._base_dir = base
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
     workload._intervals = _checked_intervals(doc, intervals, path, keep=from_file - set_keys - calibrated)
     if calibration is not None:
