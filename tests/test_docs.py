@@ -56,3 +56,17 @@ def test_every_workload_key_is_documented() -> None:
                if f"`{section}.{name}`" not in docs]
     missing += [f"sources.{name}" for name in SourceSpec.model_fields if f"`{name}`" not in sources]
     assert not missing, missing
+
+
+def test_readme_exit_status_quotes_the_line_the_command_prints() -> None:
+    # the README's example of a refusal is the command's own line, word for word
+    import re
+    import subprocess
+    import sys
+
+    text = (ROOT / "README.md").read_text()
+    quoted = re.search(r"\(`(trainplan: cluster\.mfu: [^`]*)`\)", text)
+    assert quoted, "the Exit status section quotes a cluster.mfu refusal"
+    out = subprocess.run([sys.executable, "-m", "trainplan", "plan", "--set", "cluster.mfu=1.5"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip() == quoted.group(1)
