@@ -180,6 +180,25 @@ def test_plan_zero3_is_deepspeeds_figure(tmp_path):
     assert r["memory"]["gathered_bytes"] == 4 * largest
 
 
+SHAPE_ONLY = ('[model]\nparams = "1B"\nlayers = 16\nwidth = 2048\n[training]\ntokens = "1B"\nmicro_batch = 1\n'
+              'seq_len = 2048\n[data]\nkind = "tokens"\n[cluster]\ncount = 4\n')
+
+
+def test_a_shape_without_a_family_gathers_its_largest_module(tmp_path):
+    # layers and width beside model.params, no family: the standard block's 12 d^2 a layer, the rest of
+    # the parameters the (tied) embedding; ZeRO-3 gathers that embedding, FSDP a whole block, in fp32.
+    # It read 0 B before (no count, nothing gathered).
+    per_layer = 12 * 2048**2
+    embedding = 1e9 - 16 * per_layer
+    zero3 = _plan(SHAPE_ONLY, tmp_path, "training.zero=3")
+    assert zero3["memory"]["gathered_bytes"] == pytest.approx(4 * embedding)
+    fsdp = _plan(SHAPE_ONLY, tmp_path, 'training.sharding="fsdp"')
+    assert fsdp["memory"]["gathered_bytes"] == pytest.approx(4 * per_layer)
+    # untied: the rest is the embedding and the head, each half of it
+    untied = _plan(SHAPE_ONLY, tmp_path, "training.zero=3", "model.tied=false")
+    assert untied["memory"]["gathered_bytes"] == pytest.approx(4 * embedding / 2)
+
+
 def test_plan_lora_state(tmp_path):
     r = _plan(LLAMA_SHAPE, tmp_path, 'training.method="lora"', "training.lora_rank=8",
               'training.lora_targets=["q", "v"]')

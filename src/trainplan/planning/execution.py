@@ -97,6 +97,21 @@ def has_shape(model: Any) -> bool:
     return model.layers is not None and model.width is not None
 
 
+def _largest_of_shape(w: Workload, model: Any, total: float) -> float:
+    """The largest module ZeRO-3 / FSDP gathers, for a shape given without a family or config (layers and
+    width, perhaps heads and an FFN width): the standard block's count (params.count_from_shape, no
+    vocabulary), the rest of model.params the embedding (and the head where untied). FSDP gathers a whole
+    block; ZeRO-3 module by module: the embedding or one MLP matrix, the larger."""
+    from trainplan.workload.params import count_from_shape, largest_module_params
+
+    m = w.model
+    blocks = count_from_shape(int(model.layers), int(model.width), 0, ffn_width=m.ffn_width, heads=m.heads,
+                              kv_heads=m.kv_heads, tied=bool(m.tied))
+    embedding = max(total - float(blocks.total), 0.0) / (1 if m.tied else 2)
+    sharding = w.training.sharding or ts.sharding_of_zero(w.training.zero)
+    return float(blocks.per_layer) if sharding == "fsdp" else max(embedding, float(largest_module_params(blocks)))
+
+
 def model_shape(w: Workload, model: Any, params: Any = None) -> parallel.ModelShape:
     """The layout's view of the model; a model known only by its count is one block of its parameters
     (no activations, no attention, no tensor-parallel traffic can be sized)."""
@@ -129,7 +144,8 @@ def model_shape(w: Workload, model: Any, params: Any = None) -> parallel.ModelSh
         module = largest_module_params(count)  # a layer's fused experts module, read off the module if built
         sharding = w.training.sharding or ts.sharding_of_zero(w.training.zero)
         largest = float(count.per_layer if sharding == "fsdp" else module) * total / max(count.total, 1)
-    # without a count the largest module is not known: nothing gathered is counted (as before a shape)
+    else:
+        largest = _largest_of_shape(w, model, total)
     # attention FLOPs need the head layout: counted where heads are given (or read from a config.json);
     # a shape of layers and width alone is sized for memory with width / 64 heads, and its FLOPs stay 6 N
     heads_known = w.model.heads is not None or w.model.hf_config is not None
