@@ -75,3 +75,17 @@ def test_the_report_says_images_and_leaves_out_the_camera_keys() -> None:
     assert json.loads(render.to_json(r))["assumptions"]["data.fps"]["provenance"] == "derived"
     # a vision encoder on images is served one forward pass a request
     assert r.get("serving") is None or r["serving"]["mode"] == "encode"
+
+
+def test_the_full_report_names_its_unit_of_data_in_the_datas_words():
+    # every "per hour of data" figure of the table (and the HTML, which reads the same rows) says what an
+    # hour of data is: 3,600 images for an image corpus, an hour of video for video
+    from trainplan.present.render import section_rows
+
+    images = build_report(load_workload("examples/imagenet-vit.toml"))
+    labels = [label for s in ("pipeline", "bill") for label, _, _ in section_rows(images, s)]
+    assert "transport per 3,600 images" in labels and "frames per 3,600 images" in labels
+    assert not any("hour of data" in label for label in labels)
+    video = build_report(load_workload(None))
+    labels = [label for s in ("pipeline", "bill") for label, _, _ in section_rows(video, s)]
+    assert "transport per hour of video" in labels

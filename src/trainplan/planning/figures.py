@@ -196,7 +196,7 @@ D("storage.input_byte_rate", "byte_rate", "input read rate", "bytes per second t
 D("storage.save_seconds", "seconds", "save time", "one checkpoint / write rate")
 D("storage.save_share", "fraction", "save share of wall time", "time spent saving / wall time")
 # ---- pipeline (docs/pipeline-and-bill.md)
-D("pipeline.kind", "text", "data kind", "video or tokens", sweep=False)
+D("pipeline.kind", "text", "data kind", "video, images or tokens", sweep=False)
 D("pipeline.access", "text", "access pattern", "sequential, random or decoded", sweep=False)
 D("pipeline.prefetch", "flag", "prefetch", "whether loading overlaps compute", sweep=False)
 D("pipeline.tokens_per_frame", "count", "tokens per frame", "floor(side / patch)^2 (1 for a token corpus)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
+from trainplan.planning.answer import data_unit
 from trainplan.planning.figures import FIGURES, SECTION_ORDER
 from trainplan.quantities import format_assumption, format_input
 from trainplan.units import format_figure
@@ -48,7 +49,9 @@ def section_rows(report: dict[str, Any], section: str, detail: bool = True) -> I
     and, unless `detail`, the figures declared as detail.
     """
     flat = flatten(report.get(section) or {}, f"{section}.")
-    video = report.get("pipeline", {}).get("kind", "video") in FRAME_KINDS
+    kind = report.get("pipeline", {}).get("kind", "video")
+    video = kind in FRAME_KINDS
+    unit = data_unit(kind)
     if "skipped" in (report.get(section) or {}):
         yield ("not computed", str(report[section]["skipped"]), "")
         return
@@ -58,7 +61,10 @@ def section_rows(report: dict[str, Any], section: str, detail: bool = True) -> I
         spec = FIGURES.get(key)
         if spec is not None and ((not detail and spec.detail) or (spec.video and not video)):  # frames: video only
             continue
-        yield (label_of(key), format_value(key, value), spec.meaning if spec else "")
+        label, meaning = label_of(key), spec.meaning if spec else ""
+        if video:  # the bill's unit in the data's own words: an hour of video, or 3,600 images
+            label, meaning = (t.replace("hour of data", unit) for t in (label, meaning))
+        yield (label, format_value(key, value), meaning)
 
 
 def verdict_text(report: dict[str, Any]) -> str:
