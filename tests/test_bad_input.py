@@ -463,3 +463,28 @@ def test_accounts_are_total_on_the_ranges():
                 to_table(report)
                 planned += 1
     assert planned > 250  # most edges plan; the rest are cross-field refusals (patch > side ...)
+
+
+def test_a_calibration_given_as_the_workload_and_a_workload_as_the_calibration(tmp_path, cli):
+    # the two kinds of file mixed up: one line naming the file, what it is, and where it belongs
+    cal = tmp_path / "cal.toml"
+    cal.write_text('format = 1\nupdated = "2026-12-06"\n[machine]\nhostname = "vm"\n')
+    work = tmp_path / "measured.toml"
+    work.write_text('[data]\nkind = "video"\nhours = 10.0\n[measured]\n"data.hours" = "data inspect"\n')
+    res = cli("plan", str(cal))
+    assert_refused(res, str(cal), "--calibration FILE")
+    res = cli("plan", "--calibration", str(work))
+    assert_refused(res, str(work), "WORKLOAD argument")
+
+
+def test_a_wrong_name_is_refused_in_the_one_wording(tmp_path, cli):
+    # pydantic's "input should be ..." reads "expected ...", as every other refusal does (a workload key,
+    # an enumeration of the schema's own, a calibration file's entry)
+    res = cli("plan", "--set", "training.state_recipe=adam8bit")
+    assert_refused(res, "training.state_recipe", "expected 'mixed_fp32_master'")
+    assert "did you mean 'adam_8bit'" in res.stderr
+    res = cli("plan", "--set", "training.recompute=selectiv")
+    assert_refused(res, "training.recompute", "expected 'none', 'selective' or 'full'")
+    cal = tmp_path / "c.toml"
+    cal.write_text('format = 1\nvalues = "abc"\n')
+    assert_refused(cli("plan", "--calibration", str(cal)), "values", "expected a valid list")

@@ -107,3 +107,9 @@ def named_as(names: dict[str, str]) -> Iterator[None]:
             if err.where == prefix or (prefix.endswith(".") and err.where.startswith(prefix)):
                 raise UserError(names[prefix] + err.where[len(prefix):], err.expected) from None
         raise
+
+
+def expected_wording(msg: str) -> str:
+    """A pydantic message in the wording every refusal here uses: "Input should be X" reads "expected X"."""
+    prefix = "Input should be "
+    return "expected " + msg[len(prefix):] if msg.startswith(prefix) else msg

@@ -48,7 +48,7 @@ from typing import Any, Iterator
 import tomli_w
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, expected_wording
 from trainplan.workload.codecs import FRAME_KINDS
 
 FORMAT_VERSION = 1
@@ -126,6 +126,9 @@ def read_file(path: str | Path, *, as_input: bool = True) -> dict[str, Any]:
         raise UserError(str(path), "no such calibration file (write one with `trainplan probe decode --output FILE`)")
     doc = limits.loads_toml(limits.read_text(path, "calibration", remember=as_input), str(path), "calibration TOML")
     fmt = doc.get("format")
+    if fmt is None and any(k in doc for k in ("model", "training", "cluster", "data", "measured")):
+        raise UserError(str(path), "expected a calibration file written by `trainplan probe`; this is a workload "
+                                   "file (give it as the WORKLOAD argument, not --calibration)")
     if isinstance(fmt, bool) or fmt != FORMAT_VERSION:  # `format = true` equals 1 in Python: refused
         raise UserError(f"{path}: format", f"expected a calibration file of format {FORMAT_VERSION}, got format {fmt!r}")
     return doc
@@ -216,6 +219,7 @@ def parse(doc: dict[str, Any], path: str | Path) -> CalibrationFile:
         value = e.get("input")
         got = f", got {value!r}" if not isinstance(value, (dict, list)) else f", got a {type(value).__name__}"
         msg = e["msg"]
+        msg = expected_wording(msg)
         if e["type"] == "missing":
             msg, got = "required key is missing", ""
         text = f"{msg[0].lower()}{msg[1:]}{got[:200]}"

@@ -27,7 +27,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from trainplan import units
 from trainplan.catalogue.accelerators import Accelerator, PriceRow, price_table, resolve_accelerator
-from trainplan.errors import UserError, did_you_mean
+from trainplan.errors import UserError, did_you_mean, expected_wording
 from trainplan.workload.codecs import CODEC_ALIASES, CODECS, FRAME_KINDS
 
 # ---------------------------------------------------------------- unit-aware field types
@@ -209,7 +209,7 @@ def match_choice(value: str, choices: tuple[str, ...]) -> str:
     if norm(value) in by_norm:
         return by_norm[norm(value)]
     listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}" if len(choices) > 1 else repr(choices[0])
-    raise ValueError(f"input should be {listed}{did_you_mean(value, choices)}")
+    raise ValueError(f"expected {listed}{did_you_mean(value, choices)}")
 
 
 SweepRole = Literal["array", "shape", "rebuild"]
@@ -800,10 +800,19 @@ class Provenance:
 # ---------------------------------------------------------------- loading
 
 
+#: the top-level keys a workload file may hold besides its sections: none; a document with these is
+#: a calibration file (`trainplan probe --output`), given where a workload was expected
+CALIBRATION_SIGNATURE: Final = ("format", "machine")
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
     from trainplan import limits  # regular files only, size and nesting caps (issue 16)
 
-    return limits.loads_toml(limits.read_text(path, "workload"), str(path))
+    doc = limits.loads_toml(limits.read_text(path, "workload"), str(path))
+    if all(k in doc for k in CALIBRATION_SIGNATURE):
+        raise UserError(str(path), "expected a workload file; this is a calibration file written by "
+                                   "`trainplan probe` (give it as --calibration FILE)")
+    return doc
 
 
 def parse_override_value(text: str) -> Any:
@@ -898,6 +907,7 @@ def _first_error(err: ValidationError, doc: dict[str, Any]) -> UserError:
         msg = f"expected a value {bound_words[kind][1]} {e['ctx'][bound_words[kind][0]]:g}"
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
+    msg = expected_wording(msg)
     value = e.get("input")
     recipe = _recipe_named(value) if key == "training.optimizer" else None
     if recipe is not None:  # adam8bit is a training-state recipe, not an optimizer name
