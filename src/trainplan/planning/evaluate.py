@@ -508,8 +508,9 @@ def training_cost_section(ctx: PlanContext) -> dict[str, Any]:
         "accelerator_hours": bill.accelerator_hours, "dollars_per_accelerator_hour": bill.dollars_per_accelerator_hour,
         "dollars_per_attempt": bill.dollars_per_attempt, "attempts": bill.attempts, "budget": bill.budget,
         "accelerators": [vars(r) for r in comparison if r.key != "cpu-core"],
-        "accelerators_note": "compute-bound hours F / (peak x MFU x efficiency) on each accelerator; the input "
-                             "pipeline is not re-planned per accelerator, so stalls are in the bill above only",
+        "accelerators_note": "the comparison of accelerators counts compute-bound hours F / (peak x MFU x "
+                             "efficiency) on each; the accelerator-hours above are this plan's wall time, its "
+                             "input stalls included, which the comparison does not re-plan per accelerator",
     })
 
 

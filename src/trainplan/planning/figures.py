@@ -275,7 +275,8 @@ D("training_cost.dollars_per_accelerator_hour", "dollars_per_hour", "price", "pe
 D("training_cost.dollars_per_attempt", "dollars", "cost per attempt", "accelerator-hours x price", sweep=False)
 D("training_cost.attempts", "ratio", "attempts", "runs paid for, failures and restarts included", sweep=False)
 D("training_cost.budget", "dollars", "budget", "cost per attempt x attempts", sweep=False)
-D("training_cost.accelerators_note", "text", "note", "how the comparison was made", sweep=False, detail=True)
+D("training_cost.accelerators_note", "text", "comparison of accelerators", "how it was made", sweep=False,
+  detail=True)
 D("energy.it_watts", "watts", "IT power", "watts per device x devices", sweep=False)
 D("energy.hours", "hours", "hours", "wall time", sweep=False)
 D("energy.pue", "ratio", "PUE", "facility power / IT power", sweep=False)
