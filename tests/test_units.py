@@ -47,3 +47,10 @@ def test_bad_units_name_the_key(text, dim):
 def test_format_round_trips(value, dim):
     assert parse(format_quantity(value, dim, digits=6), dim) == pytest.approx(value, rel=1e-5)
     assert math.isfinite(parse(format_quantity(value, dim), dim))
+
+
+def test_one_of_a_counted_unit_is_singular():
+    from trainplan.units import format_figure
+
+    assert format_figure(1, "epochs") == "1 epoch" and format_figure(2, "epochs") == "2 epochs"
+    assert format_figure(1, "months") == "1 month" and format_figure(1.5, "months") == "1.5 months"

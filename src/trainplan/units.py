@@ -501,6 +501,9 @@ _COUNTED_UNIT = {"frames_per_second": "frames/s", "tokens_per_second": "tokens/s
                  "parameters": "parameters", "epochs_per_month": "epochs a month", "requests_per_day": "requests a day",
                  "tokens": "tokens", "cores": "cores", "epochs": "epochs", "attempts": "attempts",
                  "per_month": "epochs a month", "months": "months"}
+# a counted unit for exactly one
+_SINGULAR = {"epochs": "epoch", "months": "month", "attempts": "attempt", "cores": "core", "tokens": "token",
+             "parameters": "parameter"}
 # dimension -> unit after a plain number with three significant digits
 _PLAIN_UNIT = {"grams_per_kwh": "g/kWh"}
 
@@ -514,6 +517,8 @@ def _format_number(x: float, dimension: str) -> str:
         unit = _COUNTED_UNIT[dimension]
         if abs(x) >= MAX_PLAIN and len(unit) > 8:  # a long name: the number in its shortest form
             return f"{significant(x)} {unit}"
+        if x == 1 and unit in _SINGULAR:  # "1 epoch", not "1 epochs"
+            unit = _SINGULAR[unit]
         return f"{_with_prefix(x, '', _COUNT)} {unit}".replace("  ", " ")
     if dimension in _PLAIN_UNIT:
         return f"{significant(x)} {_PLAIN_UNIT[dimension]}"
