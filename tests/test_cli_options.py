@@ -129,3 +129,22 @@ def test_human_reports_leave_out_keys_of_other_kinds_of_data(tmp_path) -> None:
     assert "data.fps" in _json.loads(render.to_json(report))["assumptions"]
     given = build_report(load_workload("examples/llama2-7b-pretrain.toml", ["data.fps=25"]))
     assert "data.fps" in {k for k, _ in render.shown_assumptions(given)[0]}
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan"], ["serve"], ["roofline"], ["layout", "--devices", "1", "--top", "1"],
+    ["sweep", "--vary", "cluster.cores=4,8"], ["solve", "cluster.cores", "--for", "pipeline.busy>=0.5"],
+    ["validate"], ["simulate", "--frames", "1000"]])
+def test_every_command_that_plans_takes_a_calibration_and_says_when_it_is_missing(cli, argv, tmp_path) -> None:  # noqa: ANN001
+    missing = tmp_path / "none.toml"
+    res = cli(*argv, "--calibration", str(missing))
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip() == f"trainplan: {missing}: no such calibration file (write one with `trainplan probe " \
+                                 "decode --output FILE`)"
+
+
+def test_roofline_writes_its_intensities_with_their_unit(cli) -> None:  # noqa: ANN001
+    # ridge = peak / bandwidth = 989.5 TFLOP/s / 3.35 TB/s = 295 FLOP a byte (the H100's catalogue figures)
+    out = cli("roofline").stdout
+    assert "ridge intensity            295 FLOP/B" in out
+    assert "layer weights              2.36 M parameters" in out  # 768 x 3072

@@ -505,7 +505,7 @@ _COUNTED_UNIT = {"frames_per_second": "frames/s", "tokens_per_second": "tokens/s
 _SINGULAR = {"epochs": "epoch", "months": "month", "attempts": "attempt", "cores": "core", "tokens": "token",
              "parameters": "parameter"}
 # dimension -> unit after a plain number with three significant digits
-_PLAIN_UNIT = {"grams_per_kwh": "g/kWh"}
+_PLAIN_UNIT = {"grams_per_kwh": "g/kWh", "flop_per_byte": "FLOP/B"}
 
 
 def _format_number(x: float, dimension: str) -> str:

@@ -200,6 +200,7 @@ def roofline_command(
     side: Annotated[int, typer.Option("--side", help="side n of a square matmul", min=1, max=2**24)] = 4096,
     output_format: FormatOpt = "table",
     output: OutputOpt = None,
+    calibration: CalibrationOpt = None,
 ) -> None:
     """Roofline of the workload's accelerator: ridge, matmul and element-wise intensity, and the batch
     at which the model's FFN layer (d x ffn) turns compute-bound."""
@@ -208,7 +209,7 @@ def roofline_command(
     from trainplan.outputs import write_output
 
     fmt = check_format(output_format)
-    w = load_workload(file, set_ or [])
+    w = load_workload(file, set_ or [], calibration)
     acc = w.accelerator
     precision = w.training.precision
     peak, bw = acc.peak(precision), acc.memory_bandwidth
@@ -218,7 +219,8 @@ def roofline_command(
     mm = roofline_mod.square_matmul_intensity(side, b)
     ew = roofline_mod.elementwise_intensity(1.0, bytes_per_element=b)
     out: dict[str, Any] = {
-        "accelerator": acc.key, "precision": precision, "peak_flops": peak, "memory_bandwidth": bw,
+        "accelerator": acc.key, "accelerator_name": acc.name, "precision": precision, "peak_flops": peak,
+        "memory_bandwidth": bw,
         "ridge_intensity": roofline_mod.ridge_intensity(peak, bw),
         "matmul_side": side, "matmul_intensity": mm.intensity,
         "matmul_bound": roofline_mod.bound(mm.intensity, peak, bw),
@@ -233,8 +235,10 @@ def roofline_command(
                 "compute_bound_batch_whole": layer.compute_bound_batch_whole,
                 "weights_only_batch": layer.weights_only_batch}
     out = clean(out)
-    dims = {"peak_flops": "flop_rate", "memory_bandwidth": "byte_rate", "ridge_intensity": "ratio",
-            "matmul_intensity": "ratio", "elementwise_add_intensity": "ratio", "matmul_side": "count"}
+    dims = {"peak_flops": "flop_rate", "memory_bandwidth": "byte_rate", "ridge_intensity": "flop_per_byte",
+            "matmul_intensity": "flop_per_byte", "elementwise_add_intensity": "flop_per_byte", "matmul_side": "count",
+            "layer_weights": "parameters", "compute_bound_batch": "tokens", "compute_bound_batch_whole": "tokens",
+            "weights_only_batch": "tokens"}
     if fmt == "json":
         write_output(json.dumps(out, indent=2), output)
     elif fmt == "markdown":
