@@ -54,3 +54,11 @@ def test_one_of_a_counted_unit_is_singular():
 
     assert format_figure(1, "epochs") == "1 epoch" and format_figure(2, "epochs") == "2 epochs"
     assert format_figure(1, "months") == "1 month" and format_figure(1.5, "months") == "1.5 months"
+
+
+def test_percent_is_written_as_the_reports_write_it():
+    from trainplan.units import percent
+
+    assert percent(0.346) == "34.6 %" and percent(-0.131, signed=True) == "-13.1 %"
+    assert percent(0.131, signed=True) == "+13.1 %" and percent(0.64, digits=0) == "64 %"
+    assert percent(-0.0001, signed=True) == "0.0 %"  # no signed zero

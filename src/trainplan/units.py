@@ -571,3 +571,9 @@ def format_figure(value: Any, dimension: str | None) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {format_figure(v, None)}" for k, v in value.items())
     return str(value)
+
+
+def percent(fraction: float, signed: bool = False, digits: int = 1) -> str:
+    """A fraction as a percentage in the reports' style ("34.6 %", "+13.1 %" signed): one decimal by default."""
+    text = f"{fraction * 100:{'+' if signed else ''}.{digits}f} %"
+    return text.replace("-0.0 %", "0.0 %").replace("+0.0 %", "0.0 %") if digits == 1 else text

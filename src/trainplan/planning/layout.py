@@ -18,6 +18,7 @@ from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.planning import execution as execution_mod
 from trainplan.planning import model_terms
 from trainplan.errors import UserError
+from trainplan.units import percent
 from trainplan.workload.layout_rules import check_layout
 from trainplan.workload.schema import Workload
 
@@ -212,7 +213,7 @@ def reason(row: dict[str, Any], best: dict[str, Any] | None, devices_per_node: i
     if row["pipeline"] > 1:
         v = f" x {row['interleave']} virtual" if row["interleave"] > 1 else ""
         uneven = ", embedding and head as stages" if row["embedding_stages"] else ""
-        parts.append(f"PP {row['pipeline']}{v} cuts the bubble to {row['bubble_share']:.1%}{uneven}")
+        parts.append(f"PP {row['pipeline']}{v} cuts the bubble to {percent(row['bubble_share'])}{uneven}")
     if row["context"] > 1:
         parts.append(f"CP {row['context']} splits the {row['seq_tokens']}-token sequence "
                      f"({row['seq_tokens'] // row['context']} tokens a rank)")
@@ -226,7 +227,7 @@ def reason(row: dict[str, Any], best: dict[str, Any] | None, devices_per_node: i
     else:
         parts.append(f"{row['recompute']} recomputation to fit")
     if best is not None and row is not best:
-        parts.append(f"{row['step_seconds'] / best['step_seconds'] - 1.0:+.1%} on the fastest")
+        parts.append(f"{percent(row['step_seconds'] / best['step_seconds'] - 1.0, signed=True)} on the fastest")
     return "; ".join(parts)
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from trainplan.errors import UserError
+from trainplan.units import percent
 
 FORMATS = ("table", "json")
 REASONS_SHOWN = 5  # the top layouts given a reason in the table
@@ -47,12 +48,12 @@ def layout_table(result: dict[str, Any]) -> str:
         lines.append("  none fits: more devices, a smaller micro-batch or recomputation")
         return "\n".join(lines)
     lines.append(f"  {'TP':>3} {'PP':>3} {'v':>2} {'CP':>3} {'EP':>3} {'DP':>4} {'SP':>3} {'b':>2} {'m':>5} "
-                 f"{'recompute':>9} {'ZeRO':>4} {'step':>9} {'memory':>10} {'MFU':>6} {'bubble':>7} {'ties':>5}")
+                 f"{'recompute':>9} {'ZeRO':>4} {'step':>9} {'memory':>10} {'MFU':>7} {'bubble':>7} {'ties':>5}")
     for place, r in enumerate(result["layouts"], start=1):
         lines.append(f"  {r['tensor']:>3} {r['pipeline']:>3} {r['interleave']:>2} {r['context']:>3} "
                      f"{r['expert']:>3} {r['data']:>4} {'yes' if r['sequence'] else 'no':>3} {r['micro_batch']:>2} "
                      f"{r['micro_batches']:>5} {r['recompute']:>9} {r['zero']:>4} {_seconds(r['step_seconds']):>9} "
-                     f"{_gib(r['per_device_bytes']):>10} {r['mfu']:>6.1%} {r['bubble_share']:>7.1%} {r['ties']:>5}"
+                     f"{_gib(r['per_device_bytes']):>10} {percent(r['mfu']):>7} {percent(r['bubble_share']):>7} {r['ties']:>5}"
                      + ("" if r["fits"] else "  (does not fit)"))
         if place <= REASONS_SHOWN:
             lines.append(f"      {r['reason']}")
@@ -65,18 +66,19 @@ def layout_table(result: dict[str, Any]) -> str:
 def validation_table(result: dict[str, Any]) -> str:
     lines = [f"{result['suite']}: {result['source']}",
              f"  assumed: {result['assumed']}",
-             f"  A100 GEMM curve gemm_max {result['gemm_max']:.3f}, half intensity {result['gemm_half_intensity']:.0f}"
-             f" (fitted on {', '.join(result['fitted_on']) or 'given constants'}); nothing set per run",
+             f"  A100 GEMM curve: at most {percent(result['gemm_max'])} of peak, half of that at "
+             f"{result['gemm_half_intensity']:.0f} FLOP/B (gemm_max, gemm_half_intensity; fitted on "
+             f"{', '.join(result['fitted_on']) or 'given constants'}); nothing set per run",
              f"  {'set':<17} {'run':<22} {'GPUs':>6} {'TP':>3} {'PP':>3} {'v':>2} {'DP':>4} {'ZeRO':>4} "
-             f"{'predicted':>10} {'measured':>9} {'error':>7} {'place':>5}  search's first"]
+             f"{'predicted':>10} {'measured':>9} {'error':>8} {'place':>5}  search's first"]
     for r in result["rows"]:
         place = "-" if r["search_rank"] is None else str(r["search_rank"])
         place += "b" if r["baseline"] else ""
         lines.append(f"  {r['set']:<17} {r['name']:<22} {r['devices']:>6} {r['tensor']:>3} {r['pipeline']:>3} "
                      f"{r['interleave']:>2} {r['data']:>4} {r['zero']:>4} {r['predicted_seconds']:>9.2f}s "
-                     f"{r['measured_seconds']:>8.2f}s {r['error']:>+7.1%} {place:>5}  {r['search_first']}")
-    lines.append(f"  in sample (catalogue constants): mean absolute error {result['mean_abs_error']:.1%}, "
-                 f"max {result['max_abs_error']:.1%}, bias {result['bias']:+.1%}")
+                     f"{r['measured_seconds']:>8.2f}s {percent(r['error'], signed=True):>8} {place:>5}  {r['search_first']}")
+    lines.append(f"  in sample (catalogue constants): mean absolute error {percent(result['mean_abs_error'])}, "
+                 f"max {percent(result['max_abs_error'])}, bias {percent(result['bias'], signed=True)}")
     lines.append(f"  place: where the published TP x PP stands in `trainplan layout --by layout` on the run's devices "
                  f"and batch; in the first five for {result['in_top_five']} of {result['chosen_runs']} chosen layouts"
                  + (" (b: a baseline the paper ran to compare against, not a choice)"
@@ -85,13 +87,14 @@ def validation_table(result: dict[str, Any]) -> str:
     if loso:
         lines.append("  out of sample (each set predicted with constants fitted on the other sets):")
         for h in loso["held_out"]:
-            lines.append(f"    {h['set']:<17} {len(h['rows']):>3} runs  mean {h['mean_abs_error']:>5.1%}  "
-                         f"max {h['max_abs_error']:>5.1%}  bias {h['bias']:>+6.1%}  (gemm_max {h['gemm_max']:.3f}, "
-                         f"half {h['gemm_half_intensity']:.0f}, overlap {h['overlap_cost']:.2f}, "
-                         f"framework {h['framework_efficiency']:.2f})")
-        lines.append(f"    all {loso['runs']} runs: mean {loso['mean_abs_error']:.1%}, "
-                     f"max {loso['max_abs_error']:.1%}, "
-                     f"bias {loso['bias']:+.1%}")
+            runs = len(h["rows"])
+            lines.append(f"    {h['set']:<17} {runs:>3} {'run ' if runs == 1 else 'runs'}  mean "
+                         f"{percent(h['mean_abs_error']):>6}  max {percent(h['max_abs_error']):>6}  bias {percent(h['bias'], signed=True):>7}  "
+                         f"(GEMM at most {percent(h['gemm_max'])}, half at {h['gemm_half_intensity']:.0f} FLOP/B, "
+                         f"overlap cost {percent(h['overlap_cost'], digits=0)}, framework efficiency {percent(h['framework_efficiency'], digits=0)})")
+        lines.append(f"    all {loso['runs']} runs: mean {percent(loso['mean_abs_error'])}, "
+                     f"max {percent(loso['max_abs_error'])}, "
+                     f"bias {percent(loso['bias'], signed=True)}")
     return "\n".join(lines)
 
 
