@@ -698,7 +698,7 @@ def fit_summary(boot: BootstrapResult) -> dict[str, float | int | str]:
         "starts_run": boot.fit.starts_run,
         "bootstrap_resamples": boot.resamples,
         "bootstrap_seed": boot.seed,
-        "fixed": ",".join(boot.fit.fixed),
+        "fixed": ",".join(boot.fit.fixed) or "none (every constant fitted)",
         "source": law.source,
     })
     return out

@@ -251,7 +251,8 @@ D("bill.transfer", "dollars", "transfer", "read bytes x price per GB")
 D("bill.cores", "dollars", "decode cores", "cores x core-hour price x hours spent")
 D("bill.idle_accelerator", "dollars", "idle accelerator", "accelerator time spent waiting, priced")
 for _term in ("bytes", "cores", "idle_accelerator"):
-    D(f"bill.shares.{_term}", "fraction", f"{_term.replace('_', ' ')} share", f"{_term} / total")
+    D(f"bill.shares.{_term}", "fraction", f"{_term.replace('_', ' ')} share",
+      f"{_term.replace('_', ' ')} / the transport bill")
 D("bill.accelerator_seconds_per_hour", "seconds", "accelerator time per hour of data", "wall seconds paid")
 D("bill.useful_seconds_per_hour", "seconds", "useful time per hour of data", "seconds actually computing")
 D("bill.per_epochs.1", "dollars", "over 1 epoch", "storage once, the rest per epoch")

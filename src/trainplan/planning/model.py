@@ -54,7 +54,7 @@ def resolve_model(w: Workload) -> ModelFacts:
         params = active = float(m.params)
         if count is not None and count.total > 0:
             active = params * count.active / count.total
-        source = "model.params"
+        source = "given as model.params"
     else:
         assert count is not None  # _check_consistency guarantees a count or a shape
         params, active = float(count.total), float(count.active)
