@@ -196,3 +196,13 @@ def test_a_key_declared_for_one_kind_of_data_moves_no_first_screen_figure_of_ano
                         continue  # refused there (a camera's fps beside an image corpus): not used either
                     wrong += [f"{key}={change} on {name}: moves {f}" for f in ANSWER if _moved(base.get(f), report.get(f))]
     assert not wrong, "\n".join(wrong)
+
+
+def test_every_figure_a_sweep_writes_has_its_own_label():
+    # the sweep's table heads its columns with the labels: two columns both headed "demand" told a reader nothing
+    from collections import Counter
+
+    from trainplan.planning.figures import FIGURES
+
+    labels = Counter(f.label for k, f in FIGURES.items() if f.sweep and not k.startswith("simulation."))
+    assert [label for label, n in labels.items() if n > 1] == []
