@@ -119,7 +119,8 @@ def test_pretrain_7b_plan() -> None:
     from trainplan.present.render import verdict_text
 
     assert f"budgets 3 attempts" in verdict_text(r)
-    assert f"${one:,.2f} for one clean run, ${3 * one:,.2f} in all" in verdict_text(r)
+    # whole dollars from $1,000, as the Cost line writes them
+    assert f"${one:,.0f} for one clean run, ${3 * one:,.0f} in all" in verdict_text(r)
 
 
 # ---------------------------------------------------------------- memory

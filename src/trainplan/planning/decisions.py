@@ -39,11 +39,8 @@ RUN_IT_BELOW_DOLLARS = 100.0
 
 
 def dollars(x: float) -> str:
-    """$1,234.56 for amounts of a cent or more; small ones with three significant digits, no exponent
-    ($0.0000393)."""
-    if x == 0 or abs(x) >= 0.01:
-        return f"${x:,.2f}"
-    return f"${x:.{2 - math.floor(math.log10(abs(x)))}f}"
+    """An amount as every report writes it (units.format_figure's dollars: $196,685, $12.35, $0.0000393)."""
+    return format_figure(x, "dollars")
 
 
 # ---------------------------------------------------------------- data loading against compute
