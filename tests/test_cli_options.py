@@ -69,7 +69,9 @@ def test_sweep_writes_a_table_and_no_inf_in_csv(cli) -> None:  # noqa: ANN001
 
 
 def test_help_lists_data_inspect(cli) -> None:  # noqa: ANN001
-    assert "inspect your files" in cli("--help").stdout + cli("--help").stderr
+    top = cli("--help").stdout
+    assert "`data inspect` measures your files" in top
+    assert "`data inspect` measures your files" in cli("data", "--help").stdout
 
 
 def test_unknown_keys_suggest_what_people_mean(cli) -> None:  # noqa: ANN001

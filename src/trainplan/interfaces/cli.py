@@ -43,7 +43,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "solve": ("solve", "The smallest (or largest) value of a key that meets a target."),
     "sweep": ("sweep", "The report's figures over a grid of workloads."),
     "ui": ("ui", "An interactive page: the workload on sliders."),
-    "data": ("data", "Data: inspect your files; epochs of a mixture; person-hours of demonstrations."),
+    "data": ("data", "Data: `data inspect` measures your files (local or s3://, shards); `data mix` the epochs "
+                     "of a mixture; `data demos` person-hours of demonstrations."),
     "probe": ("probe", "Measure what the plan assumes; write a calibration file."),
     "scaling": ("scaling", "Scaling laws: compute-optimal N and D; fit a law to runs."),
     "formats": ("formats", "Number formats: bytes, bits, stored values and their errors."),

@@ -15,11 +15,10 @@ import typer
 from trainplan.accounts import datamix
 from trainplan import units
 from trainplan.errors import UserError, named_as
+from trainplan.interfaces.cli import COMMANDS
 from trainplan.interfaces.options import OutputOpt, check_format, figures_markdown, format_option
 
-data_app = typer.Typer(help="Data: inspect your files; epochs of each source of a mixture; person-hours of "
-                            "demonstrations.",
-                       no_args_is_help=True)
+data_app = typer.Typer(help=COMMANDS["data"][1], no_args_is_help=True)  # the one line `trainplan --help` shows
 
 
 def _source(text: str) -> datamix.Source:
