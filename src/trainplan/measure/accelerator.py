@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from trainplan.errors import UserError
-from trainplan.measure.host import ProbeSkipped, _require_torch
+from trainplan.measure.host import ProbeSkipped, require_torch
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def _blas_threads() -> int | None:
 def matmul_torch(n: int = 1024, dtype: str = "float32", device: str = "cpu", threads: int | None = None,
                  min_seconds: float = 0.5) -> MatmulResult:
     """Achieved FLOP/s of torch.matmul on `device` (cpu or cuda), timed with device sync on a GPU."""
-    torch = _require_torch("matmul (torch)")
+    torch = require_torch("matmul (torch)")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ProbeSkipped("matmul (torch, GPU): no CUDA device is visible to torch")
     previous = torch.get_num_threads()
@@ -129,7 +129,7 @@ class TransferResult:
 
 def transfer(size: int = 256 * 2**20, repeats: int = 10) -> TransferResult:
     """Host-to-device bytes/s with torch on a GPU, timed with CUDA events, pinned and pageable."""
-    torch = _require_torch("transfer")
+    torch = require_torch("transfer")
     if not torch.cuda.is_available():
         raise ProbeSkipped("transfer: no CUDA device is visible to torch; host-to-device needs a GPU")
     dev = torch.device("cuda", 0)

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from trainplan.errors import UserError
-from trainplan.measure.host import ProbeSkipped, _require_torch
+from trainplan.measure.host import ProbeSkipped, require_torch
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, bac
     processes talking gloo over loopback: that measures this host's memory and
     loopback path, not a network, and says so in `launched_by`.
     """
-    torch = _require_torch("allreduce")
+    torch = require_torch("allreduce")
     import torch.distributed as dist
 
     if not dist.is_available():

@@ -117,14 +117,14 @@ def measure(ops: list[str], processes: int = 2, size: int = 16 * 2**20, repeats:
             backend: str | None = None, timeout: float = 120.0) -> list[CollectiveResult]:
     """Time each collective of `ops` (names of accounts/collectives.py) on a `size`-byte buffer."""
     from trainplan.measure.allreduce import join_torchrun_job, leave_torchrun_job, run_local_ranks
-    from trainplan.measure.host import ProbeSkipped, _require_torch
+    from trainplan.measure.host import ProbeSkipped, require_torch
 
     for op in ops:
         if op not in OPS.values():
             raise UserError("--ops", f"expected some of {', '.join(OPS)}, got {op!r}")
     if size < 4 * max(processes, 1):
         raise UserError("--size", f"expected at least 4 bytes per process, got {size}")
-    torch = _require_torch("collectives")
+    torch = require_torch("collectives")
     import torch.distributed as dist
 
     if not dist.is_available():

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from trainplan.errors import UserError
-from trainplan.measure.host import ProbeSkipped, _require_torch, _torch_or_none
+from trainplan.measure.host import ProbeSkipped, require_torch, _torch_or_none
 
 
 PIXELS_1080P = 1920 * 1080  # docs/pipeline-and-bill.md: decoder cost is proportional to pixels
@@ -661,7 +661,7 @@ def decode_files_torchcodec(paths: list[Path], *, device: str = "cpu", access: A
     tc, why = torchcodec_or_reason()
     if tc is None:
         raise ProbeSkipped(why or "torchcodec unavailable")
-    torch = _require_torch("decode (torchcodec)")
+    torch = require_torch("decode (torchcodec)")
     cuda = device.startswith("cuda")
     if cuda and not torch.cuda.is_available():
         raise ProbeSkipped("torchcodec CUDA (NVDEC): no GPU visible to torch here")

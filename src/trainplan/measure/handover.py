@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from trainplan.errors import UserError
-from trainplan.measure.host import ProbeSkipped
+from trainplan.measure.host import ProbeSkipped, require_torch
 
 DISTINCT_FRAMES = 64  # frames made once and yielded in turn: a fresh tensor each time, no decode
 
@@ -39,11 +39,7 @@ class HandoverResult:
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise ProbeSkipped("hand-over: needs torch's DataLoader (pip install torch)") from None
-    return torch
+    return require_torch("hand-over")  # the one wording of a probe skipped for want of torch
 
 
 def cpu_seconds_of(pid: int) -> float:

@@ -64,7 +64,7 @@ def _torch_or_none() -> Any:
     return torch
 
 
-def _require_torch(probe: str) -> Any:
+def require_torch(probe: str) -> Any:
     torch = _torch_or_none()
     if torch is None:
         raise ProbeSkipped(f"{probe}: torch is not installed; install the extra with "

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainplan.measure.host import (  # noqa: F401 (re-exported: probe.NAME is the commands' name)
-    ProbeSkipped, _require_torch, _torch_or_none, cpu_model, machine)
+    ProbeSkipped, require_torch, _torch_or_none, cpu_model, machine)
 from trainplan.measure.decode import (  # noqa: F401 (re-exported: probe.NAME is the commands' name)
     Access, CUDA_ONLY_LIBRARIES, Clip, ClipFormat, ContentionRow, DecodeProbe, DecodeResult, FileDecode,
     HANDOFF_TEXT, Handoff, PIXELS_1080P, POSTPROCESS_TEXT, Postprocess, TORCHCODEC_BATCH, _Handoff, _av_version,
