@@ -89,3 +89,11 @@ def test_the_full_report_names_its_unit_of_data_in_the_datas_words():
     video = build_report(load_workload(None))
     labels = [label for s in ("pipeline", "bill") for label, _, _ in section_rows(video, s)]
     assert "transport per hour of video" in labels
+
+
+def test_the_html_bill_chart_names_the_datas_unit():
+    # the bill chart's title and axis say "per 3,600 images" for an image corpus, as the tables do
+    from trainplan.present.html import bill_plot
+
+    svg = bill_plot(build_report(load_workload("examples/imagenet-vit.toml")))
+    assert "3,600 images" in svg and "hour of data" not in svg

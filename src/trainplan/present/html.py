@@ -21,6 +21,7 @@ from trainplan.quantities import format_assumption
 
 from trainplan.units import format_figure
 from trainplan.workload.schema import input_dimensions
+from trainplan.planning.answer import data_unit
 from trainplan.present.render import (
     ACCOUNTS, SECTION_TITLES, applies, flatten, format_value, given, label_of, provenance_word, section_rows,
     shown_assumptions,
@@ -111,7 +112,8 @@ def busy_plot(report: dict[str, Any], workload: Any) -> str | None:
     ax.set_ylabel("accelerator busy fraction")
     ax.set_ylim(0, 1.05)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    # the legend under the axes, as the memory chart's: inside it sat over the cores-needed line
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, frameon=False)
     ax.set_title("Busy against cores", fontsize=10)
     return _svg(fig)
 
@@ -173,10 +175,11 @@ def bill_plot(report: dict[str, Any]) -> str:
     ax.barh([label for _, label in terms], values, color=["#7f8c8d", "#95a5a6", "#3b6ea5", "#c0392b"])
     for y, v in enumerate(values):
         ax.text(v, y, f" ${v:,.3f}", va="center", fontsize=8)
-    ax.set_xlabel("dollars per hour of data (one epoch)")
+    unit = data_unit(report.get("pipeline", {}).get("kind", "video"))  # an hour of video, or 3,600 images
+    ax.set_xlabel(f"dollars per {unit} (one epoch)")
     ax.set_xlim(0, max(values + [1e-9]) * 1.3)
     total = b.get("total")
-    ax.set_title(f"Bill split: ${total:,.3f} per hour of data" if total is not None else "Bill split",
+    ax.set_title(f"Bill split: ${total:,.3f} per {unit}" if total is not None else "Bill split",
                  fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     return _svg(fig)
