@@ -174,12 +174,12 @@ def bill_plot(report: dict[str, Any]) -> str:
     fig, ax = plt.subplots(figsize=(6, 3.6))
     ax.barh([label for _, label in terms], values, color=["#7f8c8d", "#95a5a6", "#3b6ea5", "#c0392b"])
     for y, v in enumerate(values):
-        ax.text(v, y, f" ${v:,.3f}", va="center", fontsize=8)
+        ax.text(v, y, f" {format_figure(v, 'dollars')}", va="center", fontsize=8)  # $0.000339, not $0.000
     unit = data_unit(report.get("pipeline", {}).get("kind", "video"))  # an hour of video, or 3,600 images
     ax.set_xlabel(f"dollars per {unit} (one epoch)")
     ax.set_xlim(0, max(values + [1e-9]) * 1.3)
     total = b.get("total")
-    ax.set_title(f"Bill split: ${total:,.3f} per {unit}" if total is not None else "Bill split",
+    ax.set_title(f"Bill split: {format_figure(total, 'dollars')} per {unit}" if total is not None else "Bill split",
                  fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     return _svg(fig)
