@@ -311,7 +311,11 @@ def test_a_two_stage_draw_inspects_a_share_of_each_drawn_shards_members(cli, tmp
     names = sorted(p.name for p in tmp_path.glob("*.tar"))
     total_in = {names.index(f"shard-{s:04d}.tar"): n for s, n in sizes.items()}
     assert all(k == math.ceil(0.5 * total_in[c]) for c, k in per_shard.items())
-    assert sum(per_shard.values()) >= 4 and sum(per_shard.values()) - min(per_shard.values()) < 4
+    assert sum(per_shard.values()) >= 4  # shards read in batches until 4 members are in hand
+    import random
+
+    order = random.Random(3).sample(range(4), 4)
+    assert sorted(per_shard) == sorted(order[:draw.drawn])  # the first shards of the seeded order, no other
     assert draw.weights == [total_in[c] / per_shard[c] for c in draw.clusters]
     r = _json(cli, str(tmp_path), "--sample", "4", "--by-shard", "--shard-fraction", "0.5", "--seed", "3")
     assert r["files_inspected"] == len(draw.units) and r["shards_inspected"] == draw.drawn
@@ -331,3 +335,38 @@ def test_a_two_stage_draw_inspects_a_share_of_each_drawn_shards_members(cli, tmp
     for wrong in ("0", "1.5", "nan"):
         bad = cli("data", "inspect", str(tmp_path), "--sample", "4", "--by-shard", "--shard-fraction", wrong)
         assert bad.returncode == 2 and "--shard-fraction" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_a_draw_by_shard_reads_headers_in_concurrent_batches(tmp_path, monkeypatch):
+    """40 shards of 2 members, --sample 20: one shard read first (2 members), then the 9 the other 18 need at
+    that size, capped at LISTING_CONNECTIONS = 8 at once (the second round holds a barrier of 8: read one
+    after another it would break), then one more: 10 shards, the first 10 of the seeded order."""
+    import random
+    import threading
+
+    wds = pytest.importorskip("webdataset")
+    from trainplan.measure import shards
+
+    for s in range(40):
+        with wds.TarWriter(str(tmp_path / f"shard-{s:04d}.tar")) as w:
+            for i in range(2):
+                w.write({"__key__": f"s{s}_{i}", "mp4": b"x" * 10})
+    barrier = threading.Barrier(shards.LISTING_CONNECTIONS, timeout=30)
+    calls: list[str] = []
+    lock = threading.Lock()
+    real = shards.tar_units
+
+    def counted(e, fs):
+        with lock:
+            calls.append(e.name)
+            n = len(calls)
+        if 2 <= n <= 1 + shards.LISTING_CONNECTIONS:
+            barrier.wait()  # the second batch's eight reads are in flight together
+        return real(e, fs)
+
+    monkeypatch.setattr(shards, "tar_units", counted)
+    draw = shards.units_by_shard([str(tmp_path)], 20, seed=5)
+    assert (draw.drawn, len(draw.units), len(calls)) == (10, 20, 10)
+    names = sorted(p.name for p in tmp_path.glob("*.tar"))
+    first = {names[i] for i in random.Random(5).sample(range(40), 40)[:10]}
+    assert set(calls) == first

@@ -126,7 +126,8 @@ def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0, frac
     """Shards in a seeded random order, each read whole (or, `fraction` < 1, ceil(fraction x its members)
     of its members drawn at random, at least one), until `sample` members are in hand: a uniform sample
     of m of the M shards (the first m of a random permutation). Only the drawn shards' headers (tar) or
-    sample offsets (MDS) are read; the listing and an MDS index are read once."""
+    sample offsets (MDS) are read, a batch at a time (the shards the members still wanted need at the
+    mean size so far, up to LISTING_CONNECTIONS at once); the listing and an MDS index are read once."""
     if not 0 < fraction <= 1:
         raise UserError("--shard-fraction", f"expected a share of each shard's members above 0 and at most 1, "
                                             f"got {fraction}")
@@ -149,11 +150,30 @@ def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0, frac
     clusters: list[int] = []
     weights: list[float] = []
     drawn = 0
-    for place in random.Random(seed).sample(range(len(shards)), len(shards)):
-        if len(units_out) >= sample:
-            break
+    order = random.Random(seed).sample(range(len(shards)), len(shards))
+
+    def members_of(place: int) -> list[Unit]:
         entry, fs, i, listed = shards[place]
-        members = tar_units(entry, fs) if listed is None else mds_units(entry, fs, keep={i}, listed=listed)
+        return tar_units(entry, fs) if listed is None else mds_units(entry, fs, keep={i}, listed=listed)
+
+    # the shards' headers are read a batch at a time, concurrently (a round trip each on an object store):
+    # the next shards of the random order, as many as the members still wanted need at the mean size so far.
+    # Every shard read is drawn: a batch is the next shards of the permutation, so the draw stays the first
+    # m of a random order (a uniform sample of shards), m at most a batch past the fewest that would do.
+    def kept(members: list[Unit]) -> int:  # the members a shard gives the sample (its second stage)
+        return len(members) if fraction >= 1 or not members else max(1, math.ceil(fraction * len(members)))
+
+    read: list[tuple[int, list[Unit]]] = []
+    in_hand = 0
+    with ThreadPoolExecutor(LISTING_CONNECTIONS) as pool:
+        while len(read) < len(order) and in_hand < sample:
+            mean = in_hand / len(read) if read else 0.0
+            batch = 1 if mean <= 0 else max(1, min(LISTING_CONNECTIONS, math.ceil((sample - in_hand) / mean)))
+            places = order[len(read): len(read) + batch]
+            got = list(zip(places, pool.map(members_of, places)))
+            read += got
+            in_hand += sum(kept(m) for _, m in got)
+    for place, members in read:
         if fraction < 1 and members:
             # the second stage: its own seeded stream for each shard, so a shard's members drawn do not
             # depend on which shards were drawn before it; kept in the shard's order
