@@ -223,6 +223,12 @@ def test_zero_stage_k_never_uses_more_than_k_minus_1(doc, k):
     doc = with_(doc, "cluster.count", max(2, doc["cluster"]["count"]))
     lower = report_of(with_(doc, "training.zero", k - 1))["memory"]
     higher = report_of(with_(doc, "training.zero", k))["memory"]
+    if k == 3:
+        # ZeRO-3 also holds its largest module gathered in fp32 (DeepSpeed's 4 L bytes): it saves on ZeRO-2's
+        # whole weights W only where 4 L <= W (n - 1) / n, so a model that is mostly one embedding on two
+        # devices costs more under ZeRO-3, as DeepSpeed's estimator says; the property holds below that
+        n = doc["cluster"]["count"]
+        assume(higher["gathered_bytes"] <= lower["weights_bytes"] * (n - 1) / n)
     assert higher["per_device_bytes"] <= lower["per_device_bytes"] * (1 + REL)
     assert higher["state_bytes"] <= lower["state_bytes"] * (1 + REL)
 
