@@ -453,8 +453,10 @@ def test_cli_table(app: typer.Typer) -> None:
     result = CliRunner().invoke(app, ["params", str(FIXTURES / "llama-2-7b.json")])
     assert result.exit_code == 0, result.output
     assert "6,738,415,616" in result.stdout and "6.74 B" in result.stdout
-    for figure in ("total", "active", "embedding", "lm_head", "per_layer", "llama"):
+    # each figure in words (the JSON keeps lm_head, per_layer): no raw ids in a table a person reads
+    for figure in ("total", "active per token", "token embedding", "output head", "one layer", "llama"):
         assert figure in result.stdout
+    assert "lm_head" not in result.stdout and "per_layer" not in result.stdout
 
 
 def test_cli_bad_input_raises_user_error(app: typer.Typer, tmp_path: Path) -> None:

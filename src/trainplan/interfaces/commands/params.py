@@ -18,6 +18,10 @@ FORMATS: tuple[str, ...] = ("table", "json")
 #: The figures every output shows, in this order (the JSON keys of docs/parameter-counts.md).
 FIGURES: tuple[str, ...] = ("total", "active", "embedding", "lm_head", "per_layer", "family")
 
+#: Each figure in words, for the table and Markdown (the JSON keeps the names above)
+LABELS: dict[str, str] = {"total": "total", "active": "active per token", "embedding": "token embedding",
+                          "lm_head": "output head", "per_layer": "one layer", "family": "family"}
+
 #: Shape fields the JSON output adds after the figures.
 SHAPE_FIELDS: tuple[str, ...] = tuple(
     field.name for field in dataclasses.fields(ParamCount) if field.name not in FIGURES
@@ -47,11 +51,11 @@ def as_table(count: ParamCount, source: str) -> str:
     """Plain aligned text: one figure a line, exact and readable."""
     lines = [f"parameters of {source} (family {count.family})"]
     numbers = [name for name in FIGURES if name != "family"]
-    label_width = max(len(name) for name in numbers)
+    label_width = max(len(LABELS[name]) for name in numbers)
     exact_width = max(len(f"{getattr(count, name):,}") for name in numbers)
     for name in numbers:
         value = getattr(count, name)
-        lines.append(f"  {name:<{label_width}}  {value:>{exact_width},}  {_readable(value)}")
+        lines.append(f"  {LABELS[name]:<{label_width}}  {value:>{exact_width},}  {_readable(value)}")
     if count.experts > 1:
         lines.append(f"  ({count.experts_per_token} of {count.experts} experts active per token)")
     if count.tied:
@@ -79,9 +83,9 @@ def params_command(
     if output_format == "json":
         write_output(json.dumps(as_json(count), indent=2), output)
     elif output_format == "markdown":
-        values = {name: getattr(count, name) for name in FIGURES}
+        values = {LABELS[name]: getattr(count, name) for name in FIGURES}
         write_output(figures_markdown(f"Parameters of {config}", values,
-                                      {name: "parameters" for name in FIGURES}), output)
+                                      {LABELS[name]: "parameters" for name in FIGURES if name != "family"}), output)
     else:
         write_output(as_table(count, str(config)), output)
 
