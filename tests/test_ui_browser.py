@@ -220,3 +220,30 @@ def test_serving_shows_only_when_the_workload_describes_it(browser, served_url: 
     assert page.text_content("#serving-replicas") == str(math.ceil(10e6 / 86_400 / rps))
     assert errors == []
     page.close()
+
+
+def test_an_uploaded_data_inspect_output_is_planned_as_the_command_plans_it(browser, served_url: str,
+                                                                              tmp_path: Path) -> None:
+    # a file `data inspect --output` writes ([data] beside its [measured] and [measured_interval] tables):
+    # the page read its tables as unknown keys before; now it plans it, with the plan's own busy figure
+    import json
+    import subprocess
+    import sys
+
+    upload = tmp_path / "measured.toml"
+    upload.write_text('[data]\nkind = "video"\nhours = 120.0\nbitrate = 6000000.0\nwidth = 1280\nheight = 720\n'
+                      'fps = 30.0\ngop = 30.0\n\n[measured]\n"data.hours" = "measured by `trainplan data inspect`"\n'
+                      '"data.bitrate" = "measured by `trainplan data inspect`"\n\n'
+                      '[measured_interval]\n"data.bitrate" = [5500000.0, 6500000.0]\n')
+    plan = json.loads(subprocess.run([sys.executable, "-m", "trainplan", "plan", str(upload), "--format", "json"],
+                                     capture_output=True, text=True, check=True).stdout)
+    page, errors = _open(browser, served_url)
+    before = int(page.get_attribute("body", "data-changes"))
+    page.set_input_files("#upload", str(upload))
+    page.wait_for_function(f"() => Number(document.body.dataset.changes) > {before}", timeout=60_000)
+    _settle(page)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    assert page.text_content("#busy") == f"{plan['pipeline']['busy'] * 100:.1f} %"
+    assert page.eval_on_selector("#base", "el => el.options[el.selectedIndex].text") == "uploaded: measured.toml"
+    assert errors == []
+    page.close()
