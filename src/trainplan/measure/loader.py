@@ -42,9 +42,12 @@ class LoaderProbe:
     wall_per_item: float
     items_per_cpu_second: float
     items_per_wall_second: float
-    wait_share: float  # 1 - CPU / wall: the share of a worker's time spent waiting (fetch)
+    wait_share: float  # 1 - (CPU + core wait) / wall: the share of a worker's time spent waiting for data (fetch)
     cpu_per_item_spread: tuple[float, float]  # 10th and 90th percentile of the items' CPU seconds
     wall_per_item_spread: tuple[float, float]
+    # the share spent ready to run but waiting for a core (the machine's load, not the data): the run-queue
+    # wait the kernel counts for this thread (/proc/thread-self/schedstat); 0 where it does not say
+    core_wait_share: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +99,16 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
     return (q[0], q[-1])
 
 
+def _runqueue_seconds() -> float | None:
+    """Seconds this thread has waited on a run queue, ready with no core free (the second field of
+    /proc/thread-self/schedstat, in ns); None where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def probe_loader(spec: str, *, seconds: float = 2.0, max_items: int = 10_000,
                  factory: Callable[[], Any] | None = None) -> LoaderProbe:
     """Time the items of the dataset `spec` (MODULE:FACTORY) makes, one by one, for `seconds` of wall time (at
@@ -108,8 +121,10 @@ def probe_loader(spec: str, *, seconds: float = 2.0, max_items: int = 10_000,
     it = _items(dataset)
     cpus: list[float] = []
     walls: list[float] = []
+    queued: list[float] = []  # run-queue seconds an item (empty where the kernel does not say)
     started = time.perf_counter()
     for index in range(WARMUP_ITEMS + max_items):
+        q0 = _runqueue_seconds()
         c0, w0 = time.process_time(), time.perf_counter()
         try:
             next(it)
@@ -118,17 +133,21 @@ def probe_loader(spec: str, *, seconds: float = 2.0, max_items: int = 10_000,
         except Exception as err:  # noqa: BLE001 - the user's code
             raise UserError("MODULE:FACTORY", f"item {index} raised {err.__class__.__name__}: {err}") from None
         c1, w1 = time.process_time(), time.perf_counter()
+        q1 = _runqueue_seconds()
         if index >= WARMUP_ITEMS:
             cpus.append(c1 - c0)
             walls.append(w1 - w0)
+            if q0 is not None and q1 is not None:
+                queued.append(max(0.0, q1 - q0))
             if len(walls) >= 3 and w1 - started >= seconds:
                 break
     cpu, wall = max(sum(cpus), 1e-9), max(sum(walls), 1e-9)
     n = len(walls)
+    core_wait = min(sum(queued), max(0.0, wall - cpu)) if len(queued) == n else 0.0
     return LoaderProbe(factory=spec, items=n, cpu_seconds=cpu, wall_seconds=wall, cpu_per_item=cpu / n,
                        wall_per_item=wall / n, items_per_cpu_second=n / cpu, items_per_wall_second=n / wall,
-                       wait_share=max(0.0, 1.0 - cpu / wall), cpu_per_item_spread=_percentiles(cpus),
-                       wall_per_item_spread=_percentiles(walls))
+                       wait_share=max(0.0, 1.0 - (cpu + core_wait) / wall), cpu_per_item_spread=_percentiles(cpus),
+                       wall_per_item_spread=_percentiles(walls), core_wait_share=core_wait / wall)
 
 
 def core_fps_1080p(items_per_cpu_second: float, decoded_per_used: float, pixels_per_frame: float) -> float:

@@ -230,7 +230,9 @@ def loader_table(d: dict[str, Any]) -> str:
         f"{d['wall_per_item'] * 1e3:.3g} ms: {d['items_per_cpu_second']:.1f} items per CPU-second, "
         f"{d['items_per_wall_second']:.1f} per wall-second",
         f"  waiting (fetch) {d['wait_share'] * 100:.1f} % of an item's time, computing (prep) "
-        f"{(1 - d['wait_share']) * 100:.1f} %",
+        f"{(1 - d['wait_share'] - d.get('core_wait_share', 0.0)) * 100:.1f} %"
+        + (f", ready but waiting for a core (this machine's load) {d['core_wait_share'] * 100:.1f} %"
+           if d.get("core_wait_share", 0.0) >= 0.005 else ""),
         f"  cluster.core_fps_1080p for the plan ({d['access']}, {d['width']}x{d['height']} {d['codec']}): "
         f"{d['core_fps_1080p']:.1f} frames/s"])
 
