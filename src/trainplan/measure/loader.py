@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from trainplan.errors import UserError
+from trainplan.measure.profiler import runqueue_wait_seconds  # stdlib only: a light import
 
 WARMUP_ITEMS = 2  # items not timed: imports, file handles, a first allocation
 
@@ -99,16 +100,6 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
     return (q[0], q[-1])
 
 
-def _runqueue_seconds() -> float | None:
-    """Seconds this thread has waited on a run queue, ready with no core free (the second field of
-    /proc/thread-self/schedstat, in ns); None where the kernel does not say."""
-    try:
-        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def probe_loader(spec: str, *, seconds: float = 2.0, max_items: int = 10_000,
                  factory: Callable[[], Any] | None = None) -> LoaderProbe:
     """Time the items of the dataset `spec` (MODULE:FACTORY) makes, one by one, for `seconds` of wall time (at
@@ -124,7 +115,7 @@ def probe_loader(spec: str, *, seconds: float = 2.0, max_items: int = 10_000,
     queued: list[float] = []  # run-queue seconds an item (empty where the kernel does not say)
     started = time.perf_counter()
     for index in range(WARMUP_ITEMS + max_items):
-        q0 = _runqueue_seconds()
+        q0 = runqueue_wait_seconds()
         c0, w0 = time.process_time(), time.perf_counter()
         try:
             next(it)
@@ -133,7 +124,7 @@ def probe_loader(spec: str, *, seconds: float = 2.0, max_items: int = 10_000,
         except Exception as err:  # noqa: BLE001 - the user's code
             raise UserError("MODULE:FACTORY", f"item {index} raised {err.__class__.__name__}: {err}") from None
         c1, w1 = time.process_time(), time.perf_counter()
-        q1 = _runqueue_seconds()
+        q1 = runqueue_wait_seconds()
         if index >= WARMUP_ITEMS:
             cpus.append(c1 - c0)
             walls.append(w1 - w0)

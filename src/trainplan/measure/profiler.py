@@ -589,6 +589,17 @@ def loader_pids(iterator: Any, before: set[int]) -> list[int]:
     return [pid for pid in _child_pids() if pid not in before]
 
 
+def runqueue_wait_seconds(pid: int | str = "thread-self") -> float | None:
+    """Seconds a process (or "thread-self", the calling thread) has been ready to run with no core free: the
+    run-queue wait of /proc/PID/schedstat (its second field, in ns); None where the kernel does not say.
+    The loader probe and the profiler both tell this wait for a core from a wait for data."""
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def process_clock(pid: int | str) -> tuple[float, float] | None:
     """(CPU seconds, seconds waiting for a core) of a process (or "thread-self"): utime + stime from
     /proc/PID/stat, the run-queue wait from /proc/PID/schedstat; None where /proc does not say."""
@@ -597,11 +608,7 @@ def process_clock(pid: int | str) -> tuple[float, float] | None:
         cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
-    try:
-        wait = int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        wait = 0.0
-    return cpu, wait
+    return cpu, runqueue_wait_seconds(pid) or 0.0
 
 
 # Seconds between two readings of the loader processes' clocks: /proc ticks in 10 ms, so a finer
@@ -612,11 +619,7 @@ SAMPLE_SECONDS = 0.05
 def _thread_clock() -> tuple[float, float]:
     """(CPU seconds, seconds waiting for a core) of the calling thread: its CPU clock, and the run-queue
     wait of /proc/thread-self/schedstat (0 where /proc does not say)."""
-    try:
-        wait = int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        wait = 0.0
-    return time.thread_time(), wait
+    return time.thread_time(), runqueue_wait_seconds() or 0.0
 
 
 class WorkerClock:
