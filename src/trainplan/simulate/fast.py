@@ -39,6 +39,7 @@ Only importable where numba is: `available()` says whether it is, without import
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import os
@@ -92,6 +93,7 @@ def _aot_wanted() -> bool:
     return os.environ.get("TRAINPLAN_AOT", "1") != "0"
 
 
+@functools.lru_cache(maxsize=1)
 def _aot_key() -> str:
     """The kernel's source and the versions that shape its machine code (numba's read without importing it)."""
     from importlib import metadata
@@ -149,18 +151,22 @@ def _build_aot() -> bool:
                     work = Path(tempfile.mkdtemp(prefix="queue-kernel-build-", dir=folder))
                 except OSError:
                     continue
-                cc = CC(AOT_MODULE)
-                cc.output_dir = str(work)
-                cc.verbose = False
-                cc.export("queue_chunk", AOT_SIGNATURE)(_kernel.queue_chunk.py_func)
-                with contextlib.redirect_stdout(sys.stderr):
-                    cc.compile()
+                import shutil
+
+                try:
+                    cc = CC(AOT_MODULE)
+                    cc.output_dir = str(work)
+                    cc.verbose = False
+                    cc.export("queue_chunk", AOT_SIGNATURE)(_kernel.queue_chunk.py_func)
+                    with contextlib.redirect_stdout(sys.stderr):
+                        cc.compile()
+                except BaseException:
+                    shutil.rmtree(work, ignore_errors=True)  # no half-built folder left in the cache
+                    raise
                 final = folder / f"queue-kernel-{_aot_key()}"
                 try:
                     os.replace(work, final)
                 except OSError:  # another run put its module there first: keep that one
-                    import shutil
-
                     shutil.rmtree(work, ignore_errors=True)
                 return True
     except Exception as err:  # noqa: BLE001 - any failure of the optional build falls back to the JIT kernel

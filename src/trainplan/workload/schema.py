@@ -1014,8 +1014,13 @@ def catalogue_price(doc: dict[str, Any]) -> PriceRow | None:
     if isinstance(prices, dict) and "accelerator_hour" in prices:
         return None
     cluster = doc.get("cluster") if isinstance(doc.get("cluster"), dict) else {}
-    name = cluster.get("accelerator", ClusterSection.model_fields["accelerator"].default)
-    return price_table().get(name.strip().lower()) if isinstance(name, str) else None
+    return price_row_of(cluster.get("accelerator", ClusterSection.model_fields["accelerator"].default))
+
+
+def price_row_of(accelerator: Any) -> PriceRow | None:
+    """The price-table row of a catalogue accelerator named as a workload names it (any case, spaces
+    around); None for a table of figures or a name without a row."""
+    return price_table().get(accelerator.strip().lower()) if isinstance(accelerator, str) else None
 
 
 def _priced(doc: dict[str, Any]) -> dict[str, Any]:
@@ -1081,8 +1086,7 @@ def _provenance(workload: Workload, from_file: set[str], set_keys: set[str],
             prov[key] = Provenance("assumed", SET_SOURCE)
         elif key in from_file:
             prov[key] = Provenance("assumed", f"{FILE_SOURCE} {path}")
-        elif key == "prices.accelerator_hour" and isinstance(workload.cluster.accelerator, str) \
-                and (row := price_table().get(workload.cluster.accelerator.strip().lower())) is not None:
+        elif key == "prices.accelerator_hour" and (row := price_row_of(workload.cluster.accelerator)) is not None:
             prov[key] = Provenance("assumed", f"assumed: ${row.dollars_per_hour:,.2f} per accelerator-hour, the "
                                               f"dated catalogue price of {row.key} (as of {row.as_of}; "
                                               "catalogue/accelerator_prices.toml)")
