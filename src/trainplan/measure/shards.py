@@ -177,7 +177,7 @@ def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0, frac
         if fraction < 1 and members:
             # the second stage: its own seeded stream for each shard, so a shard's members drawn do not
             # depend on which shards were drawn before it; kept in the shard's order
-            take = max(1, math.ceil(fraction * len(members)))
+            take = kept(members)
             keep = sorted(random.Random(f"{seed}:{place}").sample(range(len(members)), take))
             weights += [len(members) / take] * take
             members = [members[k] for k in keep]
