@@ -370,3 +370,41 @@ def test_a_draw_by_shard_reads_headers_in_concurrent_batches(tmp_path, monkeypat
     names = sorted(p.name for p in tmp_path.glob("*.tar"))
     first = {names[i] for i in random.Random(5).sample(range(40), 40)[:10]}
     assert set(calls) == first
+
+
+def test_two_camera_webdataset_samples_are_two_streams(cli, tmp_path):
+    """A sample holding KEY.front.mp4 and KEY.rear.mp4 is two cameras: both members are inspected, the
+    corpus holds two streams, and the workload written gets cameras = 2 and each stream's hours (half the
+    clips' total); --cameras overrides what the shards say."""
+    wds = pytest.importorskip("webdataset")
+    clips = {}
+    with wds.TarWriter(str(tmp_path / "cams-0.tar")) as w:
+        for i in range(3):
+            front, rear = _clip(40 + i), _clip(50 + i)
+            clips[f"cams-0.tar#k{i}.front.mp4"], clips[f"cams-0.tar#k{i}.rear.mp4"] = front, rear
+            w.write({"__key__": f"k{i}", "front.mp4": front, "rear.mp4": rear, "json": {"i": i}})
+    report = _json(cli, str(tmp_path / "cams-0.tar"))
+    _check_clips(report, clips)
+    assert report["aggregate"]["streams"] == 2
+    out = tmp_path / "w.toml"
+    res = cli("data", "inspect", str(tmp_path / "cams-0.tar"), "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    import tomllib
+
+    data = tomllib.loads(out.read_text())["data"]
+    assert data["cameras"] == 2
+    assert data["hours"] == pytest.approx(6 * FRAMES / FPS / 3600 / 2)
+    asked = _json(cli, str(tmp_path / "cams-0.tar"), "--cameras", "3")["aggregate"]
+    assert (asked["streams"], asked["streams_basis"]) == (3, "asked for (--cameras 3)")
+
+
+def test_cameras_as_folders_of_shards(cli, tmp_path):
+    """Shards of one field in camera_0/ and camera_1/: two streams, as two folders of files would be."""
+    wds = pytest.importorskip("webdataset")
+    for cam in range(2):
+        (tmp_path / f"camera_{cam}").mkdir()
+        with wds.TarWriter(str(tmp_path / f"camera_{cam}" / "shard-0.tar")) as w:
+            for i in range(2):
+                w.write({"__key__": f"k{i}", "mp4": _clip(60 + 2 * cam + i)})
+    report = _json(cli, str(tmp_path))
+    assert report["files_found"] == 4 and report["aggregate"]["streams"] == 2

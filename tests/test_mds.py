@@ -136,3 +136,25 @@ def test_a_draw_by_shard_reads_the_mds_index_once(tmp_path, monkeypatch) -> None
     per_shard = 40 // listed
     assert (draw.shards, len(reads)) == (listed, 1)
     assert draw.drawn == -(-10 // per_shard) and len(draw.units) == draw.drawn * per_shard
+
+
+def test_mds_two_camera_columns(cli, tmp_path):
+    """A sample of two video columns (front_video, rear.mp4) beside a caption: both columns inspected,
+    two streams, each stream's hours written to the workload."""
+    writer = _mds_writer()
+    clips = [probe.synthesize_clip(probe.ClipFormat(W, H, FPS, 150e3, GOP), FRAMES, seed=20 + i).data
+             for i in range(6)]
+    with writer(out=str(tmp_path / "cams"), columns={"front_video": "bytes", "rear.mp4": "bytes",
+                                                     "caption": "str"}, size_limit=2**16) as w:
+        for i in range(3):
+            w.write({"front_video": clips[2 * i], "rear.mp4": clips[2 * i + 1], "caption": f"drive {i}"})
+    out = tmp_path / "w.toml"
+    res = cli("data", "inspect", str(tmp_path / "cams"), "--format", "json", "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert (r["files_found"], r["kind"], r["aggregate"]["streams"]) == (6, "video", 2)
+    assert sorted(f["bytes"] for f in r["files"]) == sorted(len(c) for c in clips)
+    import tomllib
+
+    data = tomllib.loads(out.read_text())["data"]
+    assert (data["cameras"], data["hours"]) == (2, pytest.approx(6 * FRAMES / FPS / 3600 / 2))

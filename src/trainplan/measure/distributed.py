@@ -24,7 +24,6 @@ tasks by itself, and its workers read fsspec locations as the rest of this code 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import json
 import os
@@ -101,7 +100,7 @@ def inspect_batch(batch: list[shards.Unit], kind: str, options: dict[str, Any]) 
 
 
 def _video_dict(v: insp.VideoFile) -> dict[str, Any]:
-    return dataclasses.asdict(v)
+    return insp.record_fields(v)
 
 
 #: Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in each worker's environment before spawning it (to hand
@@ -173,7 +172,7 @@ def _read_journal(path: Path, kind: str, options: dict[str, Any]) -> dict[str, d
 def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, journal: Path | None = None,
               progress: Callable[[int, Any], None] | None = None, dtype: str | None = None,
               eos: int | None = None, tokenizer: str | None = None, near: bool = True,
-              batch: int = 1) -> dict[str, Any]:
+              batch: int = 1, cameras: int | None = None) -> dict[str, Any]:
     """Every unit inspected on the cluster's workers; the one-machine pass's report, with
     `units_inspected_now` (the units this run inspected; the rest came from the journal).
 
@@ -230,6 +229,8 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
             log.close()
     results = [done[u.url] for u in pool]
     out = _aggregate(kind, pool, results, near)
+    if kind == "video":
+        out["aggregate"]["streams"], out["aggregate"]["streams_basis"] = shards.unit_streams(pool, cameras)
     out.update(location=where, units="shard members" if any(u.member is not None for u in pool) else "files",
                files_found=len(pool), files_inspected=len(pool), units_inspected_now=len(todo),
                scheduler=scheduler)

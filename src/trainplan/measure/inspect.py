@@ -30,7 +30,7 @@ import os
 import random
 import re
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -106,6 +106,14 @@ def kind_of(path: Path) -> str:
     return "video"
 
 
+def record_fields(record: Any, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A per-file record's fields as a dict, its lists copied one level. The records hold only numbers,
+    strings and flat lists of numbers, so this is `dataclasses.asdict` without its recursive deep copy,
+    which cost 0.12 ms a file: 1.2 s of a 10,000-clip pass (issue 26)."""
+    return {f.name: list(v) if isinstance(v := getattr(record, f.name), list) else v
+            for f in fields(record) if f.name not in leave_out}
+
+
 # ---------------------------------------------------------------- images
 
 
@@ -120,7 +128,7 @@ class ImageFile:
     bits_per_pixel: float  # stored bits / (W H)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return record_fields(self)
 
 
 def inspect_image(path: str | Path) -> ImageFile:
@@ -189,10 +197,7 @@ class VideoFile:
     truncated: str | None = None  # why the file holds fewer frames than it says, or None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("gop_intervals")
-        d.pop("gop_segments")
-        return d
+        return record_fields(self, leave_out=("gop_intervals", "gop_segments"))
 
 
 def gop_segments(keyframe_at: list[int], packets: int) -> list[int]:

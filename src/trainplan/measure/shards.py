@@ -20,6 +20,7 @@ import io
 import json
 import math
 import random
+import re
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -58,9 +59,14 @@ class Unit:
 
     @property
     def kind(self) -> str:
-        if self.suffix in IMAGE_SUFFIXES:
-            return "image"
-        return "tokens" if insp.kind_of(Path("x" + self.suffix)) != "video" else "video"
+        return suffix_kind(self.suffix)
+
+
+def suffix_kind(suffix: str) -> str:
+    """The corpus kind a unit of this suffix belongs to: video, image or tokens."""
+    if suffix in IMAGE_SUFFIXES:
+        return "image"
+    return "tokens" if insp.kind_of(Path("x" + suffix)) != "video" else "video"
 
 
 def _entry_unit(e: locations.Entry) -> Unit:
@@ -207,8 +213,8 @@ def needs_units(paths: Iterable[str | Path]) -> bool:
 
 def mds_units(index: locations.Entry, fs: Any, keep: Collection[int] | None = None,
               listed: list[dict[str, Any]] | None = None) -> list[Unit]:
-    """The samples of the MDS shards an `index.json` lists, one unit per sample's video, image or token
-    column (read from each shard's sample offsets; nothing else of a shard is read).
+    """The samples of the MDS shards an `index.json` lists, one unit per video (else image, else token)
+    column of each sample (read from each shard's sample offsets; nothing else of a shard is read).
 
     An MDS shard (format `mds`, version 2) is: uint32 n; n + 1 uint32 byte offsets of the samples
     from the shard's start; the samples. A sample is the uint32 sizes of its variable-size columns,
@@ -240,17 +246,25 @@ def mds_units(index: locations.Entry, fs: Any, keep: Collection[int] | None = No
             raise UserError(where, f"expected {n} samples in {entry.url}, its header says {count}")
         offsets = np.frombuffer(head[4: 4 * (n + 2)], "<u4").astype(np.int64)
         variable = [j for j, s in enumerate(sizes) if s is None]
-        # one unit a sample: its video column before an image column before token ids before text
+        # the sample's columns of one kind, a unit each: video before images before token ids before text (a
+        # sample of two cameras' clips is two video units, two streams)
         first = min(pick, key=lambda j: (suffixes[j] not in insp.VIDEO_SUFFIXES, suffixes[j] not in IMAGE_SUFFIXES,
                                          suffixes[j] != ".npy", j))
+        kind = suffix_kind(suffixes[first] or "")
+        # token ids and text of one sample are one document: its first column of them only
+        chosen = {first} if kind == "tokens" else {j for j in pick if suffix_kind(suffixes[j] or "") == kind}
         for k in range(n):
             start, end = int(offsets[k]), int(offsets[k + 1])
-            sample = fs.cat_file(path, start=start, end=end) if variable else b""
-            lens = np.frombuffer(sample[: 4 * len(variable)], "<u4") if variable else []
+            # the sample's size header only (its variable-size columns' byte counts), not its bytes
+            sizes_head = fs.cat_file(path, start=start, end=min(end, start + 4 * len(variable))) if variable else b""
+            if len(sizes_head) < 4 * len(variable):
+                raise UserError(where, f"expected sample {k} of {entry.url} to hold its {len(variable)} column "
+                                       "sizes; the shard is cut short")
+            lens = np.frombuffer(sizes_head, "<u4") if variable else []
             pos = start + 4 * len(variable)
             for j in range(len(names)):
                 length = int(sizes[j]) if sizes[j] is not None else int(lens[variable.index(j)])
-                if j == first:
+                if j in chosen:
                     out.append(Unit(f"{entry.url}#{k}.{names[j]}", entry, f"{k}.{names[j]}", pos, length,
                                     suffixes[j] or "", column=encodings[j]))
                 pos += length
@@ -267,8 +281,13 @@ def mds_shards(index: locations.Entry, fs: Any) -> list[dict[str, Any]]:
     return shards
 
 
+#: Words that name an MDS bytes column as video when no container suffix does (`video`, `front_video`).
+MDS_VIDEO_WORDS = frozenset({"video", "videos", "clip", "clips"})
+
+
 def _mds_suffix(name: str, encoding: str) -> str | None:
-    """The suffix a member of an MDS column is inspected as: video bytes by the column's name, images
+    """The suffix a member of an MDS column is inspected as: video bytes by the column's name (a word of it),
+    images
     by their encoding, token ids (an ndarray column named as in insp.ID_COLUMNS) as .npy, text (a str
     column named as in insp.TEXT_COLUMNS) as .txt."""
     low = name.lower()
@@ -276,8 +295,13 @@ def _mds_suffix(name: str, encoding: str) -> str | None:
         return ".npy"
     if encoding in ("jpeg", "png", "pil"):
         return ".jpg" if encoding == "jpeg" else ".png"
-    if encoding == "bytes" and (low in ("video", "clip") or f".{low}" in insp.VIDEO_SUFFIXES):
-        return ".mp4" if low in ("video", "clip") else f".{low}"
+    if encoding == "bytes":  # video bytes: a column named video or clip, or by a container, or with such a part
+        parts = [p for p in re.split(r"[._\-\s]+", low) if p]  # front_video, video_rear, cam0.mp4, left.mkv
+        container = next((p for p in reversed(parts) if f".{p}" in insp.VIDEO_SUFFIXES), None)
+        if container is not None:
+            return f".{container}"
+        if any(p in MDS_VIDEO_WORDS for p in parts):
+            return ".mp4"
     if encoding == "str" and low in insp.TEXT_COLUMNS:
         return ".txt"
     return None
@@ -392,12 +416,37 @@ def corpus_kind(found: list[Unit], where: str) -> str:
     return "video" if "video" in kinds else ("image" if "image" in kinds else "tokens")
 
 
+def unit_streams(pool: list[Unit], cameras: int | None = None) -> tuple[int, str]:
+    """(streams, how they were found) of a video corpus of units: `cameras` where asked for; else one
+    stream (camera) for each folder holding the files (as inspect.streams counts a local folder), and
+    within a folder of shards one for each video field of a WebDataset sample (KEY.front.mp4 and
+    KEY.rear.mp4: two; KEY.mp4: one) or video column of an MDS sample (front_video, rear_video: two)."""
+    if cameras is not None:
+        if cameras < 1:
+            raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
+        return cameras, f"asked for (--cameras {cameras})"
+    keys = set()
+    for u in pool:
+        folder = str(PurePosixPath(u.entry.path).parent)
+        if u.member is None:
+            keys.add((folder, ""))
+        elif u.column is not None:  # an MDS member is SAMPLE.COLUMN
+            keys.add((folder, u.member.split(".", 1)[1]))
+        else:  # a WebDataset member is KEY.FIELD (KEY has no dot)
+            keys.add((folder, PurePosixPath(u.member).name.partition(".")[2]))
+    n = max(1, len(keys))
+    return n, (f"{n} stream(s): one for each folder holding the files, and in a folder of shards each video "
+               "field (WebDataset) or column (MDS) of a sample")
+
+
 def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | None = None, seed: int = 0,
                   dtype: str | None = None, eos: int | None = None, tokenizer: str | None = None,
-                  near: bool = True, progress: Callable[[int, Any], None] | None = None) -> dict[str, Any]:
+                  near: bool = True, progress: Callable[[int, Any], None] | None = None,
+                  cameras: int | None = None) -> dict[str, Any]:
     """All units, or a seeded sample of `sample` of them, inspected; the report of `inspect.inspect_paths`
     (kind, files, aggregate, files_found, files_inspected) with `intervals` on the aggregate. Given a
-    ShardDraw, every member of the drawn shards, the figures estimated over shards."""
+    ShardDraw, every member of the drawn shards, the figures estimated over shards. A video corpus's
+    streams: `cameras`, else `unit_streams` of the units found."""
     draw = found if isinstance(found, ShardDraw) else None
     found = draw.units if draw is not None else found
     kind = corpus_kind(found, where)
@@ -433,6 +482,7 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
         out: dict[str, Any] = {"kind": "video", "files": [r.to_dict() for r in records],
                                "aggregate": insp.aggregate_video(records)}
         intervals = sampling.video_intervals(records, population, seed, clusters=clusters, weights=weights)
+        out["aggregate"]["streams"], out["aggregate"]["streams_basis"] = unit_streams(pool, cameras)
     elif kind == "image":
         recs = []
         for u in chosen:

@@ -99,16 +99,17 @@ def _run_inspection(paths: list[str], where: str, options: dict[str, Any], *, fu
 
         return _with_progress(lambda progress: distributed.full_pass(
             shards.units(paths), where=where, scheduler=scheduler, journal=journal, progress=progress, batch=batch,
-            **options))
+            cameras=cameras, **options))
     elif by_shard:
         if sample_files is None:
             raise UserError("--by-shard", "expected --sample N with it (the members to draw shards for)")
         return _with_progress(lambda progress: shards.inspect_units(
             shards.units_by_shard(paths, sample_files, seed, 1.0 if shard_fraction is None else shard_fraction),
-            where=where, seed=seed, progress=progress, **options))
+            where=where, seed=seed, progress=progress, cameras=cameras, **options))
     elif sample_files is not None or shards.needs_units(paths):
         return _with_progress(lambda progress: shards.inspect_units(
-            shards.units(paths), where=where, sample=sample_files, seed=seed, progress=progress, **options))
+            shards.units(paths), where=where, sample=sample_files, seed=seed, progress=progress, cameras=cameras,
+            **options))
     else:
         return _with_progress(lambda progress: insp.inspect_paths(
             paths, sample_files=sample_files, seed=seed, progress=progress, on_skip=_skip_line, cameras=cameras,
