@@ -70,6 +70,18 @@ def _same(full: dict, one: dict) -> None:
     assert full["aggregate"] == one["aggregate"]
 
 
+def test_local_workers_run_without_dask_s_profiler(cluster):
+    # Dask's default samples each worker's running task every 10 ms for its dashboard (4-5 % of the pass
+    # here); a local cluster of the full pass starts its workers with it off
+    import dask
+    from dask.distributed import Client
+
+    assert dask.config.get("distributed.worker.profile.enabled") is True  # the default, in this process
+    with Client(cluster) as client:
+        seen = client.run(lambda: __import__("dask").config.get("distributed.worker.profile.enabled"))
+    assert set(seen.values()) == {False}
+
+
 def test_full_pass_equals_the_one_machine_pass(corpus, cluster):
     from trainplan.measure import distributed as dist
 

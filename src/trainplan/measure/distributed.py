@@ -110,15 +110,20 @@ def _video_dict(v: insp.VideoFile) -> dict[str, Any]:
 #: worker's gain. A local cluster's workers start without it; a worker's memory is still one unit's.
 WORKER_ENVIRONMENT_UNSET = ("MALLOC_TRIM_THRESHOLD_",)
 
+#: Dask settings of a local cluster's workers: no statistical profiler (it samples the running task's
+#: stack every 10 ms for the dashboard's profile page; the full pass has its own progress bar), which
+#: cost 4-5 % of the pass's wall time on the 2-core machine here (benchmarks/bench_distributed.py).
+WORKER_SETTINGS = {"distributed.worker.profile.enabled": False}
+
 
 def local_cluster(workers: int) -> Any:
     """A local Dask cluster of `workers` single-threaded worker processes for the full pass, started
-    with the worker environment above."""
+    with the worker environment and settings above."""
     import dask
     from dask.distributed import LocalCluster
 
     unset = {f"distributed.nanny.pre-spawn-environ.{k}": None for k in WORKER_ENVIRONMENT_UNSET}
-    with dask.config.set(unset):
+    with dask.config.set({**unset, **WORKER_SETTINGS}):
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
 
 
