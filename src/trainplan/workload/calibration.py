@@ -165,7 +165,8 @@ def _printable(value: Any) -> Any:
 
 class _Record(BaseModel):
     # other probes (and later versions) may record more fields: kept, not refused
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    # defer_build: a plan without --calibration never validates one, so it does not build them at import
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, defer_build=True)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
+import annotated_types
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
                       field_validator)
 
@@ -247,9 +248,16 @@ def Q(default: Any, source: str, *, plausible: tuple[float | None, float | None]
     it applies to."""
     role = {"plausible": plausible, "feeds": list(feeds), "sweep": sweep or ("array" if argument else "rebuild"),
             "argument": argument, "execution": execution, "kinds": list(kinds)}
-    # the plausible range becomes the field's bounds once its section is built (_bound_plausibly): after the
-    # unit's parser, so a value outside the key's meaning (0 hours) is refused in those words first
-    return Field(default=default, description=source, json_schema_extra={"role": role}, **constraints)
+    info = Field(default=default, description=source, json_schema_extra={"role": role}, **constraints)
+    # the plausible range becomes the field's bounds (annotated_types Gt / Lt), after the type's own metadata
+    # (the unit's parser), so a value outside the key's meaning (0 hours) is refused in those words first.
+    # Added here, before the section is built, so each model's validator is built once at import
+    low, high = plausible or (None, None)
+    if low is not None:
+        info.metadata.append(annotated_types.Gt(low))
+    if high is not None:
+        info.metadata.append(annotated_types.Lt(high))
+    return info
 
 
 def key_role(info: Any) -> KeyRole:
@@ -1184,23 +1192,6 @@ def _roles() -> dict[str, tuple[Any, KeyRole]]:
     return out
 
 
-def _bound_plausibly() -> None:
-    """Each declared plausible range added to its field's bounds (annotated_types Gt / Lt), then the
-    sections rebuilt with them."""
-    import annotated_types
-
-    for info, role in _roles().values():
-        low, high = role.plausible or (None, None)
-        if low is not None:
-            info.metadata.append(annotated_types.Gt(low))
-        if high is not None:
-            info.metadata.append(annotated_types.Lt(high))
-    for model in (*SECTIONS.values(), SourceSpec):
-        model.model_rebuild(force=True)
-    Workload.model_rebuild(force=True)
-
-
-_bound_plausibly()
 KEY_ROLES: Final[dict[str, KeyRole]] = {key: role for key, (_, role) in _roles().items()}
 #: key -> (low, high): each numeric key's plausible range, from its declaration
 PLAUSIBLE_RANGES: Final[dict[str, tuple[float | None, float | None]]] = {
