@@ -312,9 +312,11 @@ def sharded_state(params_device: Any, shard: Any, code: Any, largest: Any, r: An
 
     code = np.asarray(code)
     out = [np.zeros(np.broadcast(params_device, shard, code).shape) for _ in range(4)]
-    for c in np.unique(code):
-        st = ts.sharded(params_device, r, SHARDING_OF_CODE[int(c)], shard, largest)
+    for c, sharding in enumerate(SHARDING_OF_CODE):  # a vectorised test a code (np.unique imports numpy.ma)
         where = code == c
+        if not where.any():
+            continue
+        st = ts.sharded(params_device, r, sharding, shard, largest)
         for i, v in enumerate((st.weights_bytes, st.grads_bytes, st.optimizer_bytes, st.gathered_bytes)):
             out[i] = np.where(where, v, out[i])
     return tuple(out)  # type: ignore[return-value]
