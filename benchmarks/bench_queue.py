@@ -26,7 +26,7 @@ and decoders block) repeats the SimPy comparison on `--frames-blocked` frames.
 
 From the command line (issue 29), first, while this process is small: `trainplan simulate
 --frames N` of the default workload in a child process (`--frames-cli`, 10^7 and the 2x10^7
-limit by default), its wall seconds, user and system CPU seconds and peak resident memory read
+limit by default; the median of 3 runs by wall time), its wall seconds, user and system CPU seconds and peak resident memory read
 back with os.wait4, beside the same command at 1,000 frames on the compiled engine (the
 interpreter, trainplan and numba loaded, nothing simulated: the fixed cost). End to end per
 frame against SimPy's seconds per frame in this run. And in this process, the compiled
@@ -98,6 +98,18 @@ def cli_run(frames: int, engine: str = "auto") -> dict:
         busy = json.loads(out.read_text())["busy"]
     return {"frames": frames, "wall_seconds": wall, "user_seconds": usage.ru_utime,
             "system_seconds": usage.ru_stime, "peak_rss_bytes": usage.ru_maxrss * 1024.0, "busy": busy}
+
+
+CLI_RUNS = 3  # each command-line row is the median run of these (by wall time): one burst of other load
+#              on the machine does not make the row, nor does the luckiest run
+
+
+def cli_median(frames: int, engine: str = "auto") -> dict:
+    """`cli_run` CLI_RUNS times, in turn; the median run by wall time, with every run's wall seconds."""
+    runs = sorted((cli_run(frames, engine) for _ in range(CLI_RUNS)), key=lambda r: r["wall_seconds"])
+    row = dict(runs[len(runs) // 2])
+    row["wall_seconds_of_runs"] = [r["wall_seconds"] for r in runs]
+    return row
 
 
 def engine_rusage(frames: int) -> dict:
@@ -195,7 +207,7 @@ def main() -> int:
 
         subprocess.run([sys.executable, "-c", "from trainplan.simulate import fast; fast.kernel()"], check=True)
         aot = fast.aot_built()
-        cli_rows = [cli_run(1000, "compiled")] + [cli_run(f) for f in args.frames_cli]
+        cli_rows = [cli_median(1000, "compiled")] + [cli_median(f) for f in args.frames_cli]
 
     spec = replace(DEFAULT, frames=args.frames)
     times = sample_service_times(spec)
