@@ -408,3 +408,10 @@ def test_cameras_as_folders_of_shards(cli, tmp_path):
                 w.write({"__key__": f"k{i}", "mp4": _clip(60 + 2 * cam + i)})
     report = _json(cli, str(tmp_path))
     assert report["files_found"] == 4 and report["aggregate"]["streams"] == 2
+
+
+def test_a_bad_camera_count_is_refused_before_any_read(cli, tmp_path):
+    """--cameras 0 on a location is refused in one line before the location is read (no server here)."""
+    res = cli("data", "inspect", "s3://no-such-bucket/shards", "--cameras", "0")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == ["trainplan: --cameras: expected at least 1 camera, got 0"]

@@ -157,6 +157,8 @@ def inspect_cmd(
         check_format(format, ("table", "json"))
     if sample_files is not None and sample_files < 1:
         raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
+    if cameras is not None and cameras < 1:  # before the work, whichever route the inspection takes
+        raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
     from trainplan.measure import locations
 
     if output is not None:  # before the work: not a device, a FIFO, read-only, nor one of the inspected files
