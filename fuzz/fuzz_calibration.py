@@ -11,9 +11,11 @@ text that holds a control character. The loop, corpus and crash files are fuzz/_
 
 from __future__ import annotations
 
+import atexit
 import copy
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -46,6 +48,7 @@ ENTRY_FIELDS = ["key", "value", "unit", "probe", "date", "hostname", "cpu_model"
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 _DIR = tempfile.mkdtemp(prefix="fuzz_calibration.")
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)  # each run's scratch folder, not left in /tmp
 _FILE = os.path.join(_DIR, "cal.toml")
 
 

@@ -12,9 +12,11 @@ VALUES came to contain itself). The loop, the corpus and crash files are fuzz/_h
 
 from __future__ import annotations
 
+import atexit
 import copy
 import json
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -72,6 +74,7 @@ LLAMA = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "n
          "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000}
 
 _DIR = tempfile.mkdtemp(prefix="fuzz_workload.")
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)  # each run's scratch folder, not left in /tmp
 _FILE = os.path.join(_DIR, "w.toml")
 _CONFIG = os.path.join(_DIR, "c.json")
 
