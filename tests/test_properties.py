@@ -207,6 +207,13 @@ def test_memory_never_falls_as_the_job_grows(doc, factor, key):
         grown = 64 * math.ceil(grown / 64)
     before = report_of(doc)["memory"]
     after = report_of(with_(doc, key, grown))["memory"]
+    if key in ("model.layers", "model.width") and before["gathered_bytes"] > 0:
+        # ZeRO-3 / FSDP hold their largest module gathered. At a fixed parameter count a deeper or wider shape
+        # leaves less to the embedding, the largest module of a small model (1M parameters at width 64: 0.95M
+        # outside one block, 0.90M outside two), so the gathered buffer may fall; the rest may not
+        gathered = (before["gathered_bytes"], after["gathered_bytes"])
+        before = {k: v - gathered[0] if k in ("per_device_bytes", "state_bytes") else v for k, v in before.items()}
+        after = {k: v - gathered[1] if k in ("per_device_bytes", "state_bytes") else v for k, v in after.items()}
     assert at_least(after["per_device_bytes"], before["per_device_bytes"]), (key, value, grown)
     assert at_least(after["state_bytes"], before["state_bytes"])
     assert at_least(after["activation_bytes"], before["activation_bytes"])
