@@ -711,11 +711,8 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
                                "skipped": skipped, "files_skipped": len(skipped),
                                "truncated": [{"path": r.path, "reason": r.truncated} for r in records
                                              if getattr(r, "truncated", None)]}
-        found_streams = streams(paths, [Path(r.path) for r in records])
         agg = out["aggregate"]
-        agg["streams"] = cameras if cameras is not None else found_streams
-        agg["streams_basis"] = (f"asked for (--cameras {cameras})" if cameras is not None else
-                                f"{found_streams} folder(s) holding the files, one stream (camera) each")
+        agg["streams"], agg["streams_basis"] = streams(folder_keys(paths, [Path(r.path) for r in records]), cameras)
     else:
         out = inspect_tokens(chosen, dtype=dtype, eos=eos, tokenizer=tokenizer, near=near,
                              progress=(lambda f: progress(len(chosen), f)) if progress else None)
@@ -732,16 +729,29 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
     return out
 
 
-def streams(paths: Iterable[str | Path], files: list[Path]) -> int:
-    """Streams (cameras) a corpus holds, from its folders: each folder that holds files is one stream
-    (camera_0/, camera_1/, ... under the folder named); files named one by one or lying in the folder
-    named itself are one stream."""
+def streams(keys: Iterable[tuple[str, str]], cameras: int | None = None) -> tuple[int, str]:
+    """(streams, how they were found) of a video corpus, the one count of every route (a local folder, a
+    location, a sample, a draw by shard, the full pass): `cameras` where asked for; else one stream
+    (camera) for each distinct key, a key being (the folder holding a file, "") for whole files and
+    (the folder of a shard, the sample's video field or column) for shard members (shards.stream_key)."""
+    if cameras is not None:
+        if cameras < 1:
+            raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
+        return cameras, f"asked for (--cameras {cameras})"
+    n = max(1, len(set(keys)))
+    return n, (f"{n} stream(s): one for each folder holding the files, and in a folder of shards one for each "
+               "video field (WebDataset) or column (MDS) of a sample")
+
+
+def folder_keys(paths: Iterable[str | Path], files: list[Path]) -> list[tuple[str, str]]:
+    """The stream keys of local files: the folder under a folder named that holds each (camera_0/,
+    camera_1/, ...); files named one by one or lying in the folder named itself are one stream."""
     roots = [Path(p) for p in paths if Path(p).is_dir()]
-    keys = set()
+    keys = []
     for f in files:
         root = next((r for r in roots if f.is_relative_to(r)), None)
-        keys.add(str(f.parent.relative_to(root)) if root is not None else ".")
-    return max(1, len(keys))
+        keys.append((str(f.parent.relative_to(root)) if root is not None else ".", ""))
+    return keys
 
 
 def workload_data(report: dict[str, Any]) -> dict[str, Any]:

@@ -416,27 +416,21 @@ def corpus_kind(found: list[Unit], where: str) -> str:
     return "video" if "video" in kinds else ("image" if "image" in kinds else "tokens")
 
 
+def stream_key(u: Unit) -> tuple[str, str]:
+    """A unit's stream key for inspect.streams: (its object's folder, "") for a whole file; (its shard's
+    folder, the sample's video field) for a WebDataset member (KEY.front.mp4: front.mp4; KEY.mp4: mp4),
+    (its shard's folder, the column) for an MDS member (SAMPLE.COLUMN)."""
+    folder = str(PurePosixPath(u.entry.path).parent)
+    if u.member is None:
+        return folder, ""
+    if u.column is not None:
+        return folder, u.member.split(".", 1)[1]
+    return folder, PurePosixPath(u.member).name.partition(".")[2]
+
+
 def unit_streams(pool: list[Unit], cameras: int | None = None) -> tuple[int, str]:
-    """(streams, how they were found) of a video corpus of units: `cameras` where asked for; else one
-    stream (camera) for each folder holding the files (as inspect.streams counts a local folder), and
-    within a folder of shards one for each video field of a WebDataset sample (KEY.front.mp4 and
-    KEY.rear.mp4: two; KEY.mp4: one) or video column of an MDS sample (front_video, rear_video: two)."""
-    if cameras is not None:
-        if cameras < 1:
-            raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
-        return cameras, f"asked for (--cameras {cameras})"
-    keys = set()
-    for u in pool:
-        folder = str(PurePosixPath(u.entry.path).parent)
-        if u.member is None:
-            keys.add((folder, ""))
-        elif u.column is not None:  # an MDS member is SAMPLE.COLUMN
-            keys.add((folder, u.member.split(".", 1)[1]))
-        else:  # a WebDataset member is KEY.FIELD (KEY has no dot)
-            keys.add((folder, PurePosixPath(u.member).name.partition(".")[2]))
-    n = max(1, len(keys))
-    return n, (f"{n} stream(s): one for each folder holding the files, and in a folder of shards each video "
-               "field (WebDataset) or column (MDS) of a sample")
+    """(streams, how they were found) of a video corpus of units (inspect.streams of their keys)."""
+    return insp.streams((stream_key(u) for u in pool), cameras)
 
 
 def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | None = None, seed: int = 0,
