@@ -110,10 +110,18 @@ def _video_dict(v: insp.VideoFile) -> dict[str, Any]:
 #: worker's gain. A local cluster's workers start without it; a worker's memory is still one unit's.
 WORKER_ENVIRONMENT_UNSET = ("MALLOC_TRIM_THRESHOLD_",)
 
-#: Dask settings of a local cluster's workers: no statistical profiler (it samples the running task's
-#: stack every 10 ms for the dashboard's profile page; the full pass has its own progress bar), which
-#: cost 4-5 % of the pass's wall time on the 2-core machine here (benchmarks/bench_distributed.py).
-WORKER_SETTINGS = {"distributed.worker.profile.enabled": False}
+#: Dask settings of a local cluster, whose scheduler, client and workers share this machine's cores with
+#: the pass: no statistical profiler in the workers (it samples the running task's stack every 10 ms for the
+#: dashboard's profile page; the full pass has its own progress bar: 4-5 % of the pass's wall time on the
+#: 2-core machine here), no work stealing (the tasks are alike and queued on the scheduler, which hands
+#: the next one to whichever worker is free; a lost worker's tasks are rescheduled without it), and the
+#: system and memory monitors and the event loop's tick at a slower beat. Together they took the client and
+#: scheduler's CPU during a 10,000-clip pass from 1.4-1.6 s to 0.85-1.1 s (benchmarks/bench_distributed.py).
+WORKER_SETTINGS = {"distributed.worker.profile.enabled": False,
+                   "distributed.scheduler.work-stealing": False,
+                   "distributed.admin.system-monitor.interval": "2s",
+                   "distributed.worker.memory.monitor-interval": "1s",
+                   "distributed.admin.tick.interval": "200ms"}
 
 
 def local_cluster(workers: int) -> Any:
