@@ -164,3 +164,14 @@ def test_full_pass_on_s3_with_a_local_cluster_it_starts(corpus):
         full = dist.full_pass(units, where="s3", scheduler="local:2", batch=3)
         _same(full, shards.inspect_units(units, where="s3"))
     assert full["files_found"] == 8 and full["files"][0]["path"].startswith("s3://dask-bucket/video/")
+
+
+def test_the_automatic_batch():
+    """--batch not given: 16 tasks a worker where the units allow, at most 100 units a task, at least 1."""
+    from trainplan.measure.distributed import auto_batch
+
+    assert auto_batch(10_000, 2) == 100  # 10,000 // 32 = 312, capped
+    assert auto_batch(1_000, 2) == 31  # 1,000 // 32
+    assert auto_batch(100, 2) == 3
+    assert auto_batch(10, 2) == 1 and auto_batch(0, 2) == 1
+    assert auto_batch(10_000, 0) == 100  # a scheduler with no worker yet counts as one

@@ -182,16 +182,29 @@ def _read_journal(path: Path, kind: str, options: dict[str, Any]) -> dict[str, d
     return done
 
 
+#: The automatic batch: at least this many tasks a worker (the last ones balance the load), at most this
+#: many units a task (each task's scheduling costs about a millisecond of the scheduler's CPU; 100 small
+#: clips a task made it a few percent of a 10,000-clip pass, one a task most of it).
+TASKS_PER_WORKER = 16
+MAX_AUTO_BATCH = 100
+
+
+def auto_batch(units: int, workers: int) -> int:
+    """Units a task when --batch is not given: as many as leaves TASKS_PER_WORKER tasks a worker, from 1 to
+    MAX_AUTO_BATCH."""
+    return max(1, min(MAX_AUTO_BATCH, units // (max(1, workers) * TASKS_PER_WORKER)))
+
+
 def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, journal: Path | None = None,
               progress: Callable[[int, Any], None] | None = None, dtype: str | None = None,
               eos: int | None = None, tokenizer: str | None = None, near: bool = True,
-              batch: int = 1, cameras: int | None = None) -> dict[str, Any]:
+              batch: int | None = None, cameras: int | None = None) -> dict[str, Any]:
     """Every unit inspected on the cluster's workers; the one-machine pass's report, with
     `units_inspected_now` (the units this run inspected; the rest came from the journal).
 
     `batch` units go to a worker as one task (fewer round trips to the scheduler for many small
-    units; a crashed worker then redoes its whole batch)."""
-    if batch < 1:
+    units; a crashed worker then redoes its whole batch); None: `auto_batch` for the cluster's workers."""
+    if batch is not None and batch < 1:
         raise UserError("--batch", f"expected at least 1 unit a task, got {batch}")
     kind = shards.corpus_kind(found, where)
     pool = [u for u in found if u.kind == kind]
@@ -218,6 +231,8 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
             try:
                 from dask.distributed import as_completed
 
+                if batch is None:
+                    batch = auto_batch(len(todo), max(1, len(client.scheduler_info().get("workers", {}))))
                 batches = [todo[i: i + batch] for i in range(0, len(todo), batch)]
                 futures = {client.submit(inspect_batch, b, kind, options, key=f"inspect-{i}-{b[0].url}", pure=False): b
                            for i, b in enumerate(batches)}

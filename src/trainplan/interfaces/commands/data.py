@@ -83,7 +83,8 @@ def demos(
 
 
 def _run_inspection(paths: list[str], where: str, options: dict[str, Any], *, full: bool, by_shard: bool,
-                    sample_files: int | None, seed: int, scheduler: str | None, journal: Path | None, batch: int,
+                    sample_files: int | None, seed: int, scheduler: str | None, journal: Path | None,
+                    batch: int | None,
                     cameras: int | None, shard_fraction: float | None = None) -> dict[str, Any]:
     """The inspection the options name: the Dask full pass, whole shards drawn, the units of a location or
     of shards (sampled or not), or the local files."""
@@ -135,7 +136,8 @@ def inspect_cmd(
                                                      "local:N for a local cluster of N workers")] = None,
     journal: Annotated[Optional[Path], typer.Option(help="--full: the file of finished units; a rerun with the "
                                                     "same journal inspects only the rest")] = None,
-    batch: Annotated[int, typer.Option(help="--full: units a task (more for many small files)", min=1)] = 1,
+    batch: Annotated[Optional[int], typer.Option(help="--full: units a task (default: up to 100, leaving at least "
+                                                 "16 tasks a worker)", min=1)] = None,
     seed: Annotated[int, typer.Option(help="seed of the sample")] = 0,
     dtype: Annotated[Optional[str], typer.Option(help="token id type of .bin files (default uint16)")] = None,
     eos: Annotated[Optional[int], typer.Option(help="end-of-document token id of .bin/.npy files (default: "
