@@ -183,8 +183,8 @@ def _read_journal(path: Path, kind: str, options: dict[str, Any]) -> dict[str, d
 
 
 #: The automatic batch: at least this many tasks a worker (the last ones balance the load), at most this
-#: many units a task (each task's scheduling costs about a millisecond of the scheduler's CPU; 100 small
-#: clips a task made it a few percent of a 10,000-clip pass, one a task most of it).
+#: many units a task (each task costs the scheduler and client CPU: 3,000 small clips on a 2-worker local
+#: cluster took 17.2 s at one a task, 2.6 s at 93 a task, 3.7 s in one process).
 TASKS_PER_WORKER = 16
 MAX_AUTO_BATCH = 100
 
