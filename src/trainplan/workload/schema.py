@@ -20,11 +20,11 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, Final, Literal, Union, get_args, get_origin
 
-import annotated_types
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
-                      field_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError,
+                      ValidationInfo, field_validator)
+from pydantic_core import PydanticCustomError
 
 from trainplan import units
 from trainplan.catalogue.accelerators import Accelerator, PriceRow, price_table, resolve_accelerator
@@ -249,15 +249,25 @@ def Q(default: Any, source: str, *, plausible: tuple[float | None, float | None]
     role = {"plausible": plausible, "feeds": list(feeds), "sweep": sweep or ("array" if argument else "rebuild"),
             "argument": argument, "execution": execution, "kinds": list(kinds)}
     info = Field(default=default, description=source, json_schema_extra={"role": role}, **constraints)
-    # the plausible range becomes the field's bounds (annotated_types Gt / Lt), after the type's own metadata
-    # (the unit's parser), so a value outside the key's meaning (0 hours) is refused in those words first.
-    # Added here, before the section is built, so each model's validator is built once at import
-    low, high = plausible or (None, None)
-    if low is not None:
-        info.metadata.append(annotated_types.Gt(low))
-    if high is not None:
-        info.metadata.append(annotated_types.Lt(high))
+    # the plausible range is checked after the field's own parsing and constraints (the unit's parser, gt=0),
+    # so a value outside the key's meaning (0 hours) is refused in those words first; added here, before the
+    # section is built, so each model's validator is built once at import
+    if plausible is not None and plausible != (None, None):
+        info.metadata.append(AfterValidator(_plausible_check(*plausible)))
     return info
+
+
+def _plausible_check(low: float | None, high: float | None) -> Callable[[Any], Any]:
+    """The check of a plausible range (exclusive), raising pydantic's own greater_than / less_than errors so
+    they are worded as any bound is (workload_error)."""
+    def check(value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if low is not None and not value > low:
+                raise PydanticCustomError("greater_than", "Input should be greater than {gt}", {"gt": low})
+            if high is not None and not value < high:
+                raise PydanticCustomError("less_than", "Input should be less than {lt}", {"lt": high})
+        return value
+    return check
 
 
 def key_role(info: Any) -> KeyRole:
