@@ -158,3 +158,18 @@ def test_mds_two_camera_columns(cli, tmp_path):
 
     data = tomllib.loads(out.read_text())["data"]
     assert (data["cameras"], data["hours"]) == (2, pytest.approx(6 * FRAMES / FPS / 3600 / 2))
+
+
+@pytest.mark.parametrize("name,encoding,suffix", [
+    ("video", "bytes", ".mp4"), ("clip", "bytes", ".mp4"), ("front_video", "bytes", ".mp4"),
+    ("cam_0_videos", "bytes", ".mp4"), ("rear.mp4", "bytes", ".mp4"), ("left.mkv", "bytes", ".mkv"),
+    ("mp4", "bytes", ".mp4"), ("clip_embedding", "bytes", None), ("video_meta", "bytes", None),
+    ("caption", "bytes", None), ("video", "str", None), ("input_ids", "ndarray:int32", ".npy"),
+    ("text", "str", ".txt"), ("image", "jpeg", ".jpg"),
+])
+def test_which_mds_columns_are_read(name, encoding, suffix):
+    """An MDS column's kind from its name and encoding (shards._mds_suffix), as docs/data-where-it-lives.md
+    states it: no writer is needed."""
+    from trainplan.measure.shards import _mds_suffix
+
+    assert _mds_suffix(name, encoding) == suffix

@@ -281,8 +281,10 @@ def mds_shards(index: locations.Entry, fs: Any) -> list[dict[str, Any]]:
     return shards
 
 
-#: Words that name an MDS bytes column as video when no container suffix does (`video`, `front_video`).
-MDS_VIDEO_WORDS = frozenset({"video", "videos", "clip", "clips"})
+#: An MDS bytes column holds video when its whole name is one of these, or its last word is one of the
+#: first two (`video`, `front_video`, `cam_0_videos`), or a container (`mp4`, `rear.mp4`); not
+#: `clip_embedding` (CLIP's) nor `video_meta`.
+MDS_VIDEO_WORDS = ("video", "videos", "clip", "clips")
 
 
 def _mds_suffix(name: str, encoding: str) -> str | None:
@@ -297,10 +299,9 @@ def _mds_suffix(name: str, encoding: str) -> str | None:
         return ".jpg" if encoding == "jpeg" else ".png"
     if encoding == "bytes":  # video bytes: a column named video or clip, or by a container, or with such a part
         parts = [p for p in re.split(r"[._\-\s]+", low) if p]  # front_video, video_rear, cam0.mp4, left.mkv
-        container = next((p for p in reversed(parts) if f".{p}" in insp.VIDEO_SUFFIXES), None)
-        if container is not None:
-            return f".{container}"
-        if any(p in MDS_VIDEO_WORDS for p in parts):
+        if parts and f".{parts[-1]}" in insp.VIDEO_SUFFIXES:  # named by its container: mp4, rear.mp4
+            return f".{parts[-1]}"
+        if low in MDS_VIDEO_WORDS or (parts and parts[-1] in MDS_VIDEO_WORDS[:2]):
             return ".mp4"
     if encoding == "str" and low in insp.TEXT_COLUMNS:
         return ".txt"
