@@ -232,7 +232,7 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
                 from dask.distributed import as_completed
 
                 if batch is None:
-                    batch = auto_batch(len(todo), max(1, len(client.scheduler_info().get("workers", {}))))
+                    batch = auto_batch(len(todo), len(client.scheduler_info().get("workers", {})))
                 batches = [todo[i: i + batch] for i in range(0, len(todo), batch)]
                 futures = {client.submit(inspect_batch, b, kind, options, key=f"inspect-{i}-{b[0].url}", pure=False): b
                            for i, b in enumerate(batches)}

@@ -734,9 +734,7 @@ def streams(keys: Iterable[tuple[str, str]], cameras: int | None = None) -> tupl
     location, a sample, a draw by shard, the full pass): `cameras` where asked for; else one stream
     (camera) for each distinct key, a key being (the folder holding a file, "") for whole files and
     (the folder of a shard, the sample's video field or column) for shard members (shards.stream_key)."""
-    if cameras is not None:
-        if cameras < 1:
-            raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
+    if cameras is not None:  # checked before the work: data inspect's options, inspect_paths
         return cameras, f"asked for (--cameras {cameras})"
     n = max(1, len(set(keys)))
     return n, (f"{n} stream(s): one for each folder holding the files, and in a folder of shards one for each "
