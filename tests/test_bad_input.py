@@ -32,6 +32,12 @@ hostname = "bench-4k"
 BERT_CONFIG = '{"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "vocab_size": 30522}'
 
 
+# A Llama config small enough to count at once (the fields the count reads).
+LLAMA_TINY = ('{"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2, '
+              '"num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000, '
+              '"tie_word_embeddings": false, "hidden_act": "silu"}')
+
+
 @dataclass
 class Case:
     id: str
@@ -120,6 +126,45 @@ CASES = [
     Case("calibration-bad-value", "", "cluster.link",
          files={"cal.toml": 'format = 1\n[[values]]\nkey = "cluster.link"\nvalue = -3\n'},
          args=["--calibration", "{dir}/cal.toml"]),
+    # issue 29, a fresh batch: keys checked against their neighbours (workload/neighbours.py)
+    Case("json-duplicate-key", '[model]\nhf_config = "cfg.json"\n', "cfg.json", also="'hidden_size' twice",
+         files={"cfg.json": LLAMA_TINY.replace('"hidden_size": 256,', '"hidden_size": 256, "hidden_size": 512,')}),
+    Case("calibration-key-twice", "", "values[1].key", also="values[0] measures it too",
+         files={"cal.toml": 'format = 1\n[[values]]\nkey = "cluster.core_fps_1080p"\nvalue = 200.0\n'
+                            '[[values]]\nkey = "cluster.core_fps_1080p"\nvalue = 50.0\n'},
+         args=["--calibration", "{dir}/cal.toml"]),
+    Case("calibration-value-text", "", "values[0].value", also="expected a number",
+         files={"cal.toml": 'format = 1\n[[values]]\nkey = "cluster.core_fps_1080p"\nvalue = "200 fps"\n'},
+         args=["--calibration", "{dir}/cal.toml"]),
+    Case("calibration-value-past-float", "", "values[0].value", also="an integer of 401 digits",
+         files={"cal.toml": 'format = 1\n[[values]]\nkey = "cluster.core_fps_1080p"\nvalue = 1' + "0" * 400 + "\n"},
+         args=["--calibration", "{dir}/cal.toml"]),
+    Case("zero-beside-sharding", "", "training.sharding", also="'zero3' as training.zero = 3",
+         sets=["training.zero=3", "training.sharding=none", "cluster.count=4"]),
+    Case("hfu-below-mfu", "[cluster]\nmfu = 0.5\nhfu = 0.3\n", "cluster.hfu", also="at least cluster.mfu (0.5)"),
+    Case("recipe-beside-precision", "", "training.state_recipe", also="pure_bf16 trains in bf16",
+         sets=["training.precision=fp32", "training.state_recipe=pure_bf16"]),
+    Case("recipe-beside-optimizer", "", "training.state_recipe", also="adam_8bit holds adam state",
+         sets=["training.optimizer=sgd", "training.state_recipe=adam_8bit"]),
+    Case("eager-beside-flash", "", "parallel.flash_attention", also="expected false",
+         sets=["training.attention=eager", "parallel.flash_attention=true"]),
+    Case("mlp-beside-config", '[model]\nhf_config = "cfg.json"\nmlp = "gelu"\n', "model.mlp",
+         also="expected 'swiglu'", files={"cfg.json": LLAMA_TINY}),
+    Case("norm-beside-config", '[model]\nhf_config = "cfg.json"\nnorm = "layernorm"\n', "model.norm",
+         also="expected 'rmsnorm_fp32'", files={"cfg.json": LLAMA_TINY}),
+    # 8 sequences of 2,048 tokens on one device: a step is 16,384 tokens
+    Case("tokens-below-one-batch", '[data]\nkind = "tokens"\n[model]\nparams = "1B"\n'
+         '[training]\ntokens = 10\nmicro_batch = 8\nseq_len = 2048\n', "training.tokens",
+         also="at least one global batch (16,384 tokens"),
+    Case("measured-unknown-key", '[measured]\n"data.bogus" = "x"\n', "measured.data.bogus"),
+    Case("measured-key-not-given", '[measured]\n"cluster.cores" = "probe"\n', "measured.cluster.cores",
+         also="expected the file to give cluster.cores"),
+    Case("interval-without-its-value", '[data]\nbitrate = "8 Mbit/s"\n[measured]\n"data.bitrate" = "inspect"\n'
+         '[measured_interval]\n"data.bitrate" = [1e9, 2e9]\n', "measured_interval.data.bitrate",
+         also="holding data.bitrate's value (8e+06)"),
+    Case("cores-counted-as-epochs", "", "cluster.cores", sets=['cluster.cores="8 epochs"']),
+    Case("params-counted-as-tokens", "", "model.params", sets=['model.params="7B tokens"']),
+    Case("tokens-counted-as-params", '[data]\nkind = "tokens"\n', "training.tokens", sets=['training.tokens="2T params"']),
 ]
 
 

@@ -171,6 +171,15 @@ def nesting_depth(obj: Any) -> int:
     return deepest
 
 
+BYTE_ORDER_MARK = "\ufeff"
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
 def _too_deep(where: str) -> UserError:
     return UserError(where, f"expected tables and arrays nested at most {MAX_NESTING} levels deep")
 
@@ -182,9 +191,10 @@ def check_nesting(obj: Any, where: str) -> None:
 
 
 def loads_toml(text: str, where: str, what: str = "TOML") -> dict[str, Any]:
-    """tomllib.loads with the nesting cap; malformed TOML is one line naming `where`."""
+    """tomllib.loads with the nesting cap; malformed TOML is one line naming `where`. A leading UTF-8 byte-order
+    mark (Windows editors write one) is not part of the document and is dropped."""
     try:
-        doc = tomllib.loads(text)
+        doc = tomllib.loads(text.removeprefix(BYTE_ORDER_MARK))
     except tomllib.TOMLDecodeError as err:
         raise UserError(printable(where), f"malformed {what} ({printable(str(err))})") from None
     except RecursionError:
@@ -196,13 +206,25 @@ def loads_toml(text: str, where: str, what: str = "TOML") -> dict[str, Any]:
 
 
 def loads_json(text: str, where: str) -> Any:
-    """json.loads with the nesting cap; NaN and Infinity are refused (they are not JSON)."""
+    """json.loads with the nesting cap; NaN and Infinity are refused (they are not JSON), and so is a key
+    written twice in one object (json keeps the last silently: a config.json with two `hidden_size` would
+    plan whichever came second). A leading byte-order mark is dropped."""
 
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not a JSON number")
 
+    def once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise _DuplicateKey(key)
+            out[key] = value
+        return out
+
     try:
-        doc = json.loads(text, parse_constant=no_constant)
+        doc = json.loads(text.removeprefix(BYTE_ORDER_MARK), parse_constant=no_constant, object_pairs_hook=once_each)
+    except _DuplicateKey as err:
+        raise UserError(printable(where), f"each key once in an object, got {printable(repr(err.key))} twice") from None
     except RecursionError:
         raise _too_deep(printable(where)) from None
     except json.JSONDecodeError as err:

@@ -388,6 +388,11 @@ def parse_counted(value: object, nouns: tuple[str, ...], key: str = "value") -> 
             if text.lower().endswith(noun.lower()) and len(text) > len(noun):
                 text = text[: -len(noun)].strip()
                 break
+        else:  # "8 epochs" for a count of cores names another count: refused, not read as 8 (issue 29)
+            last = re.search(r"([A-Za-z]+)$", text)
+            if last is not None and last.group(1).lower() in COUNT_NOUNS:
+                raise UserError(key, f"expected {EXPECTED['count']}, optionally followed by {nouns[0]!r}, "
+                                f"got {value!r}")
         try:
             return parse(text, "count", key)
         except UserError:

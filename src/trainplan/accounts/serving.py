@@ -190,6 +190,10 @@ def devices_to_fit(weights: float, kv_bytes: float, device_memory: float,
     require_positive("cluster.accelerator.memory", device_memory)
     devices = (weights + kv_bytes) / (device_memory * memory_utilization)
     if not math.isfinite(devices) or devices > MAX_REPLICA_DEVICES:
+        if weights / (device_memory * memory_utilization) <= MAX_REPLICA_DEVICES:  # the weights fit: the cache does not
+            raise UserError("serving.context", f"expected a KV cache that fits on at most {MAX_REPLICA_DEVICES:,} "
+                            f"devices per replica beside the weights; {kv_bytes:.3g} bytes of it (the context x "
+                            f"the batch) needs {devices:.3g} devices of {device_memory:g} bytes")
         raise UserError("cluster.accelerator.memory", f"expected room for the model on at most "
                         f"{MAX_REPLICA_DEVICES:,} devices per replica; {device_memory:g} bytes each needs "
                         f"{devices:.3g} devices (issue 16)")

@@ -131,6 +131,17 @@ def evaluate(inputs: PlanInputs, figures: Collection[str] | None = None) -> dict
 _ORDER = {k: i for i, k in enumerate(FIGURES)}
 
 
+def _at_least_one_batch(w: Any, tokens: float, tokens_per_step: Any) -> None:
+    """A token budget the user wrote below one global batch is refused (issue 29): a step cannot run a part of
+    its batch, and a fraction of a step's time would be a wrong answer, not a small one."""
+    per_step = np.asarray(tokens_per_step)
+    if w.training.tokens is None or not w.given("training.tokens") or per_step.ndim or not tokens < float(per_step):
+        return
+    raise UserError("training.tokens", f"expected at least one global batch ({float(per_step):,.0f} tokens: "
+                    "micro_batch x seq_len x grad_accum x data-parallel ranks), got "
+                    f"{tokens:,.0f}")
+
+
 def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
     """workload, compute, network and storage figures (docs/accounts.md, §5, §6): they share tokens and time."""
     w, model = inputs.workload, inputs.model
@@ -149,6 +160,8 @@ def _compute_figures(inputs: PlanInputs, p: dict[str, Any]) -> dict[str, Any]:
 
     # compute, memory and network: the one execution model (planning/execution.py)
     e = inputs.execution
+    if not isinstance(tokens, np.ndarray):
+        _at_least_one_batch(w, float(tokens), e.tokens_per_step)
     with np.errstate(divide="ignore", invalid="ignore"):
         steps_exact = tokens / e.tokens_per_step
         seconds = steps_exact * e.step_seconds
@@ -698,7 +711,14 @@ def serving_mode(w: Any) -> Literal["decode", "encode"]:
     served as an encoder; a model with a vocabulary, or a token workload's, as a decoder."""
     if w.serving.mode != "auto":
         return w.serving.mode
-    return "encode" if w.data.kind in FRAME_KINDS and w.model.vocab is None else "decode"
+    if w.data.kind not in FRAME_KINDS or w.model.vocab is not None:
+        return "decode"
+    if w.model.hf_config is not None:  # the config's vocabulary, where model.vocab is left to it
+        from trainplan.workload.model_source import config_count
+
+        count = config_count(w)
+        return "decode" if count is not None and count.vocab else "encode"
+    return "encode"
 
 
 def tokens_per_request(w: Any, mode: str) -> float:

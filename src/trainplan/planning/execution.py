@@ -74,8 +74,7 @@ class Execution:
 
 def given(w: Workload, key: str) -> bool:
     """A value the user wrote (a file, --set) or measured, not a default."""
-    prov = w.provenance.get(key)
-    return prov is not None and (prov.kind == "measured" or prov.source.startswith(("--set", "workload file")))
+    return w.given(key)
 
 
 def attention_kind(w: Workload) -> str:

@@ -219,10 +219,16 @@ def parse(doc: dict[str, Any], path: str | Path) -> CalibrationFile:
         where = ".".join(f"[{p}]" if p.isdigit() else p for p in loc).replace(".[", "[") or "calibration"
         value = e.get("input")
         got = f", got {value!r}" if not isinstance(value, (dict, list)) else f", got a {type(value).__name__}"
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+            got = f", got an integer of {len(str(abs(value)))} digits"
         msg = e["msg"]
         msg = expected_wording(msg)
         if e["type"] == "missing":
             msg, got = "required key is missing", ""
+        if len(loc) == 3 and loc[0] == "values" and loc[2] == "value":
+            # `bool | float`: pydantic reports the union's last member ("a valid boolean") for a string or an
+            # integer past float range; what the entry wants is its measured number
+            msg = "expected a number (a float, in the key's unit) or true/false"
         text = f"{msg[0].lower()}{msg[1:]}{got[:200]}"
         entries = doc.get("values")
         if len(loc) > 2 and loc[0] == "values" and loc[1].isdigit() and isinstance(entries, list):
@@ -230,9 +236,15 @@ def parse(doc: dict[str, Any], path: str | Path) -> CalibrationFile:
             if isinstance(key, str):  # name the workload key the entry measures
                 raise UserError(f"{path}: {key}", f"{where}: {text}") from None
         raise UserError(f"{path}: {where}", text) from None
+    seen: dict[str, int] = {}
     for i, entry in enumerate(cal.values):
         if entry.key not in KNOWN_KEYS:
             raise UserError(f"{path}: values[{i}].key", f"expected one of {', '.join(KNOWN_KEYS)}, got {entry.key!r}")
+        if entry.key in seen:  # `probe` writes a key once (a new value replaces the old): two are a hand edit,
+            #                    and which one the plan should trust is not ours to guess
+            raise UserError(f"{path}: values[{i}].key", f"each key once, got {entry.key!r} again "
+                            f"(values[{seen[entry.key]}] measures it too); keep one")
+        seen[entry.key] = i
         value = entry.value
         if KNOWN_KEYS[entry.key] == "bool":
             if not isinstance(value, bool):

@@ -15,7 +15,9 @@ from trainplan import units
 from trainplan.errors import UserError
 from trainplan.workload import calibration as calibration_module
 from trainplan.workload.model_source import reconcile_params_with_config
+from trainplan.workload.neighbours import check_neighbours
 from trainplan.workload.schema import (INTERVAL_KEYS, Provenance, TrainingSection, Workload, _dotted, _provenance,
+                                       leaf_keys, leaf_value,
                                        apply_override, build_workload, read_toml, set_path)
 
 
@@ -56,12 +58,14 @@ def workload_of_document(
         for key, (value, _source) in measured.items():
             set_path(doc, key.split("."), value, key)
     calibrated = set(measured)  # keys the calibration file set: a measured figure, not the sample's
+    _check_measured_names(inspected, from_file | set_keys, path)
     measured = {**{k: (None, src) for k, src in inspected.items() if k in from_file and k not in set_keys},
                 **measured}
     workload = build_workload(doc)
     workload._base_dir = base
     workload._provenance = _provenance(workload, from_file, set_keys, measured, path)
     workload._intervals = _checked_intervals(doc, intervals, path, keep=from_file - set_keys - calibrated)
+    _check_intervals_hold(workload, path)
     if calibration is not None:
         workload._left_out = {k: why for k, why in left.items() if k not in set_keys}
         for key, why in left.items():
@@ -69,6 +73,7 @@ def workload_of_document(
                 was = workload._provenance[key]
                 workload._provenance[key] = Provenance(was.kind, f"{was.source}; {why}")
     workload = reconcile_params_with_config(workload)  # model keys beside model.hf_config must agree
+    check_neighbours(workload)  # and keys the user wrote beside each other (workload/neighbours.py)
     if calibration is not None:
         calibration_module.check_compatible(calibration, workload)
     return workload
@@ -103,6 +108,30 @@ def _interval_table(doc: dict[str, Any], path: Any) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise UserError(where, "expected a table of dotted keys, each with its interval [low, high]")
     return table
+
+
+def _check_measured_names(inspected: dict[str, str], written: set[str], path: Any) -> None:
+    """A `[measured]` entry names a workload key whose value this document gives: one naming no key, or a key
+    the file leaves to its default, would mark nothing measured while saying it did (issue 29)."""
+    known = set(leaf_keys()) if inspected else set()
+    for key in inspected:
+        where = f"{path}: measured.{key}" if path is not None else f"measured.{key}"
+        if key not in known:
+            raise UserError(where, "expected a workload key (`trainplan keys` lists them)")
+        if key not in written:
+            raise UserError(where, f"expected the file to give {key} beside the entry that says it was measured; "
+                            "add the measured value, or remove the entry")
+
+
+def _check_intervals_hold(workload: Workload, path: Any) -> None:
+    """Each `[measured_interval]` holds the key's own value: a sample's estimate lies inside its interval, so an
+    interval beside a value outside it belongs to another estimate (issue 29)."""
+    for key, (low, high) in workload.intervals.items():
+        value = float(leaf_value(workload, key))
+        if not low <= value <= high:
+            where = f"{path}: measured_interval.{key}" if path is not None else f"measured_interval.{key}"
+            raise UserError(where, f"expected an interval holding {key}'s value ({value:g}), got "
+                            f"[{low:g}, {high:g}]")
 
 
 def _checked_intervals(doc: dict[str, Any], table: dict[str, Any], path: Any,

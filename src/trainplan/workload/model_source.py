@@ -99,8 +99,7 @@ def reconcile_params_with_config(workload: Workload, count: ParamCount | None = 
 
 
 def _user_given(workload: Workload, key: str) -> bool:
-    prov = workload.provenance.get(key)
-    return prov is not None and (prov.kind == "measured" or prov.source.startswith(("workload file", "--set")))
+    return workload.given(key)
 
 
 def planned_model(workload: Workload, facts: Any) -> dict[str, dict[str, Any]]:

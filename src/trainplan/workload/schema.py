@@ -123,6 +123,9 @@ Hours = Annotated[float, _natural(units.parse_hours)]
 Months = Annotated[float, _natural(units.parse_months)]
 Headroom = Annotated[float, _natural(units.parse_headroom)]
 Cores = Annotated[float, _natural(units.parse_counted, ("cores", "core"))]
+# counts that may name what they count, and may not name another thing ("7B tokens" is not a model size)
+Params = Annotated[float, _natural(units.parse_counted, ("parameters", "parameter", "params", "param"))]
+Tokens = Annotated[float, _natural(units.parse_counted, ("tokens", "token"))]
 Epochs = Annotated[float, _natural(units.parse_counted, ("epochs", "epoch"))]
 Attempts = Annotated[float, _natural(units.parse_counted, ("attempts", "attempt"))]
 # Prices may name what they are per: "$3/h", "$0.023/GB-month", "$0.01 per GB".
@@ -284,7 +287,7 @@ def key_role(info: Any) -> KeyRole:
 
 
 class ModelSection(Section):
-    params: Count | None = Q(None, "assumed (no model given): the 93 M-parameter video model of the "
+    params: Params | None = Q(None, "assumed (no model given): the 93 M-parameter video model of the "
                              "reference workload", ge=1,
         plausible=(None, 1e15), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
           "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "pipeline.busy",
@@ -350,7 +353,7 @@ class ModelSection(Section):
 
 
 class TrainingSection(Section):
-    tokens: Count | None = Q(None, "derived: data.hours of video x tokens per hour x epochs", ge=1,
+    tokens: Tokens | None = Q(None, "derived: data.hours of video x tokens per hour x epochs", ge=1,
         plausible=(None, 1e18), sweep="array", feeds=("compute.wall_seconds", "energy.kg_co2",
           "storage.retained_bytes", "training_cost.budget"))
     micro_batch: Whole = Q(8, "assumed: 8 sequences per device per micro-step", gt=0,
@@ -565,7 +568,7 @@ class DataSection(Section):
     kind: Literal["video", "images", "tokens"] = Q("video", "reference workload: video (images: a folder of "
                                                    "JPEG, PNG or WebP files, each planned as one intra-coded frame)",
         feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed",
-          "serving.cost_per_request", "storage.retained_bytes", "training_cost.budget"))
+          "storage.retained_bytes", "training_cost.budget"))
     cameras: Whole = Q(3, "reference workload: three cameras", gt=0,
         plausible=(None, 100000), argument="cameras", feeds=("bill.total", "compute.wall_seconds", "energy.kg_co2",
           "storage.retained_bytes", "training_cost.budget"), kinds=VIDEO)
@@ -782,6 +785,11 @@ class Workload(BaseModel):
     @property
     def provenance(self) -> dict[str, Provenance]:
         return self._provenance
+
+    def given(self, key: str) -> bool:
+        """Whether the user wrote `key` (the workload file, --set) or it was measured: not a default."""
+        prov = self._provenance.get(key)
+        return prov is not None and is_given(prov)
 
     @property
     def base_dir(self) -> Path:

@@ -1,0 +1,116 @@
+"""Keys checked against their neighbours (issue 29): two keys the user wrote that say different things.
+
+A single key's constraint (schema.py) cannot see another key, and `schema._check_consistency` sees only
+values, not which of them the user wrote. These rules apply where both keys were written (a file,
+--set, a measurement): one left to its default yields to the other as documented, but two written
+ones that disagree name two different jobs, and neither silently wins. Each refusal names the key
+read second and what the first one says.
+
+- training.zero and training.sharding: the same sharding, stage for stage (fsdp is ZeRO-3's).
+- cluster.hfu and cluster.mfu: hardware FLOPs count everything model FLOPs count, and the recomputation,
+  so hfu >= mfu.
+- training.state_recipe and training.precision / training.optimizer: each recipe says the precisions
+  it trains in and the optimizer whose state it holds (catalogue/state_recipes.toml).
+- training.attention and parallel.flash_attention: an eager kernel is not a flash one.
+- model.mlp and model.norm beside model.hf_config: the config's own activation and norm (the norm's
+  precision variant, rmsnorm or rmsnorm_fp32, may differ: it is the implementation's, not the model's).
+
+training.tokens below one global batch is refused where the step is known (planning/evaluate.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainplan.errors import UserError
+from trainplan.workload.schema import Workload
+
+#: norm kinds of one norm: the variants differ in the precision they compute in, not in the model
+NORM_FAMILY = {"rmsnorm": "rmsnorm", "rmsnorm_fp32": "rmsnorm", "layernorm": "layernorm"}
+
+
+def check_neighbours(w: Workload) -> None:
+    """UserError naming the first key that disagrees with a neighbour the user also wrote."""
+    _sharding(w)
+    _utilisation(w)
+    _recipe(w)
+    _attention(w)
+    _config_kinds(w)
+
+
+def _sharding(w: Workload) -> None:
+    from trainplan.accounts.training_state import sharding_of_zero
+
+    t = w.training
+    if not (w.given("training.zero") and w.given("training.sharding")) or t.sharding is None:
+        return
+    said = sharding_of_zero(t.zero)
+    if t.sharding != said and not (t.sharding == "fsdp" and said == "zero3"):
+        raise UserError("training.sharding", f"expected {said!r} as training.zero = {t.zero} says (fsdp for 3), "
+                        f"got {t.sharding!r}; give one of the two")
+
+
+def _utilisation(w: Workload) -> None:
+    c = w.cluster
+    if c.hfu is not None and w.given("cluster.hfu") and w.given("cluster.mfu") and c.hfu < c.mfu:
+        raise UserError("cluster.hfu", f"expected at least cluster.mfu ({c.mfu:g}): hardware FLOPs are the model's "
+                        f"and the recomputation's, got {c.hfu:g}")
+
+
+def _recipe(w: Workload) -> None:
+    from trainplan.accounts.training_state import table
+
+    t = w.training
+    if t.state_recipe is None or not w.given("training.state_recipe"):
+        return
+    r = table()["recipe"][t.state_recipe]
+    if w.given("training.precision") and t.precision not in r["precisions"]:
+        raise UserError("training.state_recipe", f"expected a recipe that trains in training.precision {t.precision!r}: "
+                        f"{t.state_recipe} trains in {' or '.join(r['precisions'])}; give one of the two")
+    family = "sgd" if t.optimizer == "sgd" else "adam"
+    if w.given("training.optimizer") and family != r["optimizer"]:
+        raise UserError("training.state_recipe", f"expected a recipe of training.optimizer {t.optimizer!r}: "
+                        f"{t.state_recipe} holds {r['optimizer']} state; give one of the two")
+
+
+def _attention(w: Workload) -> None:
+    if not (w.given("training.attention") and w.given("parallel.flash_attention")):
+        return
+    flash, kind = w.parallel.flash_attention, w.training.attention
+    if (flash and kind == "eager") or (not flash and kind == "flash"):
+        raise UserError("parallel.flash_attention", f"expected {'false' if flash else 'true'} with training.attention "
+                        f"= {kind!r}, got {'true' if flash else 'false'}; give one of the two")
+
+
+def _config_kinds(w: Workload) -> None:
+    m = w.model
+    if m.hf_config is None or not (w.given("model.mlp") or w.given("model.norm")):
+        return
+    from trainplan.accounts import activations as act
+    from trainplan.workload.params import load_hf_config
+
+    config = load_hf_config(w.base_dir / m.hf_config)
+    model_type = config.get("model_type")
+    for key, given in (("model.mlp", m.mlp), ("model.norm", m.norm)):
+        if given is None or not w.given(key):
+            continue
+        if model_type not in act.families():
+            raise UserError(key, f"expected no {key} beside model.hf_config {m.hf_config}: its model_type "
+                            f"{model_type!r} is traced from its own code, which decides it; got {given!r}")
+        said = _config_kind(config, key)
+        same = NORM_FAMILY[given] == NORM_FAMILY.get(said, said) if key == "model.norm" else given == said
+        if not same:
+            raise UserError(key, f"expected {said!r} as model.hf_config {m.hf_config} says, got {given!r}; "
+                            "give one of the two")
+
+
+def _config_kind(config: dict[str, Any], key: str) -> str:
+    """The MLP or norm kind a config.json's model runs (the family's traits, the config's activation)."""
+    from trainplan.accounts import activations as act
+
+    shape = act.shape_from_hf_config(config)
+    family = act.traits_table()["family"][shape.family]
+    if key == "model.norm":
+        return str(family["norm"])
+    mlp = shape.mlp or str(family["mlp"])
+    return "swiglu" if mlp.startswith("swiglu") else mlp  # a grouped-experts SwiGLU is SwiGLU per expert
