@@ -75,6 +75,28 @@ def test_model_probe_layers_and_seq_len(cli, small_machine):
              "--seq-len", "87 GB")
 
 
+def test_collective_sizes_are_refused_before_a_rank_is_spawned(cli, small_machine):
+    # two ranks of 256 MiB (torch imported) each holding the 400 MB message:
+    # 2 x (268,435,456 + 400,000,000) = 1.34 GB > 1 GB
+    _refused(cli("probe", "allreduce", "--size", "400 MB", "--repeats", "1"), "--size", "1.34 GB", "1 GB")
+    # all-to-all holds its input and its output: 2 x (268,435,456 + 2 x 200,000,000) = 1.34 GB
+    _refused(cli("probe", "alltoall", "--size", "200 MB", "--repeats", "1"), "--size", "1.34 GB")
+    # the audit's 1 PB: all-to-all's 2 PB a rank, on 2 ranks
+    _refused(cli("probe", "collectives", "--size", "1 PB", "--repeats", "1"), "--size", "4 PB")
+    _refused(cli("probe", "allreduce", "--size", "1 PB", "--repeats", "1"), "--size", "2 PB")
+
+
+def test_local_rank_count_is_bounded(cli, small_machine):
+    import os
+
+    most = 4 * len(os.sched_getaffinity(0))  # 4 single-thread ranks per usable core
+    _refused(cli("probe", "allreduce", "--processes", "5000", "--size", "1 kB", "--repeats", "1"), "--processes",
+             f"at most {most:,} local processes", "5,000")
+    _refused(cli("probe", "alltoall", "--processes", "5000", "--size", "1 MB"), "--processes", f"at most {most:,}")
+    # 4 ranks of 256 MiB = 1,073,741,824 bytes = 1.07 GB > 1 GB, whatever the message
+    _refused(cli("probe", "allreduce", "--processes", "4", "--size", "1 kB"), "--processes", "1.07 GB")
+
+
 def test_bootstrap_resamples_are_capped():
     from trainplan.accounts import scaling
 

@@ -62,6 +62,12 @@ def _allreduce_timed(torch: Any, dist: Any, backend: str, nbytes: int, repeats: 
     return float(t.item()) / repeats
 
 
+def units_bytes(nbytes: float) -> str:
+    from trainplan import units
+
+    return units.format_quantity(nbytes, "bytes")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -84,6 +90,36 @@ def leave_torchrun_job(dist: Any) -> None:
     that one abort (seen as exit -6 under torchrun on a loaded machine)."""
     dist.barrier()
     dist.destroy_process_group()
+
+
+#: Memory one spawned gloo rank takes before its buffers: torch imported and the process group joined
+#: (227 MB peak RSS measured with torch 2 on Linux), rounded up.
+RANK_PROCESS_BYTES = 256 * 2**20
+#: The most local ranks per CPU core this process may use: each runs one thread, so beyond a few per core
+#: the ranks queue for the cores and the figure measures the scheduler, not the loopback path.
+MAX_RANKS_PER_CORE = 4
+
+
+def check_local_ranks(processes: int, bytes_per_rank: float, what: str) -> None:
+    """Refuse, before a rank is spawned, a rank count past MAX_RANKS_PER_CORE per usable core, and ranks
+    whose processes and buffers (`bytes_per_rank`, described by `what`) pass the memory limit (issue 29).
+    Under torchrun this process is one rank: only its own buffers are counted."""
+    from trainplan import limits, units
+    from trainplan.measure.decode import cores_present
+
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        limits.check_allocation("--size", bytes_per_rank, f"one rank's {what}")
+        return
+    cores = cores_present()
+    most = MAX_RANKS_PER_CORE * cores
+    if processes > most:
+        raise UserError("--processes", f"expected at most {most:,} local processes ({MAX_RANKS_PER_CORE} per "
+                        f"core of the {cores} this process may use), got {processes:,}")
+    limits.check_allocation("--processes", processes * RANK_PROCESS_BYTES,
+                            f"{processes:,} local processes of {units.format_quantity(RANK_PROCESS_BYTES, 'bytes')}")
+    limits.check_allocation("--size", processes * (RANK_PROCESS_BYTES + bytes_per_rank),
+                            f"{processes:,} local processes of {units.format_quantity(RANK_PROCESS_BYTES, 'bytes')}"
+                            f" and {what} each")
 
 
 def run_local_ranks(target: Callable[..., None], args: tuple[Any, ...], processes: int, timeout: float,
@@ -121,13 +157,15 @@ def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, bac
     processes talking gloo over loopback: that measures this host's memory and
     loopback path, not a network, and says so in `launched_by`.
     """
+    if size < 4:
+        raise UserError("size", f"expected at least 4 bytes, got {size}")
+    nbytes = max(1, size // 4) * 4
+    check_local_ranks(processes, nbytes, f"a {units_bytes(nbytes)} message")
     torch = require_torch("allreduce")
     import torch.distributed as dist
 
     if not dist.is_available():
         raise ProbeSkipped("allreduce: this torch build has no torch.distributed")
-    if size < 4:
-        raise UserError("size", f"expected at least 4 bytes, got {size}")
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         chosen, world = join_torchrun_job(torch, dist, backend)
         seconds = _allreduce_timed(torch, dist, chosen, size, repeats)
@@ -142,6 +180,5 @@ def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, bac
         seconds = run_local_ranks(_allreduce_worker, (chosen, size, repeats), processes, timeout, "allreduce")
         world = processes
         launched = "local processes"
-    nbytes = max(1, size // 4) * 4
     algo = nbytes / seconds
     return AllreduceResult(chosen, world, nbytes, repeats, seconds, algo, 2 * (world - 1) / world * algo, launched)

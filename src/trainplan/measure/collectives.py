@@ -87,6 +87,17 @@ def timed(torch: Any, dist: Any, backend: str, op: str, nbytes: int, repeats: in
     return float(elapsed.item()) / repeats
 
 
+#: Buffers of M bytes one rank holds while timing each collective (_call): the buffer, a shard of M / world
+#: for the gather and the scatter (added in bytes_per_rank), and all-to-all's output of M.
+BUFFERS_HELD = {"all_reduce": 1, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 2}
+
+
+def bytes_per_rank(ops: list[str], nbytes: int, world: int) -> float:
+    """The most one rank holds at once: the collectives are timed one after another."""
+    m = _elements_bytes(nbytes, world)
+    return max(BUFFERS_HELD[op] * m + (m // world if op in ("all_gather", "reduce_scatter") else 0) for op in ops)
+
+
 def _elements_bytes(nbytes: int, world: int) -> int:
     return max(world, nbytes // 4 // world * world) * 4
 
@@ -116,7 +127,8 @@ def _result(op: str, backend: str, world: int, nbytes: int, repeats: int, second
 def measure(ops: list[str], processes: int = 2, size: int = 16 * 2**20, repeats: int = 10,
             backend: str | None = None, timeout: float = 120.0) -> list[CollectiveResult]:
     """Time each collective of `ops` (names of accounts/collectives.py) on a `size`-byte buffer."""
-    from trainplan.measure.allreduce import join_torchrun_job, leave_torchrun_job, run_local_ranks
+    from trainplan.measure.allreduce import (check_local_ranks, join_torchrun_job, leave_torchrun_job,
+                                             run_local_ranks, units_bytes)
     from trainplan.measure.host import ProbeSkipped, require_torch
 
     for op in ops:
@@ -124,6 +136,9 @@ def measure(ops: list[str], processes: int = 2, size: int = 16 * 2**20, repeats:
             raise UserError("--ops", f"expected some of {', '.join(OPS)}, got {op!r}")
     if size < 4 * max(processes, 1):
         raise UserError("--size", f"expected at least 4 bytes per process, got {size}")
+    world = int(os.environ.get("WORLD_SIZE", processes)) if "RANK" in os.environ else processes
+    held = bytes_per_rank(ops, size, max(world, 1))
+    check_local_ranks(processes, held, f"{units_bytes(held)} of buffers")
     torch = require_torch("collectives")
     import torch.distributed as dist
 
