@@ -91,6 +91,38 @@ def test_probe_model_bad_input_exits_2(capsys):
     assert main(["probe", "model", *SETS, "--attention", "fast"]) == 2
 
 
+def _one_line(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in lines[0], lines
+    return lines[0]
+
+
+def test_config_overrides_are_checked_before_the_banner(capsys):
+    # transformers' LlamaConfig types num_hidden_layers as an int: true is refused before 'probe model: ...'
+    assert main(["probe", "model", *SETS, "--set", "num_hidden_layers=true"]) == 2
+    line = _one_line(capsys)
+    assert line.startswith("trainplan: num_hidden_layers:") and "probe model:" not in line
+
+
+def test_unknown_set_keys_are_refused(capsys):
+    assert main(["probe", "model", *SETS, "--set", "bogus_key=3"]) == 2
+    assert _one_line(capsys).startswith("trainplan: --set: unknown config key 'bogus_key' for model_type 'llama'")
+    assert main(["probe", "model", *SETS, "--set", "num_hidden_layerz=2"]) == 2
+    line = _one_line(capsys)
+    assert line.startswith("trainplan: --set: unknown config key 'num_hidden_layerz'")
+    assert "did you mean 'num_hidden_layers'" in line
+
+
+def test_set_keys_the_config_class_knows_are_accepted():
+    # gpt2 maps num_hidden_layers to n_layer (its attribute_map); llama takes the legacy rope_theta and
+    # torch_dtype, which transformers 5 converts into rope_parameters and dtype
+    gpt2 = mp.load_config(None, ["model_type=gpt2", "num_hidden_layers=3", "n_embd=64"])
+    assert gpt2["num_hidden_layers"] == 3 and gpt2["n_embd"] == 64
+    llama = mp.load_config(None, [*(s.removeprefix("--set=") for s in SETS), "rope_theta=500000.0",
+                                  "torch_dtype=bfloat16"])
+    assert llama["rope_theta"] == 500000.0 and llama["torch_dtype"] == "bfloat16"
+
+
 # ---------------------------------------------------------------- issue 24: never more than it needs
 
 LLAMA_7B_TWO_LAYERS = dict(model_type="llama", hidden_size=4096, intermediate_size=11008, num_hidden_layers=2,

@@ -50,7 +50,16 @@ def build_config(config: dict[str, Any]) -> Any:
         raise UserError("model_type", "a config with a model_type (llama, gpt2, ...)")
     kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
     try:
+        from huggingface_hub.errors import StrictDataclassFieldValidationError as FieldError
+    except ImportError:  # pragma: no cover - an older huggingface_hub: no strict config fields
+        FieldError = ValueError  # noqa: N806
+    try:
         return transformers.AutoConfig.for_model(model_type, **kwargs)
+    except FieldError as err:  # transformers 5 checks each field's type: name the key, in one line
+        field, _, cause = str(err).partition(":")
+        key = field.rsplit(" ", 1)[-1].strip("'\"") or "config"
+        raise UserError(key, f"expected a value transformers' {model_type} config accepts "
+                        f"({' '.join(cause.split())})") from None
     except (ValueError, KeyError) as err:
         raise UserError("model_type", f"a model type transformers knows ({err})") from None
 
@@ -76,7 +85,31 @@ def load_config(path: str | Path | None, sets: list[str] | tuple[str, ...] = ())
     from trainplan import limits
 
     limits.check_numbers(config, "--set", units.LARGEST_WHOLE)  # the numeric boundary (issue 29)
+    # transformers' own checks and the keys given, before the probe says what it measures
+    check_set_keys(config, [item.partition("=")[0].strip() for item in sets])
     return config
+
+
+def check_set_keys(config: dict[str, Any], keys: list[str]) -> None:
+    """UserError naming the first of `keys` (given with --set) that the model type's config class does not
+    know: neither a key of its to_dict() nor of its attribute_map (gpt2's num_hidden_layers for n_layer), nor
+    one its constructor consumes (a legacy name it converts, such as llama's rope_theta into rope_parameters).
+    transformers keeps any other keyword as a plain attribute, so a misspelt key would be measured silently
+    at the class's default."""
+    from trainplan.errors import did_you_mean
+
+    cls = type(build_config(config))  # refuses a model_type transformers does not know
+    declared = set(cls().to_dict()) | set(cls.attribute_map)
+    for key in keys:
+        if key in declared:
+            continue
+        try:
+            consumed = key not in cls(**{key: config[key]}).to_dict()
+        except Exception:  # the class reads the key (and refuses its value): known
+            consumed = True
+        if not consumed:
+            raise UserError("--set", f"unknown config key {key!r} for model_type {config['model_type']!r} "
+                            f"({cls.__name__}){did_you_mean(key, declared)}")
 
 
 def build_model(config: dict[str, Any], attention: str = "sdpa", device: str = "cpu", dtype: str = "bf16") -> Any:

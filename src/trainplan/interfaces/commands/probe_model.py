@@ -92,10 +92,7 @@ def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attentio
     from trainplan.workload.params import count_from_hf_config
     from trainplan.workload.schema import TrainingSection
 
-    try:
-        count = count_from_hf_config(config)
-    except UserError:
-        return  # the probe refuses it itself, naming the key
+    count = count_from_hf_config(config)  # refuses a bad shape (a layer count of true) before the banner
     for s in (seq_len, *flop_seq_lens):
         if max(count.heads, 1) * s * s >= MAX_TENSOR_ELEMENTS:
             raise UserError("--seq-len" if s == seq_len else "--flop-seq-lens",
