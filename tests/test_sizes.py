@@ -75,6 +75,16 @@ def test_model_probe_layers_and_seq_len(cli, small_machine):
              "--seq-len", "87 GB")
 
 
+def test_model_probe_names_the_option_past_the_bound(cli, small_machine):
+    tiny = ["--set", "model_type=llama", "--set", "hidden_size=64", "--set", "intermediate_size=128",
+            "--set", "num_attention_heads=4", "--set", "vocab_size=100", "--set", "num_hidden_layers=2"]
+    # 10^4 sequences x 128 tokens (the default) x 64 wide x 2 layers x 17 tensors x 2 bytes = 5.57 GB (the
+    # 95,040 parameters' 4 bytes each add 0.4 MB): --batch passes the limit at the default --seq-len
+    _refused(cli("probe", "model", *tiny, "--batch", "10000"), "--batch", "5.57 GB")
+    # 1,000 x 1,000 tokens: 4.35 GB, while 1,000 x 128 (557 MB) and 2 x 1,000 (8.7 MB) fit: both named
+    _refused(cli("probe", "model", *tiny, "--batch", "1000", "--seq-len", "1000"), "--batch/--seq-len", "4.35 GB")
+
+
 def test_collective_sizes_are_refused_before_a_rank_is_spawned(cli, small_machine):
     # two ranks of 256 MiB (torch imported) each holding the 400 MB message:
     # 2 x (268,435,456 + 400,000,000) = 1.34 GB > 1 GB

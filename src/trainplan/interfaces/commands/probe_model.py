@@ -80,6 +80,9 @@ EAGER_SCORE_BYTES = 2 * 2
 #: The most elements a tensor may hold: torch counts them in int64, and the S x S scores of a FLOP count
 #: at a huge S overflow it ("Storage size calculation overflowed") even on the meta device.
 MAX_TENSOR_ELEMENTS = 2**62
+#: The measured micro-batch and sequence length when not given (--batch, --seq-len).
+DEFAULT_BATCH = 2
+DEFAULT_SEQ_LEN = 128
 
 
 def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attention: str,
@@ -105,11 +108,19 @@ def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attentio
     limits.check_allocation("--set" if sets_given else "CONFIG", weights,
                             f"a model of {count.total:,} parameters ({count.layers:,} layers of width {count.width:,})",
                             "measure fewer layers with --set num_hidden_layers=2 (the figures per layer are the same)")
-    saved = batch * seq_len * count.width * count.layers * tensors * 2
-    if attention == "eager":
-        saved += batch * count.heads * seq_len * seq_len * count.layers * EAGER_SCORE_BYTES
-    limits.check_allocation("--seq-len", weights + saved, f"{batch} x {seq_len:,} tokens through "
-                            f"{count.layers:,} layers of width {count.width:,}")
+
+    def needed(b: int, s: int) -> float:
+        saved = b * s * count.width * count.layers * tensors * 2
+        if attention == "eager":
+            saved += b * count.heads * s * s * count.layers * EAGER_SCORE_BYTES
+        return weights + saved
+
+    # the bound is on batch x seq-len: name the option that passes it at the other's default, else both
+    limit = limits.memory_limit()[0]
+    outside = [key for key, over in (("--batch", needed(batch, min(seq_len, DEFAULT_SEQ_LEN)) > limit),
+                                     ("--seq-len", needed(min(batch, DEFAULT_BATCH), seq_len) > limit)) if over]
+    limits.check_allocation(outside[0] if len(outside) == 1 else "--batch/--seq-len", needed(batch, seq_len),
+                            f"{batch:,} x {seq_len:,} tokens through {count.layers:,} layers of width {count.width:,}")
 
 
 def register(probe_app: typer.Typer) -> None:
@@ -117,8 +128,10 @@ def register(probe_app: typer.Typer) -> None:
     def model_cmd(
         config: Annotated[Optional[Path], typer.Argument(help="a Hugging Face config.json (or its directory)")] = None,
         sets: Annotated[Optional[list[str]], typer.Option("--set", help="config key: KEY=VALUE (JSON values)")] = None,
-        batch: Annotated[int, typer.Option("--batch", help="sequences in the measured micro-batch", min=1)] = 2,
-        seq_len: Annotated[int, typer.Option("--seq-len", help="tokens per measured sequence", min=2)] = 128,
+        batch: Annotated[int, typer.Option("--batch", help="sequences in the measured micro-batch", min=1)]
+        = DEFAULT_BATCH,
+        seq_len: Annotated[int, typer.Option("--seq-len", help="tokens per measured sequence", min=2)]
+        = DEFAULT_SEQ_LEN,
         attention: Annotated[str, typer.Option(help="sdpa or eager")] = "sdpa",
         precision: Annotated[str, typer.Option(help="bf16, fp32, or autocast (bf16 autocast over fp32 weights)")]
         = "bf16",
