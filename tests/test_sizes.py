@@ -119,6 +119,13 @@ def test_read_size_past_the_free_space(cli, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("size, shown", [("0", "got 0"), ("1.5 B", "got 1")])
+def test_read_size_of_zero_is_refused_not_replaced(cli, tmp_path, size, shown):
+    # 0 is below the 4096-byte smallest test file, as 1.5 B is; neither becomes the 64 MiB default
+    _refused(cli("probe", "read", str(tmp_path), "--size", size), "--size", "at least 4096 bytes", shown)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_model_probe_numbers_and_flop_lengths(cli):
     llama = ["--set", "model_type=llama", "--set", "num_hidden_layers=2", "--set", "hidden_size=64", "--set",
              "intermediate_size=128", "--set", "num_attention_heads=4", "--set", "vocab_size=100"]

@@ -46,7 +46,7 @@ def read(path: str | Path, *, size: int = 64 * 2**20, block: int = 4 * 2**20) ->
     created = False
     if p.is_dir():
         if size < 4096:
-            raise UserError("size", f"expected a test file of at least 4096 bytes, got {size}")
+            raise UserError("--size", f"expected a test file of at least 4096 bytes, got {size}")
         block = min(block, size)
         free = shutil.disk_usage(p).free
         if size > free:  # refused before a byte is written (issue 29)

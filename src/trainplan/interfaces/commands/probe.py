@@ -294,11 +294,11 @@ def handover_table(d: dict[str, Any]) -> str:
 def run_read(path: Path | str, size: str | None, repeats: int = 5) -> dict[str, Any]:
     from trainplan.measure import locations
 
-    nbytes = _parse(size, "bytes", "--size")
+    nbytes = _parse(size, "bytes", "--size")  # None only when not given: 0 is refused, not the default
     if locations.is_url(path):  # where the data lives: an object store, a web server (issue 26)
-        return locations.read_probe(str(path), repeats=repeats,
-                                    size=int(nbytes or locations.READ_TEST_OBJECT_BYTES)).to_dict()
-    return probe.read(Path(path), size=int(nbytes or 64 * 2**20)).to_dict()
+        return locations.read_probe(str(path), repeats=repeats, size=int(
+            nbytes if nbytes is not None else locations.READ_TEST_OBJECT_BYTES)).to_dict()
+    return probe.read(Path(path), size=int(nbytes if nbytes is not None else 64 * 2**20)).to_dict()
 
 
 def write_read(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
