@@ -158,7 +158,7 @@ def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, bac
     loopback path, not a network, and says so in `launched_by`.
     """
     if size < 4:
-        raise UserError("size", f"expected at least 4 bytes, got {size}")
+        raise UserError("--size", f"expected at least 4 bytes, got {size}")
     nbytes = max(1, size // 4) * 4
     check_local_ranks(processes, nbytes, f"a {units_bytes(nbytes)} message")
     torch = require_torch("allreduce")
@@ -173,10 +173,10 @@ def allreduce(processes: int = 2, size: int = 16 * 2**20, repeats: int = 10, bac
         launched = "torchrun"
     else:
         if processes < 2:
-            raise UserError("processes", f"expected at least 2 processes for an all-reduce, got {processes}")
+            raise UserError("--processes", f"expected at least 2 processes for an all-reduce, got {processes}")
         chosen = backend or "gloo"
         if chosen != "gloo":
-            raise UserError("backend", "expected gloo for local processes; launch with torchrun for NCCL")
+            raise UserError("--backend", "expected gloo for local processes; launch with torchrun for NCCL")
         seconds = run_local_ranks(_allreduce_worker, (chosen, size, repeats), processes, timeout, "allreduce")
         world = processes
         launched = "local processes"
