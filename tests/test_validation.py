@@ -175,6 +175,10 @@ def test_catalogue_constants_are_the_fit_on_the_stated_sets():
     assert step_ops.framework("megatron-2021").overlap_cost == 0.0  # no overlap, nothing to charge
 
 
+#: the sets the step model was developed against (issue 23); the MosaicML sets came after it
+BUILT_AGAINST = ("korthikanti", "narayanan2021", "mtnlg", "bloom", "llama3", "opt", "narayanan2021_ptd", "zero3")
+
+
 def test_leave_one_set_out_is_out_of_sample_and_within_the_target():
     loso = validation.leave_one_set_out()
     assert [h.set for h in loso.held_out] == list(validation.set_names())
@@ -186,19 +190,26 @@ def test_leave_one_set_out_is_out_of_sample_and_within_the_target():
     assert (k.gemm_max, k.gemm_half_intensity) == (refit.gemm_max, refit.gemm_half_intensity)
     errors = [r.error for h in loso.held_out for r in h.rows]
     n = sum(len(validation.runs_of(s)) for s in validation.set_names())
-    assert loso.runs == len(errors) == n == 37
+    assert loso.runs == len(errors) == n == 37 + 65
     assert loso.mean_abs_error == pytest.approx(sum(abs(e) for e in errors) / n)
     assert loso.bias == pytest.approx(sum(errors) / n)
-    # issue 23's targets out of sample: mean <= 10 %, no sign bias beyond 5 %
-    assert loso.mean_abs_error <= 0.10 and abs(loso.bias) <= 0.05
+    # issue 23's targets out of sample (mean <= 10 %, no sign bias beyond 5 %) hold on the Megatron-LM,
+    # DeepSpeed, BLOOM, OPT and Llama 3 runs the step model was built against; MosaicML's FSDP runs (added
+    # later, never fitted on) miss them, and the band a plan shows is taken over all of them
+    megatron_era = [r.error for h in loso.held_out if h.set in BUILT_AGAINST for r in h.rows]
+    assert len(megatron_era) == 37
+    mean, bias = sum(abs(e) for e in megatron_era) / 37, sum(megatron_era) / 37
+    assert mean <= 0.10 and abs(bias) <= 0.05
+    mosaic = [r.error for h in loso.held_out if h.set not in BUILT_AGAINST for r in h.rows]
+    assert len(mosaic) == 65 and sum(abs(e) for e in mosaic) / 65 > 0.10  # said in docs/parallel.md
 
 
 def test_step_error_band_is_the_out_of_sample_mean_rounded_up():
     band = validation.measured_error_band()
     loso = validation.leave_one_set_out()
     assert band["band"] >= loso.mean_abs_error and band["band"] - loso.mean_abs_error < 0.01
-    assert band["runs"] == 37
-    assert band["text"] == f"± {band['band'] * 100:.0f} %, validated on 37 published runs (out of sample)"
+    assert band["runs"] == 102
+    assert band["text"] == f"± {band['band'] * 100:.0f} %, validated on 102 published runs (out of sample)"
     # the catalogue's band (what a plan shows, read without refitting) is the one measured now
     assert validation.step_error_band() == band
 
@@ -207,7 +218,7 @@ def test_cli_all_sets_json_and_table(cli):
     res = cli("validate-against", "all", "-f", "json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert len(out["rows"]) == 37 and out["leave_one_set_out"]["runs"] == 37
+    assert len(out["rows"]) == 102 and out["leave_one_set_out"]["runs"] == 102
     table = cli("validate-against", "narayanan2021")
     assert table.returncode == 0 and "bias" in table.stdout and "out of sample" in table.stdout
 
@@ -228,8 +239,9 @@ def test_the_530b_zero3_run_on_640_gpus_fits():
 #   bloom: TP 4 x PP 12, 6th (TP 8 x PP 6 predicted 3 % faster)
 #   llama3 (both): TP 8 x PP 16 without recomputation does not fit in our activation account at 8K tokens
 #   (Meta trained it so), so the search puts CP 2 or full recomputation first
+#   mpt_h100 MPT-30B at 8K tokens on 8 GPUs: FSDP with full recomputation does not fit in our account
 SEARCH_MISSES = {("narayanan2021", "18.4B"), ("bloom", "BLOOM 176B"), ("llama3", "405B on 8192"),
-                 ("llama3", "405B on 16384")}
+                 ("llama3", "405B on 16384"), ("mpt_h100", "MPT-30b s8192 on 8")}
 
 
 def _chosen_runs():
@@ -298,19 +310,20 @@ def test_a_plan_of_each_run_gives_the_validated_step_and_memory():
 
 
 def test_a_plan_shows_the_band_of_its_own_accelerator(cli):
-    # the H100's curve is assumed, not fitted: its two published runs (llama3) are its band, and their
-    # bias is said; an A100 plan gets the A100 runs' band; an accelerator no run used, the overall one
+    # the H100's curve is assumed, not fitted: its published runs (llama3 and MosaicML's) are its band, and
+    # their bias is said; an A100 plan gets the A100 runs' band; an accelerator no run used, the overall one
     for key in validation.step_ops_accelerators(list(validation.set_names())):
         assert validation.step_error_band(key) == validation.measured_error_band(key), key
     h100 = validation.measured_error_band("h100-sxm")
-    llama3 = [r for h in validation.leave_one_set_out().held_out if h.set == "llama3" for r in h.rows]
-    mean = sum(abs(r.error) for r in llama3) / len(llama3)
-    assert h100["runs"] == 2 and h100["band"] == math.ceil(mean * 100) / 100
+    on_h100 = [r for h in validation.leave_one_set_out().held_out if h.set in ("llama3", "mpt_h100_large", "mpt_h100")
+               for r in h.rows]
+    mean = sum(abs(r.error) for r in on_h100) / len(on_h100)
+    assert h100["runs"] == 2 + 18 + 40 and h100["band"] == math.ceil(mean * 100) / 100
     assert h100["text"].endswith(f"which it predicts {abs(h100['bias']) * 100:.0f} % fast on average")
     res = cli("plan", "examples/llama3-70b-512gpu.toml", "-f", "json")
     assert res.returncode == 0, res.stderr
     c = json.loads(res.stdout)["compute"]
-    assert c["step_error_band"] == h100["band"] and c["step_error_runs"] == 2
+    assert c["step_error_band"] == h100["band"] and c["step_error_runs"] == 60
     other = cli("plan", "examples/llama3-70b-512gpu.toml", "--set", "cluster.accelerator=mi300x", "-f", "json")
     assert other.returncode == 0, other.stderr
     text = json.loads(other.stdout)["compute"]["step_error_text"]

@@ -244,11 +244,20 @@ def run_activations(set_name: str, name: str) -> parallel.LayerActivations:
     return activations
 
 
+@lru_cache(maxsize=None)
+def run_model_shape(set_name: str, name: str) -> parallel.ModelShape:
+    """The model `trainplan plan` counts for the run written as workload keys (its parameters with the
+    learned position table of a GPT block, which a long sequence makes worth counting): one job, one count."""
+    run = next(r for r in runs_of(set_name) if r.name == name)
+    w = load_workload(None, plan_keys(run))
+    return execution.model_shape(w, resolve_model(w))
+
+
 def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
              framework_efficiency: Any = None, overlap_cost: Any = None) -> parallel.ParallelAccount:
     """The run's parallel account (its fields arrays where `kernels`, `framework_efficiency` or
     `overlap_cost` hold arrays); `overlap_cost` replaces the catalogue's where the framework overlaps."""
-    shape = run_shape(run)
+    shape = run_model_shape(run.set, run.name)
     fw = step_ops.framework(run.framework)
     base = kernels if kernels is not None else step_ops.kernel_efficiency(run.accelerator)
     share = fw.efficiency if framework_efficiency is None else framework_efficiency

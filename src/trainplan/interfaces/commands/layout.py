@@ -126,7 +126,7 @@ def layout_command(
 def validate_against_command(
     suite: Annotated[str, typer.Argument(help="the published runs to plan: megatron (= korthikanti), "
                                               "narayanan2021, mtnlg, bloom, llama3, opt, narayanan2021_ptd, "
-                                              "zero3, or all")],
+                                              "zero3, mpt_h100_large, mpt_h100, mpt_a100, or all")],
     format: FormatOpt = "table",  # noqa: A002
     output: OutputOpt = None,
 ) -> None:
