@@ -30,6 +30,7 @@ from typing import Any
 
 from trainplan import catalogue
 from trainplan.errors import UserError
+from trainplan.workload.schema import sharding_of_zero as schema_sharding_of_zero
 
 # DeepSpeed reduces gradients into an fp32 partition for the optimizer (stage_1_and_2.py, stage3.py)
 FP32_GRAD_PARTITION_BYTES = 4.0
@@ -117,8 +118,7 @@ def sharded(params: float, r: Recipe, sharding: str, devices: int, largest_layer
     return StateAccount(w, gr, opt, gathered, params, 0.0)
 
 
-def sharding_of_zero(zero: int) -> str:
-    return ("none", "zero1", "zero2", "zero3")[zero]
+sharding_of_zero = schema_sharding_of_zero  # declared with training.zero (workload/schema.py)
 
 
 # ---------------------------------------------------------------- LoRA / QLoRA

@@ -25,6 +25,7 @@ from trainplan.accounts import step_ops
 from trainplan.accounts import training_state as ts
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.catalogue.frameworks import offers
+from trainplan.errors import UserError
 from trainplan.workload.schema import Workload, is_given
 
 
@@ -72,6 +73,7 @@ def _shape(w: Any, count: Any) -> act.ActivationShape:
 
         t = w.training
         config = load_hf_config(w.base_dir / w.model.hf_config)  # the count read it already: it parses
+        _check_kinds_against_config(w, config)
         # autocast over fp32 weights (HF Trainer's bf16=True) keeps fp32 and bf16 copies the formulas do
         # not count: traced where torch is installed, whatever the family
         autocast = t.state_recipe == "autocast_fp32" and trace.available()
@@ -87,6 +89,35 @@ def _shape(w: Any, count: Any) -> act.ActivationShape:
     return act.ActivationShape(family, count.layers, count.width, count.ffn_width, count.heads, count.kv_heads,
                                count.head_dim, count.vocab, count.experts_per_token, None, w.model.mlp,
                                w.model.norm, kernels_of(w))
+
+
+#: kinds of one norm: the variants differ in the precision they compute in (the implementation's), not the model
+NORM_FAMILY = {"rmsnorm": "rmsnorm", "rmsnorm_fp32": "rmsnorm", "layernorm": "layernorm"}
+
+
+def _check_kinds_against_config(w: Any, config: dict[str, Any]) -> None:
+    """model.mlp and model.norm written beside model.hf_config say what the config's model runs (issue 29): its
+    activation, and its norm up to the precision variant; a config traced from its own code takes neither."""
+    m = w.model
+    for key, given in (("model.mlp", m.mlp), ("model.norm", m.norm)):
+        if given is None or not w.given(key):
+            continue
+        model_type = config.get("model_type")
+        if model_type not in act.families():
+            raise UserError(key, f"expected no {key} beside model.hf_config {m.hf_config}: its model_type "
+                            f"{model_type!r} is traced from its own code, which decides it; got {given!r}")
+        shape = act.shape_from_hf_config(config)
+        family = act.traits_table()["family"][shape.family]
+        if key == "model.norm":
+            said = str(family["norm"])
+            same = NORM_FAMILY[given] == NORM_FAMILY.get(said, said)
+        else:  # a grouped-experts SwiGLU is SwiGLU per expert
+            said = shape.mlp or str(family["mlp"])
+            said = "swiglu" if said.startswith("swiglu") else said
+            same = given == said
+        if not same:
+            raise UserError(key, f"expected {said!r} as model.hf_config {m.hf_config} says, got {given!r}; "
+                            "give one of the two")
 
 
 def legacy_activations(w: Any, model: Any) -> float:
@@ -106,8 +137,6 @@ def adapter_params(w: Any, model: Any) -> float:
         return 0.0
     count = getattr(model, "count", None)
     if count is None:
-        from trainplan.errors import UserError
-
         raise UserError("training.method", "a model shape (model.layers and model.width, or model.hf_config) "
                         "to size LoRA adapters")
     from trainplan.workload.params import PLAIN_MLP_FAMILIES

@@ -12,21 +12,18 @@ read second and what the first one says.
 - training.state_recipe and training.precision / training.optimizer: each recipe says the precisions
   it trains in and the optimizer whose state it holds (catalogue/state_recipes.toml).
 - training.attention and parallel.flash_attention: an eager kernel is not a flash one.
-- model.mlp and model.norm beside model.hf_config: the config's own activation and norm (the norm's
-  precision variant, rmsnorm or rmsnorm_fp32, may differ: it is the implementation's, not the model's).
+
+model.mlp and model.norm beside model.hf_config are checked where the config's activation shape is read
+(planning/model_terms.py), against the config's own activation and norm.
 
 training.tokens below one global batch is refused where the step is known (planning/evaluate.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from trainplan import catalogue
 from trainplan.errors import UserError
-from trainplan.workload.schema import Workload
-
-#: norm kinds of one norm: the variants differ in the precision they compute in, not in the model
-NORM_FAMILY = {"rmsnorm": "rmsnorm", "rmsnorm_fp32": "rmsnorm", "layernorm": "layernorm"}
+from trainplan.workload.schema import Workload, sharding_of_zero
 
 
 def check_neighbours(w: Workload) -> None:
@@ -35,12 +32,9 @@ def check_neighbours(w: Workload) -> None:
     _utilisation(w)
     _recipe(w)
     _attention(w)
-    _config_kinds(w)
 
 
 def _sharding(w: Workload) -> None:
-    from trainplan.accounts.training_state import sharding_of_zero
-
     t = w.training
     if not (w.given("training.zero") and w.given("training.sharding")) or t.sharding is None:
         return
@@ -58,12 +52,10 @@ def _utilisation(w: Workload) -> None:
 
 
 def _recipe(w: Workload) -> None:
-    from trainplan.accounts.training_state import table
-
     t = w.training
     if t.state_recipe is None or not w.given("training.state_recipe"):
         return
-    r = table()["recipe"][t.state_recipe]
+    r = catalogue.table("state_recipes")["recipe"][t.state_recipe]
     if w.given("training.precision") and t.precision not in r["precisions"]:
         raise UserError("training.state_recipe", f"expected a recipe that trains in training.precision {t.precision!r}: "
                         f"{t.state_recipe} trains in {' or '.join(r['precisions'])}; give one of the two")
@@ -80,37 +72,3 @@ def _attention(w: Workload) -> None:
     if (flash and kind == "eager") or (not flash and kind == "flash"):
         raise UserError("parallel.flash_attention", f"expected {'false' if flash else 'true'} with training.attention "
                         f"= {kind!r}, got {'true' if flash else 'false'}; give one of the two")
-
-
-def _config_kinds(w: Workload) -> None:
-    m = w.model
-    if m.hf_config is None or not (w.given("model.mlp") or w.given("model.norm")):
-        return
-    from trainplan.accounts import activations as act
-    from trainplan.workload.params import load_hf_config
-
-    config = load_hf_config(w.base_dir / m.hf_config)
-    model_type = config.get("model_type")
-    for key, given in (("model.mlp", m.mlp), ("model.norm", m.norm)):
-        if given is None or not w.given(key):
-            continue
-        if model_type not in act.families():
-            raise UserError(key, f"expected no {key} beside model.hf_config {m.hf_config}: its model_type "
-                            f"{model_type!r} is traced from its own code, which decides it; got {given!r}")
-        said = _config_kind(config, key)
-        same = NORM_FAMILY[given] == NORM_FAMILY.get(said, said) if key == "model.norm" else given == said
-        if not same:
-            raise UserError(key, f"expected {said!r} as model.hf_config {m.hf_config} says, got {given!r}; "
-                            "give one of the two")
-
-
-def _config_kind(config: dict[str, Any], key: str) -> str:
-    """The MLP or norm kind a config.json's model runs (the family's traits, the config's activation)."""
-    from trainplan.accounts import activations as act
-
-    shape = act.shape_from_hf_config(config)
-    family = act.traits_table()["family"][shape.family]
-    if key == "model.norm":
-        return str(family["norm"])
-    mlp = shape.mlp or str(family["mlp"])
-    return "swiglu" if mlp.startswith("swiglu") else mlp  # a grouped-experts SwiGLU is SwiGLU per expert

@@ -352,6 +352,11 @@ class ModelSection(Section):
           "memory.per_device_bytes", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
 
 
+def sharding_of_zero(zero: int) -> str:
+    """The sharding training.zero names when training.sharding is left out: 0 none, 1-3 DeepSpeed's stages."""
+    return ("none", "zero1", "zero2", "zero3")[zero]
+
+
 class TrainingSection(Section):
     tokens: Tokens | None = Q(None, "derived: data.hours of video x tokens per hour x epochs", ge=1,
         plausible=(None, 1e18), sweep="array", feeds=("compute.wall_seconds", "energy.kg_co2",
