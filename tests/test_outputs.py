@@ -204,3 +204,45 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     _refused(target, "no space left on device")
     assert target.read_text() == "old"
     _no_temporary(tmp_path)
+
+
+RUNS_CSV = "params,tokens,loss\n1e8,2e9,3.1\n1e9,2e10,2.6\n4e9,8e10,2.3\n"
+WORKLOAD = "[cluster]\ncores = 4\n"
+CONFIG = ('{"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100, '
+          '"n_positions": 32}')
+SCRIPT = "from trainplan.measure import profiler\nfor _ in profiler.current().wrap(range(20)):\n    pass\n"
+
+
+@pytest.mark.parametrize("name,text,command", [
+    ("runs.csv", RUNS_CSV, ["scaling", "fit", "{f}", "--grid", "small", "--bootstrap", "2"]),
+    ("config.json", CONFIG, ["params", "{f}"]),
+    ("w.toml", WORKLOAD, ["validate", "{f}"]),
+    ("w.toml", WORKLOAD, ["sweep", "{f}", "--vary", "cluster.cores=8,16"]),
+    ("w.toml", WORKLOAD, ["solve", "cluster.cores", "{f}", "--for", "pipeline.busy>=0.5"]),
+    ("w.toml", WORKLOAD, ["layout", "{f}"]),
+    ("w.toml", WORKLOAD, ["serve", "{f}"]),
+    ("train.py", SCRIPT, ["profile", "{f}", "--set", "model.params=1e5"]),
+    ("w.toml", WORKLOAD, ["profile", "train.py", "--workload", "{f}"]),
+])
+def test_every_command_refuses_to_overwrite_its_input(tmp_path, cli, name, text, command):
+    # the one check (limits remembers every file read, check_output_path refuses one): exit 2, one line, untouched
+    (tmp_path / "train.py").write_text(SCRIPT)
+    given = tmp_path / name
+    given.write_text(text)
+    res = cli(*[a.replace("{f}", str(given)) for a in command], "--output", str(given), cwd=tmp_path)
+    assert res.returncode == 2
+    _one_line(res, "expected a file other than an input of this run", f"{given} was read as input")
+    assert given.read_text() == text
+    _no_temporary(tmp_path)
+
+
+def test_profile_still_updates_the_calibration_it_reads(tmp_path, cli):
+    # the calibration writer may replace the calibration file given as --calibration, and no other input
+    (tmp_path / "train.py").write_text(SCRIPT)
+    cal = tmp_path / "cal.toml"
+    cal.write_text('format = 1\n[[values]]\nkey = "cluster.link"\nvalue = 2e9\n')
+    res = cli("profile", "train.py", "--set", "model.params=1e5", "--calibration", str(cal), "--output", str(cal),
+              cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    keys = {line for line in cal.read_text().splitlines() if line.startswith("key = ")}
+    assert {'key = "cluster.link"', 'key = "cluster.mfu"'} <= keys, cal.read_text()  # kept, and added

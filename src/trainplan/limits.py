@@ -47,6 +47,10 @@ MAX_BYTES: Final[dict[str, int]] = {
     "hf_config": 4 * 2**20,
     # a tokenizer.json: Llama 3's is 9 MB, the largest published ones about 30 MB
     "tokenizer": 64 * 2**20,
+    # a CSV of training runs (`scaling fit`): the Chinchilla replication's 245 runs are 10 kB
+    "runs": 16 * 2**20,
+    # a training script run by `trainplan profile` (read to remember it as an input, then run)
+    "script": 16 * 2**20,
 }
 
 #: Deepest nesting accepted in a TOML or JSON input: a workload is 3 levels deep
@@ -64,15 +68,19 @@ _WHAT: Final[dict[str, str]] = {
     "empirical": "file of per-frame decode seconds",
     "hf_config": "Hugging Face config.json",
     "tokenizer": "tokenizer.json",
+    "runs": "runs file",
+    "script": "training script",
 }
 
-# Identities (device, inode) of the files read in this process: --output refuses to replace one.
-_inputs: set[tuple[int, int]] = set()
+# Identities (device, inode) of the files read in this process, each with the kind it was read as
+# (MAX_BYTES' keys): --output refuses to replace one.
+_inputs: dict[tuple[int, int], str] = {}
 
 
-def input_identities() -> frozenset[tuple[int, int]]:
-    """(st_dev, st_ino) of every file read through `read_text` since `forget_inputs`."""
-    return frozenset(_inputs)
+def input_identities(kind: str | None = None) -> frozenset[tuple[int, int]]:
+    """(st_dev, st_ino) of every file read through `read_text` since `forget_inputs`; with `kind`,
+    of those read as another kind (a calibration writer may update the calibration file it read)."""
+    return frozenset(ident for ident, read_as in _inputs.items() if read_as != kind)
 
 
 def forget_inputs() -> None:
@@ -147,7 +155,7 @@ def read_text(path: str | Path, kind: str, remember: bool = True) -> str:
     except UnicodeDecodeError:
         raise UserError(where, f"expected a UTF-8 text {what}") from None
     if remember:
-        _inputs.add((opened.st_dev, opened.st_ino))
+        _inputs.setdefault((opened.st_dev, opened.st_ino), kind)
     return text
 
 

@@ -49,10 +49,11 @@ def _why(err: OSError) -> str:
 
 
 def check_output_path(path: str | Path, option: str = "--output",
-                      may_replace_input: bool = False) -> tuple[str, os.stat_result | None]:
+                      may_replace_input: bool | str = False) -> tuple[str, os.stat_result | None]:
     """The file to write for `path` (a link's target) and its stat when it exists; UserError when
     `path` may not be written. Called before the work, so a bad --output fails fast.
-    `may_replace_input`: the file is updated in place on purpose (a calibration file)."""
+    `may_replace_input`: the file is updated in place on purpose; a kind of input (limits.MAX_BYTES'
+    keys, "calibration"): only a file read as that kind may be, never another input of the run."""
     from trainplan.limits import input_identities, printable
 
     raw = os.fspath(path)
@@ -75,7 +76,8 @@ def check_output_path(path: str | Path, option: str = "--output",
             raise UserError(option, f"expected a file name, got the directory {shown}")
         if not stat.S_ISREG(info.st_mode):
             raise UserError(option, f"expected a regular file, got a device, pipe or socket ({shown})")
-        if not may_replace_input and (info.st_dev, info.st_ino) in input_identities():
+        kept = may_replace_input if isinstance(may_replace_input, str) else None
+        if may_replace_input is not True and (info.st_dev, info.st_ino) in input_identities(kept):
             raise UserError(option, f"expected a file other than an input of this run; {shown} was read as input")
         if not (info.st_mode & 0o222) or not os.access(target, os.W_OK):
             raise UserError(option, f"expected a writable file; {shown} is read-only")
@@ -134,7 +136,7 @@ FILE_OPTIONS = ("--output", "-o", "--plot")
 
 
 def write_output(text: str | bytes, path: str | Path | None, option: str = "--output",
-                 may_replace_input: bool = False) -> None:
+                 may_replace_input: bool | str = False) -> None:
     """Print `text` (no path, or `-`), or write it to the regular file `path` atomically."""
     if path is None or os.fspath(path) == STDOUT_NAME:
         _print(text)

@@ -26,6 +26,7 @@ of I/O is `read_runs`, a small loader for a CSV table of runs.
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import math
 from collections.abc import Callable, Mapping
@@ -232,17 +233,18 @@ def make_runs(params: ArrayLike, tokens: ArrayLike, losses: ArrayLike, source: s
 def read_runs(path: str | Path) -> Runs:
     """Read a CSV of runs. Columns (case-insensitive): params (or N, 'Model Size'), loss, and
     either tokens (D) or training FLOP (then D = FLOP / (6 N), as the replication does)."""
+    from trainplan import limits  # regular files only, a size cap, remembered as an input (--output)
+
     where = str(path)
-    p = Path(path)
-    if not p.is_file():
+    if not Path(path).exists():
         raise UserError(where, "no such runs file (expected a CSV with columns params, tokens or flops, loss)")
+    text = limits.read_text(path, "runs")
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            rows = list(reader)
-    except (UnicodeDecodeError, csv.Error) as err:
-        raise UserError(where, f"expected a UTF-8 CSV file ({err})") from None
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        rows = list(reader)
+    except csv.Error as err:
+        raise UserError(where, f"expected a CSV file ({err})") from None
     columns = {name.strip().lower(): name for name in header if name is not None}
 
     def pick(choices: tuple[str, ...]) -> str | None:

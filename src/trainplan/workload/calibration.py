@@ -273,7 +273,9 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
     date = date or now()
     from trainplan.outputs import check_output_path, write_output
 
-    check_output_path(p, may_replace_input=True)  # a directory, a device or a missing parent is refused before reading
+    # a directory, a device, a missing parent or another input of the run (the workload, the profiled script, the
+    # runs read) is refused before reading; the calibration file the run read may be updated
+    check_output_path(p, may_replace_input="calibration")
     doc: dict[str, Any] = read_file(p, as_input=False) if merge and p.is_file() else {"format": FORMAT_VERSION}
     doc["format"] = FORMAT_VERSION
     doc["updated"] = date
@@ -309,7 +311,7 @@ def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: di
     text = "# trainplan calibration: measured on a real machine by `trainplan probe`/`trainplan profile`.\n" \
            "# Read by `trainplan plan --calibration FILE`; measured values replace the assumptions.\n" \
            + tomli_w.dumps(_clean(doc))
-    write_output(text, p, may_replace_input=True)  # regular files only, atomically, permissions kept (issue 16)
+    write_output(text, p, may_replace_input="calibration")  # regular files only, atomically, permissions kept (issue 16)
     return p
 
 

@@ -33,10 +33,18 @@ def _predicted(workload_file: Path | None, sets: list[str], cal: Path | None) ->
     return w, pipeline.pipeline_account(**plan.pipeline_inputs(w))
 
 
+def read_script(script: Path) -> str:
+    """The text of `script`, read as an input of this run (so that `--output SCRIPT` is refused)."""
+    from trainplan import limits
+
+    if not script.exists():
+        raise UserError(str(script), "no such script")
+    return limits.read_text(script, "script")
+
+
 def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int:
     """Run `script` as __main__ with `args` under `prof`; return its exit status."""
-    if not script.is_file():
-        raise UserError(str(script), "no such script")
+    read_script(script)
     uninstall = profile_mod.install(prof)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args]
@@ -215,6 +223,12 @@ def register(app: typer.Typer) -> None:
             compare = workload is not None or bool(set_) or cal is not None
         if compare or output is not None:
             w, plan_account = _predicted(workload, set_ or [], cal)  # bad input is refused before the run
+        read_script(script)
+        if output is not None:
+            from trainplan.outputs import check_output_path
+
+            # before the run: the script or the workload as --output is refused (the calibration read may be updated)
+            check_output_path(output, may_replace_input="calibration")
         prof = profile_mod.Profiler(warmup=warmup, sync=sync, frames_per_batch=frames_per_batch)  # type: ignore[arg-type]
         status, result = _profiled_run(script, list(ctx.args), prof, output, plan_account)
         data = result.to_dict()

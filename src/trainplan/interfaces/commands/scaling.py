@@ -114,6 +114,10 @@ def fit_command(
     if grid not in GRIDS:
         raise UserError("--grid", f"one of {', '.join(GRIDS)}, got {grid!r}")
     runs = scaling.read_runs(runs_csv)
+    if output is not None and str(output) != "-":
+        from trainplan.outputs import check_output_path
+
+        check_output_path(output)  # the runs read (`--output RUNS.csv`) are refused before the fit, not after
     fixed = _fixed(fix)
     from trainplan.progress import progress_bar
 
