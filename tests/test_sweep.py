@@ -164,6 +164,15 @@ def test_cli_bad_vary_exits_2(cli):
     assert "cluster.mfu" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize("figures", [",", "", " ", "pipeline.busy,", "pipeline.busy,,bill.total"])
+def test_an_empty_figure_list_or_item_is_refused_not_every_figure(cli, tmp_path, figures):
+    out = tmp_path / "rows.csv"
+    res = cli("sweep", "--vary", "cluster.cores=8,16", "--figures", figures, "--output", str(out))
+    assert res.returncode == 2 and res.stdout == "" and not out.exists()
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("trainplan: --figures: expected comma-separated")
+    assert "Traceback" not in res.stderr
+
+
 @pytest.mark.parametrize("vary, key", [("data.kind=video,audio", "data.kind"), ("cluster.nvdec=true,1", "cluster.nvdec"),
                                        ("data.access=sequential,sideways", "data.access")])
 def test_a_value_the_key_never_takes_is_refused_not_a_row_without_a_plan(cli, vary, key):

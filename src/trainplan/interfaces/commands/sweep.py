@@ -44,7 +44,10 @@ def sweep_command(
             raise UserError("--against", "--plot needs --against KEY, one of the varied keys")
     elif output_format == "parquet" and output is None:
         raise UserError("--output", "parquet is binary: give --output PATH")
-    keep = [f.strip() for f in figures.split(",") if f.strip()] if figures else None
+    keep = [f.strip() for f in figures.split(",")] if figures is not None else None
+    if keep is not None and not all(keep):  # `--figures ,` or `--figures ''` is no figure, not every figure
+        raise UserError("--figures", f"expected comma-separated figure names such as pipeline.busy,bill.total, "
+                        f"got an empty name in {figures!r}")
     if keep is not None and plot is not None and plot not in keep:
         keep.append(plot)
     result = sweep.sweep(file, set_ or [], vary or [], calibration, keep)
