@@ -173,6 +173,15 @@ def test_an_empty_figure_list_or_item_is_refused_not_every_figure(cli, tmp_path,
     assert "Traceback" not in res.stderr
 
 
+def test_an_unknown_figure_names_the_nearest_figure_not_the_varied_keys(cli):
+    res = cli("sweep", "--vary", "cluster.cores=8,16", "--figures", "pipeline.bsy")
+    assert res.returncode == 2 and res.stdout == "" and res.stderr.count("\n") == 1
+    assert res.stderr.startswith("trainplan: --figures: unknown figure 'pipeline.bsy' (did you mean 'pipeline.busy'?)")
+    assert "expected one of cluster.cores" not in res.stderr
+    # the figures a sweep writes, counted from the declaration: its header without --figures
+    assert f"one of the {sum(1 for f in FIGURES.values() if f.sweep)} figures" in res.stderr
+
+
 @pytest.mark.parametrize("vary, key", [("data.kind=video,audio", "data.kind"), ("cluster.nvdec=true,1", "cluster.nvdec"),
                                        ("data.access=sequential,sideways", "data.access")])
 def test_a_value_the_key_never_takes_is_refused_not_a_row_without_a_plan(cli, vary, key):

@@ -377,6 +377,7 @@ def _grid_axes(varies: list[str], figures: list[str] | None) -> list[Axis]:
     names = [a.key for a in axes]
     if len(set(names)) != len(names):
         raise UserError("--vary", "each key may be varied once")
+    _check_figures(figures, names)
     total = math.prod(len(a.values) for a in axes)
     if total > MAX_POINTS:
         raise UserError("--vary", f"{total:,} points; expected at most {MAX_POINTS:,}")
@@ -456,12 +457,23 @@ def _dtype(value: Any) -> Any:
     return np.float64 if dtype.kind in "iuf" else dtype  # a count constant in one chunk may vary in the next
 
 
+def _check_figures(figures: list[str] | None, keys: list[str]) -> None:
+    """UserError naming --figures for a name that is neither a varied key nor a figure a sweep writes
+    (planning/figures.py, `sweep=True`): checked before any point is evaluated."""
+    from trainplan.errors import did_you_mean
+
+    known = [*keys, *(k for k, f in FIGURES.items() if f.sweep)]
+    for name in figures or []:
+        if name not in known:
+            raise UserError("--figures", f"unknown figure {name!r}{did_you_mean(name, known)}; expected a varied key "
+                            f"or one of the {len(known) - len(keys)} figures a sweep writes (a sweep without "
+                            "--figures lists them all in its header)")
+
+
 def _wanted(cols: dict[str, Any], keys: list[str], figures: list[str] | None) -> list[str]:
     """The columns written: the varied keys, then the requested figures (all by default)."""
     if figures:
-        unknown = [f for f in figures if f not in cols]
-        if unknown:
-            raise UserError("--figures", f"unknown figure {unknown[0]!r}; expected one of {', '.join(cols)}")
+        _check_figures([f for f in figures if f not in cols], keys)
         return keys + [f for f in figures if f not in keys]
     return keys + [k for k in cols if k not in keys]
 
