@@ -115,11 +115,12 @@ def test_a_script_exit_status_is_the_command_status(cli, tmp_path):
 
 @pytest.mark.parametrize("text,error", [
     ('def f():\n    raise ValueError("boom")\n\nf()\n', "ValueError: boom"),
-    ("x = (\n", "SyntaxError"),
+    ('import helper\n', "SyntaxError"),  # raised while it runs: a module it imports does not compile
 ])
 def test_a_script_error_is_reported_as_the_script_s(cli, tmp_path, text, error):
     script = tmp_path / "train.py"
     script.write_text(text)
+    (tmp_path / "helper.py").write_text("x = (\n")
     res = cli("profile", str(script), "--set", "model.params=1e8", "--output", str(tmp_path / "cal.toml"),
               cwd=tmp_path)
     assert res.returncode == 1, res.stderr  # what `python train.py` exits with
@@ -127,4 +128,20 @@ def test_a_script_error_is_reported_as_the_script_s(cli, tmp_path, text, error):
     assert f'File "{script}", line 1' in res.stderr or f'File "{script}", line 4' in res.stderr
     assert "trainplan/" not in res.stderr.split("trainplan: ")[0]  # no frame of trainplan's or runpy's
     assert res.stderr.strip().splitlines()[-1].startswith(f"trainplan: {script}: the script failed")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no partial profile written
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".pyc" and p.name != "__pycache__") == \
+        ["helper.py", "train.py"]  # no partial profile written
+
+
+@pytest.mark.parametrize("text,line,message", [
+    ("def (:\n", 1, "invalid syntax"),
+    ("import os\n\nx = (\n", 3, "'(' was never closed"),
+])
+@pytest.mark.parametrize("stalls", [[], ["--stalls"]])
+def test_a_script_that_does_not_compile_is_bad_input(cli, tmp_path, text, line, message, stalls):
+    # the user's script is the user's input: one line naming it, its line and Python's message, exit 2
+    script = tmp_path / "s.py"
+    script.write_text(text)
+    res = cli("profile", "s.py", "--set", "model.params=1e8", "--output", "cal.toml", *stalls, cwd=tmp_path)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == f"trainplan: profile: s.py line {line}: {message}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.py"]  # no partial profile written

@@ -34,12 +34,20 @@ def _predicted(workload_file: Path | None, sets: list[str], cal: Path | None) ->
 
 
 def read_script(script: Path) -> str:
-    """The text of `script`, read as an input of this run (so that `--output SCRIPT` is refused)."""
+    """The text of `script`, read as an input of this run (so that `--output SCRIPT` is refused) and
+    compiled: a script that does not compile is the user's input error (one line, exit 2), before
+    anything runs; an exception raised while it runs stays the script's own (ScriptFailed)."""
     from trainplan import limits
 
     if not script.exists():
         raise UserError(str(script), "no such script")
-    return limits.read_text(script, "script")
+    text = limits.read_text(script, "script")
+    try:
+        compile(text, str(script), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as err:  # ValueError: a NUL byte in the source
+        line = f" line {err.lineno}" if getattr(err, "lineno", None) else ""
+        raise UserError(f"profile: {script}{line}", getattr(err, "msg", None) or str(err)) from None
+    return text
 
 
 def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int:
@@ -55,7 +63,7 @@ def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int
     except SystemExit as exit_:
         code = exit_.code
         status = code if isinstance(code, int) else (0 if code is None else 1)
-    except Exception as err:  # the script's own error (a SyntaxError too): its traceback, not ours (issue 29)
+    except Exception as err:  # the script's own error: its traceback, not ours (issue 29)
         _print_script_traceback(err, script)
         raise ScriptFailed(f"{type(err).__name__}: {err}") from None
     finally:
