@@ -246,3 +246,22 @@ def test_profile_still_updates_the_calibration_it_reads(tmp_path, cli):
     assert res.returncode == 0, res.stderr
     keys = {line for line in cal.read_text().splitlines() if line.startswith("key = ")}
     assert {'key = "cluster.link"', 'key = "cluster.mfu"'} <= keys, cal.read_text()  # kept, and added
+
+
+def test_a_probe_refuses_an_output_that_is_not_a_calibration_before_measuring(tmp_path, cli, monkeypatch):
+    # `probe ... --output FILE` updates a calibration file: a workload (or any other file) given there is
+    # refused before the probe runs (the measurement here fails the test if it is reached), and left as it was
+    from trainplan.measure import handover
+
+    def measured(**_: object) -> None:
+        raise AssertionError("the probe ran before its --output was checked")
+
+    monkeypatch.setattr(handover, "handover", measured)
+    workload = tmp_path / "w.toml"
+    workload.write_text('[model]\nparams = "7B"\n')
+    before = workload.read_bytes()
+    res = cli("probe", "handover", "--seconds", "30", "--output", str(workload))
+    assert res.returncode == 2 and res.stdout == ""
+    line, = res.stderr.strip().splitlines()
+    assert line.startswith("trainplan: --output: expected a calibration file to update or a new file"), line
+    assert workload.read_bytes() == before

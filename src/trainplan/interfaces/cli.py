@@ -95,6 +95,23 @@ def _check_output_params(ctx: Any) -> None:
             continue
         if str(value) != STDOUT_NAME:
             check_output_path(value, _option_name(param), may_replace_input=True)  # no input is read yet
+            if _writes_calibration(ctx) and value.is_file():
+                # a probe updates a calibration file: one that is not (a workload, a video, a config.json)
+                # is refused now, not after the measurement
+                from trainplan.errors import UserError
+                from trainplan.workload.calibration import read_file
+
+                try:
+                    read_file(value, as_input=False)
+                except UserError as err:
+                    raise UserError(_option_name(param), f"expected a calibration file to update or a new file "
+                                    f"({err.where}: {err.expected.split('; this is a workload file')[0]})") from None
+
+
+def _writes_calibration(ctx: Any) -> bool:
+    """Whether the command's --output is a calibration file it updates (every `probe` subcommand)."""
+    parent = ctx.parent
+    return parent is not None and parent.command is not None and parent.command.name == "probe"
 
 
 def _with_number_check(command: Any) -> Any:
