@@ -375,6 +375,26 @@ def test_the_22b_layer_compute_from_its_gemms_by_hand():
     assert float(a.compute_seconds) == pytest.approx(want, rel=1e-9)
 
 
+def test_the_22b_layer_with_flash_attention_by_hand():
+    # the same layer with a fused (flash) attention kernel and no recomputation: the GEMMs run 3 times
+    # (forward, backward twice); the kernel runs the causal half of the 8 x 4 heads of 2048 x 2048 x 96 at the
+    # flash efficiency, forward once and backward 2.5 times (FlashAttention-2's backward recomputes Q K^T
+    # beside its four gradient products: five products against the forward's two)
+    hw = parallel.Hardware(**{**vars(A100), "kernels": CURVE})
+    m = gpt_shape(6144, 64, 48, 51200, 2048)
+    a = account(m, hw, tensor=8, micro_batch=4, micro_batches=1, recompute="none", attention="flash")
+
+    def gemm(mm, n, k):
+        i = 1 / (1 / mm + 1 / n + 1 / k)
+        return 2 * mm * n * k / (312e12 * 0.8 * i / (i + 200))
+
+    f = (12 * 6144**2 + 13 * 6144 - 4 * 6144**2) / (2 * 6144) / 8
+    layer = gemm(8192, 2304, 6144) + gemm(8192, 6144, 768) + gemm(8192, f, 6144) + gemm(8192, 6144, f)
+    causal_forward = 4 * 32 * 2048**2 * 96 / 2 / (312e12 * 0.5)
+    want = 48 * (3 * layer + 3.5 * causal_forward) + 3 * gemm(8192, 6400, 6144)
+    assert float(a.compute_seconds) == pytest.approx(want, rel=1e-9)
+
+
 def test_stage_partition_with_embedding_units():
     # BLOOM: 70 layers + 2 units on 12 stages = 6 each; the first and last hold 5 layers
     assert tuple(map(float, parallel.stage_partition(70, 12, 1))) == (6.0, 5.0)

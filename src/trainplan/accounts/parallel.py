@@ -67,6 +67,11 @@ OUTPUT_LAYER_BYTES = 4.0
 MATMUL_FLOPS_PER_PARAM_TOKEN = 2.0  # one multiply-add per weight per token
 ATTENTION_FLOPS = 4.0  # x b s^2 h: QK^T (2 b s^2 h) and scores x V (2 b s^2 h)
 BACKWARD_PER_FORWARD = 2.0  # backward computes input and weight gradients: twice the forward
+# A fused (flash) attention kernel's backward pass recomputes the scores Q K^T from Q and K (it keeps no S x S
+# tensor) beside its four gradient products: five s x s x head_dim products against the forward's two, 2.5 times
+# the forward's FLOPs (Dao 2023, FlashAttention-2, section 3.1.2 and its FLOPs count), where the counted backward
+# is twice. The extra half forward is time the kernel spends, not a FLOP of the model's or hardware count.
+FLASH_BACKWARD_PER_FORWARD = 2.5
 
 # Element-wise (memory-bound) traffic of a layer: each byte the layer stores for backward is
 # written once in forward, read once in backward, and its gradient written and read once in
@@ -576,6 +581,8 @@ def _layer_compute(model: ModelShape, hw: Hardware, lay: _Layout, token: _TokenF
     attention_layer = attention_fwd * (1 + BACKWARD_PER_FORWARD + np.where(code > 0, 1.0, 0.0))
     attention_seconds_fwd = attention_fwd * attention_per_flop
     layer_compute = np.maximum(layer_flops - attention_layer, 0.0) * gemm_per_flop + attention_layer * attention_per_flop
+    if fused:  # the scores the flash backward recomputes
+        layer_compute = layer_compute + (FLASH_BACKWARD_PER_FORWARD - BACKWARD_PER_FORWARD) * attention_seconds_fwd
     logit_seconds = (1 + BACKWARD_PER_FORWARD) * step_ops.gemm_seconds(tokens, V / t, h, peak, kern) \
         * np.where(logit_flops > 0, 1.0, 0.0)
     return _LayerCompute(layer_flops, logit_flops, layer_compute, logit_seconds, attention_seconds_fwd)
