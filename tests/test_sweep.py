@@ -307,6 +307,19 @@ def test_csv_without_pyarrow_reads_back_the_same_rows(monkeypatch):
         sweep.to_parquet(result)
 
 
+def test_csv_in_batches_is_arrow_s_own_csv(monkeypatch):
+    # the CSV is written a batch of rows a call (so a signal is answered between calls): byte for byte what
+    # pyarrow's write_csv gives for the whole table in one call, across batch boundaries
+    pa = pytest.importorskip("pyarrow")
+    pacsv = pytest.importorskip("pyarrow.csv")
+    monkeypatch.setattr(sweep, "ROWS_PER_PIECE", 7)
+    result = sweep.sweep(None, [], ["cluster.cores=1:50"])
+    assert len(result) == 50
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(sweep._to_arrow(result, finite_only=True), sink)
+    assert sweep.to_csv(result) == sink.getvalue().to_pybytes()
+
+
 # ---------------------------------------------------------------- one figure, computed alone (issue 17)
 
 

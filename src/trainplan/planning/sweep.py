@@ -540,8 +540,13 @@ def to_csv(result: SweepResult) -> bytes:
         import pyarrow.csv as pacsv
     except ImportError:
         return _csv_numpy(result)
+    table = _to_arrow(result, finite_only=True)
     sink = pa.BufferOutputStream()
-    pacsv.write_csv(_to_arrow(result, finite_only=True), sink)
+    # a batch of rows a call, not the whole table in one: Ctrl-C and SIGTERM are answered between calls, where
+    # one call over 10^6 rows of 85 figures held them for 10 s
+    with pacsv.CSVWriter(sink, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=ROWS_PER_PIECE):
+            writer.write_batch(batch)
     return sink.getvalue().to_pybytes()
 
 

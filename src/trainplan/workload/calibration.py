@@ -130,7 +130,8 @@ def read_file(path: str | Path, *, as_input: bool = True) -> dict[str, Any]:
         raise UserError(str(path), "expected a calibration file written by `trainplan probe`; this is a workload "
                                    "file (give it as the WORKLOAD argument, not --calibration)")
     if isinstance(fmt, bool) or fmt != FORMAT_VERSION:  # `format = true` equals 1 in Python: refused
-        raise UserError(f"{path}: format", f"expected a calibration file of format {FORMAT_VERSION}, got format {fmt!r}")
+        got = "no format key" if fmt is None else f"format {fmt!r}"
+        raise UserError(f"{path}: format", f"expected a calibration file of format {FORMAT_VERSION}, got {got}")
     return doc
 
 
