@@ -8,6 +8,7 @@ two assumed figures that most deserve a measurement. The lines are the report's 
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any
 
@@ -18,9 +19,16 @@ WIDTH = 80
 MAX_LINES = 40
 
 
+#: a number and the unit or noun after it ("40 %", "23.1 ms", "3 attempts") stay on one line
+_NUMBER_AND_UNIT = re.compile(r"(\d) (%|[A-Za-z$/]+)")
+_KEEP = "\u00a0"  # textwrap does not break at a no-break space; it is a plain space again once wrapped
+
+
 def _wrap(label: str, text: str, width: int) -> list[str]:
     lead = f"{label:<10}"
-    return textwrap.wrap(text, width=width, initial_indent=lead, subsequent_indent=" " * len(lead)) or [lead]
+    kept = _NUMBER_AND_UNIT.sub(rf"\1{_KEEP}\2", text)
+    lines = textwrap.wrap(kept, width=width, initial_indent=lead, subsequent_indent=" " * len(lead)) or [lead]
+    return [line.replace(_KEEP, " ") for line in lines]
 
 
 def first_screen(report: dict[str, Any], width: int = WIDTH) -> list[str]:
