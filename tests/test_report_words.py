@@ -81,3 +81,15 @@ def test_the_readme_quotes_the_first_screen_as_it_is(cli) -> None:  # noqa: ANN0
     assert len(lines) >= 5
     for line in lines:
         assert line in out, line
+
+
+def test_a_number_keeps_its_unit_on_its_line() -> None:
+    from trainplan.present.summary import _wrap
+
+    # 68 columns of text after the 10-column label: "40 %" would have been cut after "40" at width 80
+    text = "A step of 23.1 ms at cluster.mfu " + "x" * 33 + " 40 %."
+    lines = _wrap("Time", text, 80)
+    assert all(len(line) <= 80 for line in lines)
+    assert not any(line.strip().startswith("%") for line in lines), lines
+    assert " ".join(line.strip() for line in lines).endswith("40 %.")
+    assert "\u00a0" not in "".join(lines)
