@@ -175,3 +175,19 @@ def test_the_automatic_batch():
     assert auto_batch(100, 2) == 3
     assert auto_batch(10, 2) == 1 and auto_batch(0, 2) == 1
     assert auto_batch(10_000, 0) == 100  # a scheduler with no worker yet counts as one
+
+
+def test_full_pass_skips_a_bad_file_as_the_one_machine_pass(cluster, tmp_path):
+    """3 good clips and an empty z.mp4: the full pass names z.mp4 once, skips it, and inspects the 3 (as the
+    plain pass does), 3 x 30 frames."""
+    from trainplan.measure import distributed as dist
+
+    for i in range(3):
+        clip = probe.synthesize_clip(probe.ClipFormat(64, 64, 25.0, 100e3, 10), 30, seed=i)
+        (tmp_path / f"g{i}.mp4").write_bytes(clip.data)
+    (tmp_path / "z.mp4").write_bytes(b"")
+    named = []
+    full = dist.full_pass(shards.units([tmp_path]), where="t", scheduler=cluster.scheduler_address,
+                          on_skip=lambda p, why: named.append(p.name))
+    assert named == ["z.mp4"] and full["files_skipped"] == 1 and len(full["files"]) == 3
+    assert full["aggregate"]["frames"] == 3 * 30

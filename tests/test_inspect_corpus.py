@@ -271,3 +271,91 @@ def test_a_second_inspection_drops_a_mean_size_that_no_longer_holds(corpus, tmp_
     insp.to_workload(insp.inspect_paths([corpus / "cam_b"]), out, "one size")
     w = load_workload(out)
     assert w.data.pixels_per_frame is None and (w.data.width, w.data.height) == (64, 48)
+
+
+def _folder_with_one_bad(tmp_path: Path, good: int) -> Path:
+    d = tmp_path / "five"
+    d.mkdir()
+    for i in range(good):
+        write_clip(d / f"g{i}.mp4", 64, 64, 24, {0})
+    (d / "z.mp4").write_bytes(b"")  # empty: no container to open
+    return d
+
+
+@pytest.mark.parametrize("extra", [(), ("--sample", "6")])
+def test_a_sample_skips_a_bad_file_as_the_plain_pass(tmp_path, cli, extra):
+    """5 good clips and an empty z.mp4: with --sample 6 (all drawn) as without, z.mp4 is named once and
+    skipped, and the 5 are inspected (120 frames: 5 x 24)."""
+    d = _folder_with_one_bad(tmp_path, 5)
+    res = cli("data", "inspect", str(d), *extra, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["files_skipped"] == 1 and len(r["files"]) == 5 and r["aggregate"]["frames"] == 5 * 24
+    lines = [x for x in res.stderr.splitlines() if x.strip()]
+    assert sum("skipped" in x and "z.mp4" in x for x in lines) == 1
+    assert any("1 of 6 file(s) skipped, 5 inspected" in x for x in lines)
+    assert "Traceback" not in res.stderr
+
+
+def test_a_drawn_file_skipped_is_not_replaced(tmp_path, cli):
+    """Every draw of 3 of the 6 that takes z.mp4 reads 2 clips, and scales the frames by 6 / 2 files read."""
+    d = _folder_with_one_bad(tmp_path, 5)
+    for seed in range(8):
+        res = cli("data", "inspect", str(d), "--sample", "3", "--seed", str(seed), "--format", "json")
+        assert res.returncode == 0, res.stderr
+        r = json.loads(res.stdout)
+        read = 3 - r["files_skipped"]
+        assert len(r["files"]) == read and r["aggregate"]["frames_estimated_total"] == pytest.approx(24 * read * 6 / read)
+        if r["files_skipped"]:
+            return
+    pytest.fail("no seed of 8 drew z.mp4")
+
+
+def _shards(tmp_path: Path) -> Path:
+    """good.tar: 2 clips of 24 frames; cut.tar: a 2-clip shard cut inside its first member's data."""
+    wds = pytest.importorskip("webdataset")
+    d = tmp_path / "shards"
+    d.mkdir()
+    write_clip(tmp_path / "c.mp4", 64, 64, 24, {0})
+    clip = (tmp_path / "c.mp4").read_bytes()
+    for name in ("good", "whole"):
+        with wds.TarWriter(str(d / f"{name}.tar" if name == "good" else tmp_path / "whole.tar")) as w:
+            for i in range(2):
+                w.write({"__key__": f"{name}{i}", "mp4": clip})
+    (d / "cut.tar").write_bytes((tmp_path / "whole.tar").read_bytes()[: 512 + len(clip) // 2])
+    return d
+
+
+@pytest.mark.parametrize("extra", [(), ("--sample", "4", "--by-shard")])
+def test_a_truncated_shard_is_skipped_and_the_good_ones_inspected(tmp_path, cli, extra):
+    d = _shards(tmp_path)
+    res = cli("data", "inspect", str(d), *extra, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["files_skipped"] == 1 and len(r["files"]) == 2 and r["aggregate"]["frames"] == 2 * 24
+    assert sum("skipped" in x and "cut.tar" in x for x in res.stderr.splitlines()) == 1
+    assert "Traceback" not in res.stderr
+
+
+def test_token_files_that_cannot_be_read_are_skipped(tmp_path, cli):
+    """good.bin: 5000 uint16 ids; empty.bin, odd.bin (5 bytes) and a .txt that is not UTF-8 are each named
+    once and skipped; the tokens are good.bin's 5000."""
+    d = tmp_path / "tok"
+    d.mkdir()
+    np.arange(5000, dtype="<u2").tofile(d / "good.bin")
+    (d / "empty.bin").write_bytes(b"")
+    (d / "odd.bin").write_bytes(b"12345")
+    res = cli("data", "inspect", str(d), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["files_skipped"] == 2 and r["aggregate"]["tokens"] == 5000 and r["aggregate"]["stored_bytes"] == 10000
+    assert any("2 of 3 file(s) skipped, 1 inspected" in x for x in res.stderr.splitlines())
+    t = tmp_path / "txt"
+    t.mkdir()
+    (t / "doc.txt").write_text("one two three\n\nfour five\n")
+    (t / "bin.txt").write_bytes(b"\xff\xfe\x00\x01")
+    res = cli("data", "inspect", str(t), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert r["files_skipped"] == 1 and r["aggregate"]["documents"] == 2
+    assert sum("skipped" in x and "bin.txt" in x for x in res.stderr.splitlines()) == 1

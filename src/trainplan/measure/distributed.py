@@ -99,6 +99,14 @@ def inspect_batch(batch: list[shards.Unit], kind: str, options: dict[str, Any]) 
     return out
 
 
+def _accepted(result: dict[str, Any]) -> dict[str, Any]:
+    """A worker's result, or the UserError of a unit it refused (for inspect.read_each to skip, as on one
+    machine)."""
+    if "refused" in result:
+        raise UserError(*result["refused"])
+    return result
+
+
 def _video_dict(v: insp.VideoFile) -> dict[str, Any]:
     return insp.record_fields(v)
 
@@ -198,7 +206,8 @@ def auto_batch(units: int, workers: int) -> int:
 def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, journal: Path | None = None,
               progress: Callable[[int, Any], None] | None = None, dtype: str | None = None,
               eos: int | None = None, tokenizer: str | None = None, near: bool = True,
-              batch: int | None = None, cameras: int | None = None) -> dict[str, Any]:
+              batch: int | None = None, cameras: int | None = None,
+              on_skip: Callable[[Path, str], None] | None = None) -> dict[str, Any]:
     """Every unit inspected on the cluster's workers; the one-machine pass's report, with
     `units_inspected_now` (the units this run inspected; the rest came from the journal).
 
@@ -207,7 +216,7 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
     if batch is not None and batch < 1:
         raise UserError("--batch", f"expected at least 1 unit a task, got {batch}")
     kind = shards.corpus_kind(found, where)
-    pool = [u for u in found if u.kind == kind]
+    pool = [u for u in found if u.kind in (kind, "refused")]
     options = {"dtype": dtype, "eos": eos, "tokenizer": tokenizer, "near": near}
     done = _read_journal(journal, kind, options) if journal is not None else {}
     todo = [u for u in pool if u.url not in done]
@@ -238,9 +247,7 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
                            for i, b in enumerate(batches)}
                 for future in as_completed(futures):
                     for u, result in zip(futures[future], future.result()):
-                        if "refused" in result:
-                            raise UserError(*result["refused"])
-                        done[u.url] = result
+                        done[u.url] = result  # a refused unit too: skipped below, and again on a rerun
                         if log is not None:
                             log.write(json.dumps({"unit": u.url, "result": result}) + "\n")
                         if progress is not None:
@@ -255,8 +262,10 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
     finally:
         if log is not None:
             log.close()
-    results = [done[u.url] for u in pool]
-    out = _aggregate(kind, pool, results, near)
+    pairs, skipped = insp.read_each(pool, lambda u: (u, _accepted(done[u.url])), on_skip=on_skip)
+    out = _aggregate(kind, [u for u, _ in pairs], [r for _, r in pairs], near)
+    out.update(insp.skip_report([insp.VideoFile(**r["video"]) for _, r in pairs] if kind == "video" else [],
+                                skipped))
     if kind == "video":
         out["aggregate"]["streams"], out["aggregate"]["streams_basis"] = shards.unit_streams(pool, cameras)
     out.update(location=where, units="shard members" if any(u.member is not None for u in pool) else "files",

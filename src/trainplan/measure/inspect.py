@@ -608,44 +608,64 @@ class Dedup:
 
 def inspect_tokens(files: list[Path], *, dtype: str | None = None, eos: int | None = None,
                    tokenizer: str | None = None, near: bool = True,
-                   progress: Callable[[Path], None] | None = None, dedup: Dedup | None = None) -> dict[str, Any]:
-    """Tokens, bytes per token and duplicate shares of a token corpus (ids or text), per file and in total."""
+                   progress: Callable[[Path], None] | None = None, dedup: Dedup | None = None,
+                   on_skip: Callable[[Path, str], None] | None = None,
+                   names: list[str] | None = None) -> dict[str, Any]:
+    """Tokens, bytes per token and duplicate shares of a token corpus (ids or text), per file and in total.
+    A file that cannot be read (empty, cut mid-id, not UTF-8) is skipped through read_each; `names`, what
+    each file is called in the report (a shard member's URL for its staged copy)."""
     dedup = dedup if dedup is not None else Dedup(near=near)
-    per_file = []
-    counter: tuple[Callable[[str], int], str] | None = None
-    counted = "token ids"
-    stored_bytes = 0
-    for f in files:
-        before = (dedup.documents, dedup.tokens, dedup.exact_documents + dedup.near_documents,
-                  dedup.exact_tokens + dedup.near_tokens)
-        size = f.stat().st_size
-        stored_bytes += size
-        if kind_of(f) == "token_ids":
-            ids = read_token_ids(f, dtype)
-            for doc in token_id_documents(ids, eos):
-                dedup.add(doc)
-            width = ids.dtype.itemsize
-        elif kind_of(f) == "table":
-            counter = counter or make_counter(tokenizer)
-            width = None
-            for doc, width in table_documents(f, counter[0]):
-                counted = counted if width else counter[1]
+    state: dict[str, Any] = {"counter": None, "counted": "token ids"}
+    named = dict(zip(files, names)) if names is not None else {}
+
+    def read(f: Path) -> dict[str, Any]:
+        name = named.get(f, str(f))
+        try:
+            record = _token_file(f, dedup, state, dtype=dtype, eos=eos, tokenizer=tokenizer)
+        except UserError as err:  # named as the user knows the file
+            raise UserError(err.where.replace(str(f), name, 1), err.expected) from None
+        finally:
+            if progress is not None:
+                progress(f)
+        return dict(record, path=name)
+
+    per_file, skipped = read_each(files, read, on_skip=on_skip)
+    stored_bytes = sum(r["bytes"] for r in per_file)
+    return {"kind": "tokens", "files": per_file, "aggregate": token_aggregate(dedup, stored_bytes, state["counted"]),
+            "skipped": skipped, "files_skipped": len(skipped)}
+
+
+def _token_file(f: Path, dedup: Dedup, state: dict[str, Any], *, dtype: str | None, eos: int | None,
+                tokenizer: str | None) -> dict[str, Any]:
+    """One token file's documents added to `dedup`, and its record. A text file is read through once before
+    (its UTF-8 and JSON checked) so that a bad one adds no document before it is skipped."""
+    before = (dedup.documents, dedup.tokens, dedup.exact_documents + dedup.near_documents,
+              dedup.exact_tokens + dedup.near_tokens)
+    size = f.stat().st_size
+    width = None
+    if kind_of(f) == "token_ids":
+        ids = read_token_ids(f, dtype)
+        for doc in token_id_documents(ids, eos):
+            dedup.add(doc)
+        width = ids.dtype.itemsize
+    else:
+        state["counter"] = state["counter"] or make_counter(tokenizer)
+        count, counted = state["counter"]
+        if kind_of(f) == "table":
+            for doc, width in table_documents(f, count):
+                state["counted"] = state["counted"] if width else counted
                 dedup.add(doc)
         else:
-            counter = counter or make_counter(tokenizer)
-            counted = counter[1]
+            for _ in text_documents(f):
+                pass
+            state["counted"] = counted
             for text in text_documents(f):
-                dedup.add(text_document(text, counter[0]))
-            width = None
-        tokens = dedup.tokens - before[1]
-        per_file.append({"path": str(f), "kind": kind_of(f), "bytes": size, "documents": dedup.documents - before[0],
-                         "tokens": tokens, "bytes_per_token": size / tokens if tokens else None,
-                         "token_id_bytes": width,
-                         "duplicate_documents": dedup.exact_documents + dedup.near_documents - before[2],
-                         "duplicate_tokens": dedup.exact_tokens + dedup.near_tokens - before[3]})
-        if progress is not None:
-            progress(f)
-    return {"kind": "tokens", "files": per_file, "aggregate": token_aggregate(dedup, stored_bytes, counted)}
+                dedup.add(text_document(text, count))
+    tokens = dedup.tokens - before[1]
+    return {"path": str(f), "kind": kind_of(f), "bytes": size, "documents": dedup.documents - before[0],
+            "tokens": tokens, "bytes_per_token": size / tokens if tokens else None, "token_id_bytes": width,
+            "duplicate_documents": dedup.exact_documents + dedup.near_documents - before[2],
+            "duplicate_tokens": dedup.exact_tokens + dedup.near_tokens - before[3]}
 
 
 def token_aggregate(dedup: Dedup, stored_bytes: int, counted: str) -> dict[str, Any]:
@@ -658,6 +678,44 @@ def token_aggregate(dedup: Dedup, stored_bytes: int, counted: str) -> dict[str, 
 
 
 # ---------------------------------------------------------------- the whole command
+
+
+def read_each(items: list[Any], read_one: Callable[[Any], Any], *, on_skip: Callable[[Path, str], None] | None = None,
+              progress: Callable[[Any], None] | None = None) -> tuple[list[Any], list[dict[str, str]]]:
+    """The one skip rule of every inspection (docs/measurement.md): each item read by `read_one`; one that
+    raises UserError (a bad or cut-short file, shard or member) is skipped, recorded as {"path", "reason"}
+    and named by `on_skip(path, reason)`, and the rest are read. The skips before the first readable item
+    are named once one is read; when none is, the one refusal (the file's own, or "all N were skipped")."""
+    records: list[Any] = []
+    skipped: list[dict[str, str]] = []
+    for item in items:
+        try:
+            records.append(read_one(item))
+        except UserError as err:  # a bad file is reported and passed over; the rest are still measured
+            if err.where.startswith("-"):
+                raise  # an option's value, not the file's: refused outright
+            skipped.append({"path": err.where, "reason": err.expected})
+            if on_skip is not None and records:
+                on_skip(Path(err.where), err.expected)
+        else:
+            if on_skip is not None and len(records) == 1:  # the skips before the first readable file
+                for s in skipped:
+                    on_skip(Path(s["path"]), s["reason"])
+        if progress is not None:
+            progress(item)
+    if not records:
+        if len(skipped) == 1:
+            raise UserError(skipped[0]["path"], skipped[0]["reason"])
+        raise UserError("PATH", f"expected at least one readable file; all {len(skipped)} were skipped "
+                        f"(first: {skipped[0]['path']}: {skipped[0]['reason']})")
+    return records, skipped
+
+
+def skip_report(records: list[Any], skipped: list[dict[str, str]]) -> dict[str, Any]:
+    """The report's keys of read_each's skips, the same on every route: the files skipped, how many, and the
+    video files measured only as far as they go."""
+    return {"skipped": skipped, "files_skipped": len(skipped),
+            "truncated": [{"path": r.path, "reason": r.truncated} for r in records if getattr(r, "truncated", None)]}
 
 
 def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = None, seed: int = 0,
@@ -685,41 +743,21 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
         progress(len(chosen), None)
     if kind_of(chosen[0]) in ("video", "image"):
         read_one: Callable[[Path], Any] = inspect_video if kind_of(chosen[0]) == "video" else inspect_image
-        records = []
-        skipped: list[dict[str, str]] = []
-        for f in chosen:
-            try:
-                records.append(read_one(f))
-            except UserError as err:  # a bad file is reported and passed over; the rest are still measured
-                skipped.append({"path": str(f), "reason": err.expected})
-                if on_skip is not None and records:
-                    on_skip(f, err.expected)
-            else:
-                if on_skip is not None and len(records) == 1:  # the skips before the first readable file
-                    for s in skipped:
-                        on_skip(Path(s["path"]), s["reason"])
-            if progress is not None:
-                progress(len(chosen), f)
-        if not records:
-            if len(skipped) == 1:
-                raise UserError(skipped[0]["path"], skipped[0]["reason"])
-            raise UserError("PATH", f"expected at least one readable video file; all {len(skipped)} were skipped "
-                            f"(first: {skipped[0]['path']}: {skipped[0]['reason']})")
+        records, skipped = read_each(chosen, read_one, on_skip=on_skip,
+                                     progress=(lambda f: progress(len(chosen), f)) if progress else None)
         video = read_one is inspect_video
         out: dict[str, Any] = {"kind": "video" if video else "image", "files": [r.to_dict() for r in records],
                                "aggregate": aggregate_video(records) if video else aggregate_images(records),
-                               "skipped": skipped, "files_skipped": len(skipped),
-                               "truncated": [{"path": r.path, "reason": r.truncated} for r in records
-                                             if getattr(r, "truncated", None)]}
+                               **skip_report(records, skipped)}
         agg = out["aggregate"]
         agg["streams"], agg["streams_basis"] = streams(folder_keys(paths, [Path(r.path) for r in records]), cameras)
     else:
-        out = inspect_tokens(chosen, dtype=dtype, eos=eos, tokenizer=tokenizer, near=near,
+        out = inspect_tokens(chosen, dtype=dtype, eos=eos, tokenizer=tokenizer, near=near, on_skip=on_skip,
                              progress=(lambda f: progress(len(chosen), f)) if progress else None)
     out["files_found"] = total
     out["files_inspected"] = len(chosen)
-    if len(chosen) < total:
-        scale = total / len(chosen)
+    if len(chosen) < total:  # a drawn file skipped is not replaced: the totals are scaled from the files read
+        scale = total / (len(chosen) - out.get("files_skipped", 0))
         agg = out["aggregate"]
         # a uniform sample of files: corpus totals are the sample's times files found / files inspected
         for key in ("hours", "frames", "bytes", "seconds", "tokens", "effective_unique_tokens", "stored_bytes",

@@ -56,10 +56,17 @@ class Unit:
     size: int
     suffix: str
     column: str | None = None  # an MDS sample's column holding the member
+    refused: str | None = None  # why a shard (or its tail) cannot be read: skipped as a bad file is
 
     @property
     def kind(self) -> str:
-        return suffix_kind(self.suffix)
+        return "refused" if self.refused else suffix_kind(self.suffix)
+
+
+def check_readable(unit: Unit) -> None:
+    """Raise the UserError of a unit listed as unreadable (inspect.read_each skips it, as a bad file)."""
+    if unit.refused:
+        raise UserError(locations.display(unit.url), unit.refused)
 
 
 def suffix_kind(suffix: str) -> str:
@@ -74,8 +81,10 @@ def _entry_unit(e: locations.Entry) -> Unit:
 
 
 def tar_units(entry: locations.Entry, fs: Any) -> list[Unit]:
-    """The video and image members of a WebDataset tar shard, from its headers alone."""
-    out = []
+    """The video and image members of a WebDataset tar shard, from its headers alone. A shard cut short or
+    corrupt keeps the members listed before the break that lie whole inside it, and one unit for the rest,
+    refused (skipped and named by inspect.read_each, as a bad file)."""
+    out: list[Unit] = []
     try:
         with fs.open(entry.path, "rb", block_size=TAR_HEADER_REQUEST_BYTES) as f, \
                 tarfile.open(fileobj=f, mode="r:") as tar:
@@ -84,7 +93,10 @@ def tar_units(entry: locations.Entry, fs: Any) -> list[Unit]:
                 if m.isfile() and (suffix in insp.VIDEO_SUFFIXES or suffix in IMAGE_SUFFIXES):
                     out.append(Unit(f"{entry.url}#{m.name}", entry, m.name, m.offset_data, m.size, suffix))
     except tarfile.TarError as err:
-        raise UserError(locations.display(entry.url), f"expected a tar shard (WebDataset) ({err})") from None
+        out = [u for u in out if entry.size is None or u.offset + u.size <= entry.size]
+        out.append(Unit(entry.url, entry, None, 0, entry.size, entry.suffix,
+                        refused=f"expected a tar shard (WebDataset) ({err}); the {len(out)} whole member(s) "
+                                "before the break are kept"))
     except ValueError as err:  # fsspec's HTTP file: the server answers no range requests
         raise UserError(locations.display(entry.url), f"expected a server that answers range requests, to read "
                                                       f"a shard's members in place ({str(err)[:120]})") from None
@@ -367,6 +379,7 @@ def mds_ndarray(data: bytes, encoding: str, where: str) -> np.ndarray:
 
 def inspect_video_unit(unit: Unit, fs: Any | None = None) -> insp.VideoFile:
     """`inspect.inspect_video` on the unit, its path and size the unit's."""
+    check_readable(unit)
     with staged(unit, fs) as p:
         try:
             record = insp.inspect_video(p)
@@ -377,6 +390,7 @@ def inspect_video_unit(unit: Unit, fs: Any | None = None) -> insp.VideoFile:
 
 def inspect_image_unit(unit: Unit, fs: Any | None = None) -> dict[str, Any]:
     """An image member: inspect.py's one image inspection (its header: format, size, mode), as a dict."""
+    check_readable(unit)
     with staged(unit, fs) as p:
         try:
             record = insp.inspect_image(p)
@@ -408,6 +422,10 @@ def image_intervals(records: list[dict[str, Any]], population: int, clusters: li
 
 
 def corpus_kind(found: list[Unit], where: str) -> str:
+    """The corpus's kind, its unreadable units aside (those are skipped); refused when all are unreadable."""
+    if found and all(u.refused for u in found):
+        check_readable(found[0])
+    found = [u for u in found if not u.refused]
     kinds = {u.kind for u in found}
     if not found:
         raise UserError(where, "expected video, image or token files, shards (.tar, .parquet, .arrow) or an "
@@ -437,7 +455,7 @@ def unit_streams(pool: list[Unit], cameras: int | None = None) -> tuple[int, str
 def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | None = None, seed: int = 0,
                   dtype: str | None = None, eos: int | None = None, tokenizer: str | None = None,
                   near: bool = True, progress: Callable[[int, Any], None] | None = None,
-                  cameras: int | None = None) -> dict[str, Any]:
+                  cameras: int | None = None, on_skip: Callable[[Path, str], None] | None = None) -> dict[str, Any]:
     """All units, or a seeded sample of `sample` of them, inspected; the report of `inspect.inspect_paths`
     (kind, files, aggregate, files_found, files_inspected) with `intervals` on the aggregate. Given a
     ShardDraw, every member of the drawn shards, the figures estimated over shards. A video corpus's
@@ -445,14 +463,14 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
     draw = found if isinstance(found, ShardDraw) else None
     found = draw.units if draw is not None else found
     kind = corpus_kind(found, where)
-    skipped = [u for u in found if u.kind != kind]
-    pool = [u for u in found if u.kind == kind]
+    skipped = [u for u in found if u.kind not in (kind, "refused")]
+    pool = [u for u in found if u.kind in (kind, "refused")]
     if sample is not None and sample < 1:
         raise UserError("--sample", f"expected at least 1 file, got {sample}")
     chosen = pool if draw is not None else sampling.draw(pool, sample, seed)
     # the estimators' units: the shards of a draw by shard (each member's), else the members themselves
-    clusters = [c for u, c in zip(found, draw.clusters) if u.kind == kind] if draw is not None else None
-    weights = [w for u, w in zip(found, draw.weights) if u.kind == kind] \
+    clusters = [c for u, c in zip(found, draw.clusters) if u.kind in (kind, "refused")] if draw is not None else None
+    weights = [w for u, w in zip(found, draw.weights) if u.kind in (kind, "refused")] \
         if draw is not None and draw.weights is not None else None
     population = draw.shards if draw is not None else len(pool)
     if progress is not None:
@@ -469,32 +487,17 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
         if progress is not None:
             progress(len(chosen), PurePosixPath(u.url.split("#")[-1]))
 
+    out, kept, records = _inspect_chosen(kind, chosen, fs_of, step, on_skip, dtype=dtype, eos=eos, tokenizer=tokenizer,
+                                near=near, progress=progress)
+    if clusters is not None:  # the estimators' units of the members read (a member skipped is not replaced)
+        clusters = [clusters[i] for i in kept]
+        weights = [weights[i] for i in kept] if weights is not None else None
     if kind == "video":
-        records = []
-        for u in chosen:
-            records.append(inspect_video_unit(u, fs_of(u)))
-            step(u)
-        out: dict[str, Any] = {"kind": "video", "files": [r.to_dict() for r in records],
-                               "aggregate": insp.aggregate_video(records)}
         intervals = sampling.video_intervals(records, population, seed, clusters=clusters, weights=weights)
         out["aggregate"]["streams"], out["aggregate"]["streams_basis"] = unit_streams(pool, cameras)
     elif kind == "image":
-        recs = []
-        for u in chosen:
-            recs.append(inspect_image_unit(u, fs_of(u)))
-            step(u)
-        out = {"kind": "image", "files": recs, "aggregate": aggregate_images(recs)}
-        intervals = image_intervals(recs, population, clusters, weights)
+        intervals = image_intervals(out["files"], population, clusters, weights)
     else:
-        with contextlib.ExitStack() as stack:
-            paths = [stack.enter_context(staged(u, fs_of(u))) for u in chosen]
-            out = insp.inspect_tokens(paths, dtype=dtype, eos=eos, tokenizer=tokenizer, near=near,
-                                      progress=(lambda f: progress(len(chosen), f)) if progress else None)
-        for rec, u in zip(out["files"], chosen):
-            rec["path"], rec["bytes"] = locations.display(u.url), u.size
-        agg = out["aggregate"]
-        agg["stored_bytes"] = sum(u.size for u in chosen)
-        agg["bytes_per_token"] = agg["stored_bytes"] / agg["tokens"] if agg["tokens"] else None
         intervals = sampling.token_intervals(out["files"], population, clusters=clusters, weights=weights)
     out["location"] = where
     out["units"] = "shard members" if any(u.member is not None for u in pool) else "files"
@@ -502,8 +505,44 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
     out["files_inspected"] = len(chosen)
     if skipped:
         out["units_skipped"] = {"count": len(skipped), "why": f"{skipped[0].kind} units beside a {kind} corpus"}
-    _scale_up(out, draw, len(chosen), clusters, weights, population, intervals, seed)
+    # a complete pass is not scaled up for the units skipped (as the plain pass); a sample is, from those read
+    _scale_up(out, draw, len(chosen) if len(chosen) == population else len(kept), clusters, weights, population,
+              intervals, seed)
     return out
+
+
+def _inspect_chosen(kind: str, chosen: list[Unit], fs_of: Callable[[Unit], Any], step: Callable[[Unit], None],
+                    on_skip: Callable[[Path, str], None] | None, *, progress: Callable[[int, Any], None] | None,
+                    **options: Any) -> tuple[dict[str, Any], list[int], list[Any]]:
+    """The chosen units inspected through inspect.read_each (a unit that cannot be read is skipped and named):
+    the report's kind, files, aggregate and skips, the places in `chosen` of the units read, and their video
+    records (the estimators read their groups of pictures)."""
+    if kind in ("video", "image"):
+        inspect_one = inspect_video_unit if kind == "video" else inspect_image_unit
+
+        def read(iu: tuple[int, Unit]) -> tuple[int, Any]:
+            try:
+                return iu[0], inspect_one(iu[1], fs_of(iu[1]))
+            finally:
+                step(iu[1])
+
+        pairs, skipped = insp.read_each(list(enumerate(chosen)), read, on_skip=on_skip)
+        records = [r for _, r in pairs]
+        files = [r.to_dict() for r in records] if kind == "video" else records
+        agg = insp.aggregate_video(records) if kind == "video" else aggregate_images(records)
+        return ({"kind": kind, "files": files, "aggregate": agg,
+                 **insp.skip_report(records if kind == "video" else [], skipped)}, [i for i, _ in pairs], records)
+    with contextlib.ExitStack() as stack:
+        paths = [stack.enter_context(staged(u, fs_of(u))) for u in chosen]
+        out = insp.inspect_tokens(paths, **options, on_skip=on_skip, names=[locations.display(u.url) for u in chosen],
+                                  progress=(lambda f: progress(len(chosen), f)) if progress else None)
+    kept = [i for i, u in enumerate(chosen) if locations.display(u.url) in {f["path"] for f in out["files"]}]
+    for rec, i in zip(out["files"], kept):
+        rec["bytes"] = chosen[i].size
+    agg = out["aggregate"]
+    agg["stored_bytes"] = sum(chosen[i].size for i in kept)
+    agg["bytes_per_token"] = agg["stored_bytes"] / agg["tokens"] if agg["tokens"] else None
+    return out, kept, []
 
 
 def _scale_up(out: dict[str, Any], draw: ShardDraw | None, inspected: int, clusters: list[int] | None,

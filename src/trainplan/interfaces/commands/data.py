@@ -100,17 +100,17 @@ def _run_inspection(paths: list[str], where: str, options: dict[str, Any], *, fu
 
         return _with_progress(lambda progress: distributed.full_pass(
             shards.units(paths), where=where, scheduler=scheduler, journal=journal, progress=progress, batch=batch,
-            cameras=cameras, **options))
+            cameras=cameras, on_skip=_skip_line, **options))
     elif by_shard:
         if sample_files is None:
             raise UserError("--by-shard", "expected --sample N with it (the members to draw shards for)")
         return _with_progress(lambda progress: shards.inspect_units(
             shards.units_by_shard(paths, sample_files, seed, 1.0 if shard_fraction is None else shard_fraction),
-            where=where, seed=seed, progress=progress, cameras=cameras, **options))
+            where=where, seed=seed, progress=progress, cameras=cameras, on_skip=_skip_line, **options))
     elif sample_files is not None or shards.needs_units(paths):
         return _with_progress(lambda progress: shards.inspect_units(
             shards.units(paths), where=where, sample=sample_files, seed=seed, progress=progress, cameras=cameras,
-            **options))
+            on_skip=_skip_line, **options))
     else:
         return _with_progress(lambda progress: insp.inspect_paths(
             paths, sample_files=sample_files, seed=seed, progress=progress, on_skip=_skip_line, cameras=cameras,
@@ -269,7 +269,8 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
     head = f"{r['files_inspected'] - skipped} of {r['files_found']} file(s) inspected" + (
         f", {skipped} skipped (unreadable)" if skipped else "")
     if r.get("units") == "shard members":
-        head = f"{r['files_inspected']} of {r['files_found']} shard member(s) inspected"
+        head = f"{r['files_inspected'] - skipped} of {r['files_found']} shard member(s) inspected" + (
+            f", {skipped} skipped (unreadable)" if skipped else "")
     lines = [head + (f" at {r['location']}" if r.get("location") else "")]
     if r["kind"] == "image":
         if files:
