@@ -424,6 +424,25 @@ def _shingles(items: list[Any]) -> set[bytes]:
     return {" ".join(map(str, items[i : i + SHINGLE])).encode() for i in range(len(items) - SHINGLE + 1)}
 
 
+TOKEN_DTYPES = ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64")
+
+
+def check_dtype(dtype: str | None) -> np.dtype:
+    """The --dtype of .bin token ids (default uint16), one of TOKEN_DTYPES; anything else refused naming it."""
+    if dtype is None:
+        return np.dtype("<u2")
+    if dtype not in TOKEN_DTYPES:
+        raise UserError("--dtype", f"expected an integer token id type, one of {', '.join(TOKEN_DTYPES)}; got {dtype!r}")
+    return np.dtype(dtype).newbyteorder("<")
+
+
+def check_eos(eos: int | None, dt: np.dtype, what: str) -> None:
+    """An --eos id a token id of type `dt` can hold (0 to its largest value), else refused naming --eos."""
+    if eos is not None and not 0 <= eos <= np.iinfo(dt).max:
+        raise UserError("--eos", f"expected an end-of-document id from 0 to {np.iinfo(dt).max} ({what} ids are "
+                        f"{dt.name}), got {eos}")
+
+
 def read_token_ids(path: Path, dtype: str | None = None) -> np.ndarray:
     """Token ids of a `.npy` (its own dtype) or `.bin` (raw little-endian `dtype`, default uint16)."""
     if path.suffix.lower() == ".npy":
@@ -434,9 +453,7 @@ def read_token_ids(path: Path, dtype: str | None = None) -> np.ndarray:
         if arr.dtype.kind not in "iu":
             raise UserError(str(path), f"expected integer token ids, got dtype {arr.dtype}")
         return arr.reshape(-1)
-    dt = np.dtype(dtype or "uint16").newbyteorder("<")
-    if dt.kind not in "iu":
-        raise UserError("--dtype", f"expected an integer dtype such as uint16 or uint32, got {dtype!r}")
+    dt = check_dtype(dtype)
     size = path.stat().st_size
     if size % dt.itemsize:
         raise UserError(str(path), f"expected a whole number of {dt.itemsize}-byte token ids, got {size} bytes")
@@ -645,6 +662,7 @@ def _token_file(f: Path, dedup: Dedup, state: dict[str, Any], *, dtype: str | No
     width = None
     if kind_of(f) == "token_ids":
         ids = read_token_ids(f, dtype)
+        check_eos(eos, ids.dtype, f"{f.name}'s" if f.suffix.lower() == ".npy" else "the .bin files'")
         for doc in token_id_documents(ids, eos):
             dedup.add(doc)
         width = ids.dtype.itemsize

@@ -172,6 +172,7 @@ def inspect_cmd(
 
     if scheduler is not None and not full:
         raise UserError("--scheduler", "expected --full with it (the scheduler runs the full pass)")
+    _check_token_options(dtype, eos, tokenizer)
     where = ", ".join(locations.display(p) for p in paths)
     options = dict(dtype=dtype, eos=eos, tokenizer=str(tokenizer) if tokenizer else None, near=near)
     report = _run_inspection(paths, where, options, full=full, by_shard=by_shard, sample_files=sample_files,
@@ -190,6 +191,20 @@ def inspect_cmd(
         typer.echo(json.dumps(insp.finite(report), indent=2))
     else:
         typer.echo(inspect_table(report, files))
+
+
+def _check_token_options(dtype: Optional[str], eos: Optional[int], tokenizer: Optional[Path]) -> None:
+    """The token options checked before the work, whatever the input: --dtype one of the integer types,
+    --eos an id that type holds (a .npy file's own type is checked against it when read), --tokenizer a
+    tokenizer.json that loads (even for pre-tokenized ids, where it counts nothing: a wrong path is a
+    mistake either way)."""
+    from trainplan.measure import inspect as insp
+
+    dt = insp.check_dtype(dtype)
+    if eos is not None and eos < 0 or dtype is not None:
+        insp.check_eos(eos, dt, "--dtype")
+    if tokenizer is not None:
+        insp.make_counter(str(tokenizer))
 
 
 def group_plans(report: dict[str, Any], workload: Optional[Path]) -> list[dict[str, Any]]:
