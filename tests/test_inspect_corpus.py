@@ -359,3 +359,19 @@ def test_token_files_that_cannot_be_read_are_skipped(tmp_path, cli):
     r = json.loads(res.stdout)
     assert r["files_skipped"] == 1 and r["aggregate"]["documents"] == 2
     assert sum("skipped" in x and "bin.txt" in x for x in res.stderr.splitlines()) == 1
+
+
+def test_the_provenance_counts_the_files_read_not_the_files_tried(tmp_path, cli):
+    """1 good clip and 3 unreadable: the [measured] source says 1 of 4 files, 3 skipped."""
+    import tomllib
+
+    d = tmp_path / "mostly_bad"
+    d.mkdir()
+    write_clip(d / "good.mp4", 64, 64, 24, {0})
+    for name in ("a.mp4", "b.mp4", "c.mp4"):
+        (d / name).write_bytes(b"not a video")
+    out = tmp_path / "w.toml"
+    res = cli("data", "inspect", str(d), "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    sources = set(tomllib.loads(out.read_text())["measured"].values())
+    assert sources and all("(1 of 4 files; 3 skipped" in s for s in sources), sources

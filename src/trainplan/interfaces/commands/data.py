@@ -181,9 +181,10 @@ def inspect_cmd(
     if report.get("files_skipped") or report.get("truncated"):
         _report_skips(report)
     if output is not None:
+        skipped = report.get("files_skipped") or 0  # the files read, not the files tried
         insp.to_workload(report, output, f"measured by `trainplan data inspect` on {where} "
-                         f"({report['files_inspected']} of {report['files_found']} files"
-                         f"{_interval_note(report['aggregate'])})")
+                         f"({report['files_inspected'] - skipped} of {report['files_found']} files"
+                         f"{f'; {skipped} skipped' if skipped else ''}{_interval_note(report['aggregate'])})")
         report["workload_written"] = str(output)
     if report["kind"] == "video" and len(report["aggregate"].get("groups", [])) > 1:
         report["aggregate"]["group_plans"] = group_plans(report, output)
