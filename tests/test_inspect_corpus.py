@@ -375,3 +375,14 @@ def test_the_provenance_counts_the_files_read_not_the_files_tried(tmp_path, cli)
     assert res.returncode == 0, res.stderr
     sources = set(tomllib.loads(out.read_text())["measured"].values())
     assert sources and all("(1 of 4 files; 3 skipped" in s for s in sources), sources
+
+
+def test_a_matroska_file_cut_in_half_is_truncated(tmp_path):
+    """Matroska keeps no frame count but states its duration: 48 frames at 25 fps written, the file cut in
+    half holds fewer, and is said to be truncated; the whole file is not."""
+    write_clip(tmp_path / "whole.mkv", 64, 64, 48, {0, 24})
+    data = (tmp_path / "whole.mkv").read_bytes()
+    (tmp_path / "cut.mkv").write_bytes(data[: len(data) // 2])
+    whole, cut = insp.inspect_video(tmp_path / "whole.mkv"), insp.inspect_video(tmp_path / "cut.mkv")
+    assert whole.frames == 48 and whole.truncated is None
+    assert 0 < cut.frames < 48 and "states 48 frames" in cut.truncated

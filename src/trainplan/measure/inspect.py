@@ -233,6 +233,23 @@ def codec_name(codec_context: Any) -> str:
     return str(getattr(codec, "canonical_name", None) or codec_context.name)
 
 
+def stated_frames(container: Any, stream: Any, fps: float) -> int:
+    """The frames the container says the stream holds (0 where it says nothing): MP4's own count, else for
+    Matroska / WebM (which keep no count) its stated duration x fps: the stream's duration, or the
+    segment's when the video is its only stream (an audio track may outlast the video)."""
+    if stream.frames:
+        return int(stream.frames)
+    if "matroska" not in container.format.name or fps <= 0:
+        return 0
+    if stream.duration and stream.time_base:
+        seconds = float(stream.duration * stream.time_base)
+    elif container.duration and len(container.streams) == 1:
+        seconds = container.duration / 1e6  # AV_TIME_BASE: microseconds
+    else:
+        return 0
+    return int(seconds * fps + 0.5)
+
+
 def inspect_video(path: str | Path) -> VideoFile:
     """Demux one file's video stream (no decoding): format, keyframe intervals, bit rate. A file that ends
     early (the demuxer fails part-way, or the header states more frames than it holds) is measured as far as
@@ -253,7 +270,7 @@ def inspect_video(path: str | Path) -> VideoFile:
         width, height = int(ctx.width), int(ctx.height)
         rate = stream.average_rate or stream.guessed_rate or stream.base_rate
         fps = float(rate) if rate else 0.0
-        stated = int(stream.frames or 0)  # the container's own count (0 where it states none)
+        stated = stated_frames(container, stream, fps)
         keyframe_at: list[int] = []
         sizes = 0
         packets = 0
@@ -270,7 +287,7 @@ def inspect_video(path: str | Path) -> VideoFile:
                     pts.append(int(packet.pts))
         except (av.error.FFmpegError, OSError) as err:  # type: ignore[attr-defined]
             truncated = f"the stream breaks off after {packets} frames ({err.__class__.__name__})"
-        if truncated is None and stated > packets:
+        if truncated is None and stated > packets + (0 if stream.frames else 1):  # a duration's rounding: a frame
             truncated = f"the container states {stated} frames, {packets} are in the file"
         tb = float(stream.time_base) if stream.time_base else 0.0
         container_name = container.format.name
