@@ -386,3 +386,16 @@ def test_a_matroska_file_cut_in_half_is_truncated(tmp_path):
     whole, cut = insp.inspect_video(tmp_path / "whole.mkv"), insp.inspect_video(tmp_path / "cut.mkv")
     assert whole.frames == 48 and whole.truncated is None
     assert 0 < cut.frames < 48 and "states 48 frames" in cut.truncated
+
+
+@pytest.mark.parametrize("extra", [(), ("--sample", "2")])
+def test_a_file_named_twice_is_inspected_once(tmp_path, cli, extra):
+    """a.mp4 (24 frames) named twice, once through a folder and once as ./a.mp4: one file, 24 frames, one line."""
+    d = tmp_path / "one"
+    d.mkdir()
+    write_clip(d / "a.mp4", 64, 64, 24, {0})
+    res = cli("data", "inspect", str(d / "a.mp4"), str(d), str(d / "." / "a.mp4"), *extra, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    r = json.loads(res.stdout)
+    assert len(r["files"]) == 1 and r["files_found"] == 1 and r["aggregate"]["frames"] == 24
+    assert sum("named more than once" in x for x in res.stderr.splitlines()) == 1

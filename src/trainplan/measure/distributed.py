@@ -215,6 +215,7 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
     units; a crashed worker then redoes its whole batch); None: `auto_batch` for the cluster's workers."""
     if batch is not None and batch < 1:
         raise UserError("--batch", f"expected at least 1 unit a task, got {batch}")
+    found, repeated = shards.once(found)
     kind = shards.corpus_kind(found, where)
     pool = [u for u in found if u.kind in (kind, "refused")]
     options = {"dtype": dtype, "eos": eos, "tokenizer": tokenizer, "near": near}
@@ -270,6 +271,7 @@ def full_pass(found: list[shards.Unit], *, where: str, scheduler: str | None, jo
         out["aggregate"]["streams"], out["aggregate"]["streams_basis"] = shards.unit_streams(pool, cameras)
     out.update(location=where, units="shard members" if any(u.member is not None for u in pool) else "files",
                files_found=len(pool), files_inspected=len(pool), units_inspected_now=len(todo),
+               named_more_than_once=repeated,
                scheduler=scheduler)
     return out
 

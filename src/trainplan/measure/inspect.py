@@ -68,8 +68,24 @@ GPT2_PRETOKEN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+
 # ---------------------------------------------------------------- files
 
 
+def once(items: list[Any], key: Callable[[Any], Any], name: Callable[[Any], str] = str) -> tuple[list[Any], list[str]]:
+    """Each item once, by `key` (a file's resolved path: `a.mp4 a.mp4`, or a folder and a file in it, name one
+    file), in order; and the names of those named more than once (for the one line saying so)."""
+    seen: set[Any] = set()
+    kept, repeated = [], []
+    for item in items:
+        k = key(item)
+        if k in seen:
+            if name(item) not in repeated:
+                repeated.append(name(item))
+            continue
+        seen.add(k)
+        kept.append(item)
+    return kept, repeated
+
+
 def collect(paths: Iterable[str | Path], suffixes: frozenset[str] | None = None) -> list[Path]:
-    """The files named, and the files under the folders named (sorted, recursive)."""
+    """The files named, and the files under the folders named (sorted, recursive), each once (see `once`)."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
@@ -80,7 +96,7 @@ def collect(paths: Iterable[str | Path], suffixes: frozenset[str] | None = None)
             out.append(p)
         else:
             raise UserError(str(raw), "expected an existing file or folder")
-    return out
+    return once(out, lambda f: f.resolve())[0]
 
 
 def sample(files: list[Path], n: int | None, seed: int = 0) -> list[Path]:
@@ -764,7 +780,9 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
     and the others are inspected; `cameras` states the number of streams (default: from the folders)."""
     if cameras is not None and cameras < 1:
         raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
-    files = collect(paths, VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES | IMAGE_SUFFIXES)
+    suffixes = VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES | IMAGE_SUFFIXES
+    files = collect(paths, suffixes)
+    repeated = once([f for raw in paths for f in collect([raw], suffixes)], lambda f: f.resolve())[1]
     if not files:
         raise UserError("PATH", "expected video files (.mp4, .mkv, ...), images (.jpg, .png, .webp) or token files "
                         "(.bin, .npy, .jsonl, .txt)")
@@ -791,6 +809,7 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
                              progress=(lambda f: progress(len(chosen), f)) if progress else None)
     out["files_found"] = total
     out["files_inspected"] = len(chosen)
+    out["named_more_than_once"] = repeated
     if len(chosen) < total:  # a drawn file skipped is not replaced: the totals are scaled from the files read
         scale = total / (len(chosen) - out.get("files_skipped", 0))
         agg = out["aggregate"]

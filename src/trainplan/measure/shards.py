@@ -205,6 +205,15 @@ def units_by_shard(paths: Iterable[str | Path], sample: int, seed: int = 0, frac
     return ShardDraw(units_out, clusters, len(shards), drawn, weights if fraction < 1 else None)
 
 
+def once(found: list[Unit]) -> tuple[list[Unit], list[str]]:
+    """Each unit once (inspect.once): a local file by its resolved path, else by its URL, a member by its
+    object's and its own name; and the names of those named more than once."""
+    def key(u: Unit) -> tuple[str, str | None]:
+        return (str(Path(u.entry.path).resolve()) if not locations.is_url(u.entry.url) else u.entry.url), u.member
+
+    return insp.once(found, key, lambda u: locations.display(u.url))
+
+
 def needs_units(paths: Iterable[str | Path]) -> bool:
     """True when the locations need this module rather than `inspect.inspect_paths` (plain local files
     only): a URL, or a shard, a token table or an MDS index among the files. A local folder of video, images
@@ -461,7 +470,7 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
     ShardDraw, every member of the drawn shards, the figures estimated over shards. A video corpus's
     streams: `cameras`, else `unit_streams` of the units found."""
     draw = found if isinstance(found, ShardDraw) else None
-    found = draw.units if draw is not None else found
+    found, repeated = (draw.units, []) if draw is not None else once(found)
     kind = corpus_kind(found, where)
     skipped = [u for u in found if u.kind not in (kind, "refused")]
     pool = [u for u in found if u.kind in (kind, "refused")]
@@ -503,6 +512,7 @@ def inspect_units(found: list[Unit] | ShardDraw, *, where: str, sample: int | No
     out["units"] = "shard members" if any(u.member is not None for u in pool) else "files"
     out["files_found"] = len(pool)
     out["files_inspected"] = len(chosen)
+    out["named_more_than_once"] = repeated
     if skipped:
         out["units_skipped"] = {"count": len(skipped), "why": f"{skipped[0].kind} units beside a {kind} corpus"}
     # a complete pass is not scaled up for the units skipped (as the plain pass); a sample is, from those read

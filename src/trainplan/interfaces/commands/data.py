@@ -178,7 +178,7 @@ def inspect_cmd(
     report = _run_inspection(paths, where, options, full=full, by_shard=by_shard, sample_files=sample_files,
                              seed=seed, scheduler=scheduler, journal=journal, batch=batch, cameras=cameras,
                              shard_fraction=shard_fraction)
-    if report.get("files_skipped") or report.get("truncated"):
+    if report.get("files_skipped") or report.get("truncated") or report.get("named_more_than_once"):
         _report_skips(report)
     if output is not None:
         skipped = report.get("files_skipped") or 0  # the files read, not the files tried
@@ -246,6 +246,11 @@ def _report_skips(report: dict[str, Any]) -> None:
 
     from trainplan.limits import printable
 
+    repeated = report.get("named_more_than_once") or []
+    if repeated:
+        print(f"data inspect: {printable(repeated[0], one_line=True)}"
+              + (f" and {len(repeated) - 1} other file(s)" if len(repeated) > 1 else "")
+              + " named more than once: each inspected once", file=sys.stderr)
     for t in report.get("truncated", []):
         print(f"data inspect: truncated {printable(t['path'], one_line=True)}: {t['reason']} (measured as far as it "
               "goes)", file=sys.stderr)
