@@ -70,6 +70,19 @@ def test_comparison_with_the_plan():
     assert "plan predicted: busy 50.0 %" in profile.summary(r)
 
 
+def test_a_missing_predicted_figure_reads_n_a_not_nan():
+    """The plan has no cores-needed figure (nan: nothing is decoded) and an unbounded supply (inf): the line
+    says 'n/a' and 'no limit', the words of every report, and never 'nan' or 'inf'."""
+    with profile.Profiler(warmup=0) as prof:
+        for _ in prof.wrap(sleepy(6, 0.001)):
+            pass
+        r = prof.result(predicted={"busy": 1.0, "bottleneck": "accelerator", "cores_needed": float("nan"),
+                                   "demand_fps": 8000.0, "supply_fps": float("inf")})
+    line = next(x for x in profile.summary(r).splitlines() if "plan predicted" in x)
+    assert line == ("  plan predicted: busy 100.0 %, bottleneck accelerator, cores needed n/a, "
+                    "demand 8000.0 frames/s, supply no limit")
+
+
 def test_hops_cores_needed_by_littles_law():
     """Spin 2 ms of CPU per frame in a 'decode' hop: τ = 2 ms, demand D; cores = D τ."""
     def spin(seconds: float) -> None:

@@ -828,6 +828,33 @@ class _Unwrapped:
 # ---------------------------------------------------------------- text
 
 
+def _figure(value: Any, spec: str, unit: str = "") -> str:
+    """`value` written with `spec` and `unit`; a missing (nan) or unbounded (inf) figure in the words every
+    report uses for it (units.NOT_APPLICABLE, units.UNBOUNDED), never 'nan'."""
+    from trainplan import units
+
+    x = float(value)
+    if math.isnan(x):
+        return units.NOT_APPLICABLE
+    if math.isinf(x):
+        return units.UNBOUNDED if x > 0 else f"-{units.UNBOUNDED}"
+    return f"{x:{spec}}{unit}"
+
+
+def _predicted_parts(p: dict[str, Any]) -> list[str]:
+    """The plan's prediction as 'name figure' parts of the summary's 'plan predicted:' line."""
+    pred = [f"busy {_figure(float(p['busy']) * 100, '.1f', ' %')}"]
+    if "bottleneck" in p:
+        pred.append(f"bottleneck {p['bottleneck']}")
+    if p.get("cores_needed") is not None:
+        pred.append(f"cores needed {_figure(p['cores_needed'], '.2f')}")
+    if p.get("demand_fps") is not None:
+        pred.append(f"demand {_figure(p['demand_fps'], '.1f', ' frames/s')}")
+    if p.get("supply_fps") is not None:
+        pred.append(f"supply {_figure(p['supply_fps'], '.1f', ' frames/s')}")
+    return pred
+
+
 def summary(result: ProfileResult) -> str:
     """A few plain lines: measured next to predicted."""
     r = result
@@ -857,18 +884,8 @@ def summary(result: ProfileResult) -> str:
     if r.cores_needed is not None:
         lines.append(f"  cores needed: {r.cores_needed:.2f} ({r.cores_needed_basis})")
     if r.predicted:
-        p = r.predicted
-        pred = [f"busy {float(p['busy']) * 100:.1f} %"]
-        if "bottleneck" in p:
-            pred.append(f"bottleneck {p['bottleneck']}")
-        if p.get("cores_needed") is not None:
-            pred.append(f"cores needed {float(p['cores_needed']):.2f}")
-        if p.get("demand_fps") is not None:
-            pred.append(f"demand {float(p['demand_fps']):.1f} frames/s")
-        if p.get("supply_fps") is not None:
-            pred.append(f"supply {float(p['supply_fps']):.1f} frames/s")
-        lines.append("  plan predicted: " + ", ".join(pred))
-        if r.busy_relative_error is not None:
+        lines.append("  plan predicted: " + ", ".join(_predicted_parts(r.predicted)))
+        if r.busy_relative_error is not None and math.isfinite(r.busy_relative_error):
             lines.append(f"  measured busy vs predicted: {r.busy_relative_error * 100:+.1f} % relative")
     return "\n".join(lines)
 
