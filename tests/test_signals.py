@@ -145,3 +145,23 @@ def test_a_script_that_does_not_compile_is_bad_input(cli, tmp_path, text, line, 
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr == f"trainplan: profile: s.py line {line}: {message}\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.py"]  # no partial profile written
+
+
+LOOP = ("import time\nfrom trainplan.measure import profiler\n"
+        "for _ in profiler.current().wrap(range(20)):\n    time.sleep(0.002)\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+@pytest.mark.parametrize("child_end,child_status", [("", 0), ("    sys.exit(5)\n", 5)])
+def test_a_process_the_script_forks_reports_nothing(cli_subprocess, tmp_path, child_end, child_status):
+    # the child returns from (or exits) the script: it ends there with its status, and only the parent
+    # reports and writes the calibration file
+    (tmp_path / "train.py").write_text(
+        LOOP + "import os, sys\npid = os.fork()\nif pid == 0:\n    print('in the child', flush=True)\n"
+        + child_end + "else:\n    print('child status', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    res = cli_subprocess("profile", "train.py", "--set", "model.params=1e8", "--output", "cal.toml", cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.stdout.count("profile (wall timing)") == 1
+    assert res.stdout.count("in the child") == 1 and f"child status {child_status}\n" in res.stdout
+    assert (tmp_path / "cal.toml").is_file()
+

@@ -11,6 +11,7 @@ measured, end-to-end MFU of the step (`cluster.mfu`, `cluster.mfu_end_to_end = t
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -51,25 +52,51 @@ def read_script(script: Path) -> str:
 
 
 def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int:
-    """Run `script` as __main__ with `args` under `prof`; return its exit status."""
+    """Run `script` as __main__ with `args` under `prof`; return its exit status. A process the script
+    forked ends where the script ends, with its status, and reports nothing."""
     read_script(script)
     uninstall = profile_mod.install(prof)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.resolve().parent))
-    status = 0
+    try:
+        status = _run_as_main(script, os.getpid())
+    finally:
+        uninstall()
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return status
+
+
+def _run_as_main(script: Path, parent: int) -> int:
+    """The exit status of `script` run as __main__; an exception prints the script's traceback
+    (ScriptFailed). In a process the script forked (not `parent`) nothing returns: it exits with that
+    status (`_leave_child`)."""
     try:
         runpy.run_path(str(script), run_name="__main__")
+        status = 0
     except SystemExit as exit_:
         code = exit_.code
         status = code if isinstance(code, int) else (0 if code is None else 1)
     except Exception as err:  # the script's own error: its traceback, not ours (issue 29)
         _print_script_traceback(err, script)
+        if os.getpid() != parent:
+            _leave_child(SCRIPT_EXCEPTION_STATUS)
         raise ScriptFailed(f"{type(err).__name__}: {err}") from None
-    finally:
-        uninstall()
-        sys.argv, sys.path[:] = saved_argv, saved_path
+    if os.getpid() != parent:
+        _leave_child(status)
     return status
+
+
+def _leave_child(status: int) -> None:
+    """End a process the script forked, at the end of the script: its output flushed, its status, and
+    nothing of trainplan's (no report, no calibration file, no cleanup of the parent's)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status & 0xFF)
 
 
 #: The exit status of a script that ends with an uncaught exception, as `python script.py` gives it.
