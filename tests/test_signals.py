@@ -165,3 +165,11 @@ def test_a_process_the_script_forks_reports_nothing(cli_subprocess, tmp_path, ch
     assert res.stdout.count("in the child") == 1 and f"child status {child_status}\n" in res.stdout
     assert (tmp_path / "cal.toml").is_file()
 
+
+def test_a_script_that_closes_stdout_is_still_reported(cli_subprocess, tmp_path):
+    # trainplan's streams are kept before the script runs and reopened after: the report is written
+    (tmp_path / "train.py").write_text(LOOP + "import sys\nprint('from the script')\nsys.stdout.close()\n")
+    res = cli_subprocess("profile", "train.py", "--set", "model.params=1e8", "--output", "cal.toml", cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.stdout.startswith("from the script\nprofile (wall timing): 15 steps after 5 warm-up")
+    assert (tmp_path / "cal.toml").is_file()

@@ -52,11 +52,12 @@ def read_script(script: Path) -> str:
 
 
 def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int:
-    """Run `script` as __main__ with `args` under `prof`; return its exit status. A process the script
-    forked ends where the script ends, with its status, and reports nothing."""
+    """Run `script` as __main__ with `args` under `prof`; return its exit status. The streams trainplan
+    writes to are kept before and put back after (reopened on their descriptor when the script closed
+    them); a process the script forked ends where the script ends, with its status, and reports nothing."""
     read_script(script)
     uninstall = profile_mod.install(prof)
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    saved_argv, saved_path, streams = sys.argv[:], sys.path[:], _keep_streams()
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.resolve().parent))
     try:
@@ -64,6 +65,7 @@ def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int
     finally:
         uninstall()
         sys.argv, sys.path[:] = saved_argv, saved_path
+        _put_back_streams(streams)
     return status
 
 
@@ -99,6 +101,29 @@ def _leave_child(status: int) -> None:
     os._exit(status & 0xFF)
 
 
+def _keep_streams() -> list[tuple[str, Any, int | None]]:
+    """(name, stream, descriptor) of sys.stdout and sys.stderr before the script runs."""
+    kept = []
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            fd: int | None = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # a stream in memory (tests) has no descriptor
+            fd = None
+        kept.append((name, stream, fd))
+    return kept
+
+
+def _put_back_streams(kept: list[tuple[str, Any, int | None]]) -> None:
+    """sys.stdout and sys.stderr as they were before the script, a closed one reopened on its descriptor,
+    so that the report and trainplan's own lines are written."""
+    for name, stream, fd in kept:
+        if getattr(stream, "closed", False) and fd is not None:
+            stream = open(fd, "w", encoding=stream.encoding, errors=stream.errors,  # noqa: SIM115
+                          closefd=False, buffering=1 if stream.line_buffering else -1)
+        setattr(sys, name, stream)
+
+
 #: The exit status of a script that ends with an uncaught exception, as `python script.py` gives it.
 SCRIPT_EXCEPTION_STATUS = 1
 
@@ -120,7 +145,10 @@ def _print_script_traceback(err: BaseException, script: Path) -> None:
         lines = traceback.format_exception_only(type(err), err)
     else:
         lines = traceback.format_exception(type(err), err, tb)
-    sys.stderr.write("".join(lines))
+    try:
+        sys.stderr.write("".join(lines))
+    except (OSError, ValueError):  # the script closed its stderr: as Python, the traceback is lost
+        pass
 
 
 def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, sync: str,
