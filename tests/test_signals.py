@@ -151,6 +151,15 @@ LOOP = ("import time\nfrom trainplan.measure import profiler\n"
         "for _ in profiler.current().wrap(range(20)):\n    time.sleep(0.002)\n")
 
 
+def test_a_script_s_exit_message_is_printed_as_python_prints_it(cli, tmp_path):
+    # `sys.exit("message")`: Python prints the message to stderr and exits 1; then trainplan's one line
+    (tmp_path / "train.py").write_text(LOOP + 'import sys\nsys.exit("no GPU here")\n')
+    res = cli("profile", "train.py", "--set", "model.params=1e8", "--output", "cal.toml", cwd=tmp_path)
+    assert res.returncode == 1
+    assert res.stderr == "no GPU here\ntrainplan: train.py: the script exited with status 1; cal.toml not written\n"
+    assert not (tmp_path / "cal.toml").exists()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
 @pytest.mark.parametrize("child_end,child_status", [("", 0), ("    sys.exit(5)\n", 5)])
 def test_a_process_the_script_forks_reports_nothing(cli_subprocess, tmp_path, child_end, child_status):

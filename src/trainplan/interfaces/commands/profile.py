@@ -70,15 +70,14 @@ def run_script(script: Path, args: list[str], prof: profile_mod.Profiler) -> int
 
 
 def _run_as_main(script: Path, parent: int) -> int:
-    """The exit status of `script` run as __main__; an exception prints the script's traceback
-    (ScriptFailed). In a process the script forked (not `parent`) nothing returns: it exits with that
-    status (`_leave_child`)."""
+    """The exit status of `script` run as __main__, as `python SCRIPT` ends: `sys.exit("message")` prints
+    the message and is status 1; an exception prints the script's traceback (ScriptFailed). In a process
+    the script forked (not `parent`) nothing returns: it exits with that status (`_leave_child`)."""
     try:
         runpy.run_path(str(script), run_name="__main__")
         status = 0
     except SystemExit as exit_:
-        code = exit_.code
-        status = code if isinstance(code, int) else (0 if code is None else 1)
+        status = _exit_status(exit_.code)
     except Exception as err:  # the script's own error: its traceback, not ours (issue 29)
         _print_script_traceback(err, script)
         if os.getpid() != parent:
@@ -87,6 +86,21 @@ def _run_as_main(script: Path, parent: int) -> int:
     if os.getpid() != parent:
         _leave_child(status)
     return status
+
+
+def _exit_status(code: object) -> int:
+    """The status of `sys.exit(code)` as Python gives it: None 0, an int itself, anything else 1 after
+    printing it to the script's stderr."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    stream = sys.stderr if sys.stderr is not None and not sys.stderr.closed else sys.__stderr__
+    try:
+        print(code, file=stream, flush=True)
+    except (OSError, ValueError):  # the script's stderr is gone: the status still stands
+        pass
+    return 1
 
 
 def _leave_child(status: int) -> None:
