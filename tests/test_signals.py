@@ -147,6 +147,20 @@ def test_a_script_that_does_not_compile_is_bad_input(cli, tmp_path, text, line, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.py"]  # no partial profile written
 
 
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="os.mkfifo")
+@pytest.mark.parametrize("stalls", [[], ["--stalls"]])
+def test_a_fifo_or_a_folder_as_the_script_is_named_as_such(cli, tmp_path, stalls):
+    # not 'no such script', and the FIFO is not opened (nothing writes to it: opening it would hang)
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "folder.py").mkdir()
+    res = cli("profile", "pipe.py", *stalls, cwd=tmp_path)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == "trainplan: pipe.py: expected a regular training script, got a device, pipe or socket\n"
+    res = cli("profile", "folder.py", *stalls, cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr == "trainplan: folder.py: expected a training script, got a directory\n"
+
 LOOP = ("import time\nfrom trainplan.measure import profiler\n"
         "for _ in profiler.current().wrap(range(20)):\n    time.sleep(0.002)\n")
 

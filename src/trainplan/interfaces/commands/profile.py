@@ -168,8 +168,7 @@ def _print_script_traceback(err: BaseException, script: Path) -> None:
 def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, sync: str,
                   frames_per_batch: float | None, format: str, repeats: int = 3) -> None:  # noqa: A002
     """`--stalls`: DS-Analyzer's differential passes (see profiler.differential_stalls)."""
-    if not script.is_file():
-        raise UserError(str(script), "no such script")
+    read_script(script)  # a FIFO or a folder is named as such (not opened), a missing script as missing
     files = [f for p in data for f in (sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p])]
     for f in files:
         if not f.is_file():
