@@ -62,3 +62,42 @@ def test_percent_is_written_as_the_reports_write_it():
     assert percent(0.346) == "34.6 %" and percent(-0.131, signed=True) == "-13.1 %"
     assert percent(0.131, signed=True) == "+13.1 %" and percent(0.64, digits=0) == "64 %"
     assert percent(-0.0001, signed=True) == "0.0 %"  # no signed zero
+
+
+RANGE = "expected a number below 1.8e+308 (float range)"
+
+
+@pytest.mark.parametrize("text,got", [
+    ("1" + "0" * 400, "an integer of about 401 digits"),  # 10^400 written as text: as the integer 10**400 is
+    ("1" * 5000, "an integer of about 5,000 digits"),  # past the 4,300 digits int() reads
+    ("1e400", "'1e400'"),  # float() reads it as inf: the range is named, not 'inf'
+])
+def test_a_number_written_as_text_past_float_range_names_the_range(text, got):
+    from trainplan.units import number
+
+    with pytest.raises(UserError) as err:
+        number(text, "cluster.cores")
+    assert str(err.value) == f"cluster.cores: {RANGE}, got {got}"
+
+
+def test_an_integer_past_float_range_reads_the_same_quoted_or_not():
+    from trainplan.units import number
+
+    messages = []
+    for value in (10**400, "1" + "0" * 400):
+        with pytest.raises(UserError) as err:
+            number(value, "k")
+        messages.append(str(err.value))
+    assert messages == [f"k: {RANGE}, got an integer of about 401 digits"] * 2
+
+
+@pytest.mark.parametrize("assignment,got", [
+    ("cluster.cores=1e400", "'1e400'"),  # TOML reads 1e400 as inf
+    ('cluster.cores="1e400"', "'1e400'"),
+    ('cluster.cores="1' + "0" * 400 + '"', "an integer of about 401 digits"),
+    ("data.bitrate=1e400", "'1e400'"),
+])
+def test_set_past_float_range_never_says_inf(cli, assignment, got):
+    res = cli("plan", "--set", assignment)
+    key = assignment.split("=")[0]
+    assert res.returncode == 2 and res.stderr == f"trainplan: {key}: {RANGE}, got {got}\n"

@@ -63,6 +63,15 @@ def test_a_401_digit_integer_is_a_422(client):
     assert "float range" in res.json()["detail"]
 
 
+def test_a_401_digit_integer_sent_as_text_reads_as_the_integer(client):
+    # quoted or not, the same number gets the same refusal: its size, not 'inf'
+    for value in (b"1" + b"0" * 400, b'"1' + b"0" * 400 + b'"'):
+        res = client.post("/api/plan", content=b'{"set": {"cluster.cores": ' + value + b"}}", headers=J)
+        _refused(res, 422, "cluster.cores")
+        assert res.json()["detail"] == ("cluster.cores: expected a number below 1.8e+308 (float range), "
+                                        "got an integer of about 401 digits")
+
+
 def test_a_duplicate_host_is_a_400_with_the_headers(client):
     res = client.get("/api/options", headers=[("host", f"127.0.0.1:{PORT}"), ("host", "evil.example")])
     _refused(res, 400, "host")

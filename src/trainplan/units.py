@@ -203,12 +203,28 @@ def shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def _integer_of_text(text: str, key: str) -> int:
+    """The integer written as `text`, so that it is refused as the same integer unquoted is (its size,
+    not 'inf'); past the digits Python converts (4,300) it is past float range anyway."""
+    try:
+        return int(text)
+    except ValueError:
+        digits = len(text.lstrip("+-").lstrip("0"))
+        raise UserError(key, f"expected a number below {LARGEST_NUMBER:.3g} (float range), got an integer "
+                        f"of about {digits:,} digits") from None
+
+
 def number(value: object, key: str = "value", whole: bool = False) -> float:
     """`value` (an int, a float, or the text of one) as a finite float, refused with a UserError
     naming `key` when it is past float range, has too many digits, is inf or nan, or is a subnormal.
     With `whole`, an integer is also refused past LARGEST_WHOLE."""
     if isinstance(value, bool):
         raise UserError(key, f"expected a number, got {value!r}")
+    if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value.strip().replace("_", "")):
+        value = _integer_of_text(value.strip().replace("_", ""), key)  # "1000...0" is read as 10^400 is
     if isinstance(value, str):
         text = value.strip().replace("_", "")
         try:
@@ -241,6 +257,14 @@ def number(value: object, key: str = "value", whole: bool = False) -> float:
     if whole and abs(result) > LARGEST_WHOLE:
         raise UserError(key, f"expected a whole number below 2^53 ({LARGEST_WHOLE:.3g}), got {shown(value)}")
     return result + 0.0  # -0.0 is 0: "-0 cores" are no cores, not "-0"
+
+
+def float_literal(text: str) -> float | str:
+    """A TOML float literal as a float (tomllib's parse_float); one past float range ("1e400", which
+    float() reads as inf) is kept as its text, so that `number` refuses it naming the key and the
+    range, not 'inf'."""
+    value = float(text)
+    return text if math.isinf(value) and "inf" not in text.lower() else value
 
 
 def parse(value: object, dimension: Dimension, key: str = "value") -> float:

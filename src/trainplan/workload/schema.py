@@ -152,6 +152,20 @@ CarbonIntensity = Annotated[float, _unit("carbon")]
 _PLAIN_FLOATS: Final = (float, float | None)
 
 
+def _number_as_text(text: str) -> None:
+    """Nothing, or the numeric boundary's refusal of a number written as text ("5e-324", "1e400", 401
+    digits) as a ValueError: the same words as the number unquoted gets, never 'inf'. Text that is not a
+    number passes (pydantic says so, naming the key)."""
+    try:
+        float(text.strip().replace("_", ""))
+    except ValueError:
+        return
+    try:
+        units.number(text)
+    except UserError as err:
+        raise ValueError(err.expected) from None
+
+
 class Section(BaseModel):
     # allow_inf_nan=False: plain float fields (cores, hours, epochs...) refuse inf and nan too
     model_config = ConfigDict(extra="forbid", validate_default=False, frozen=True, allow_inf_nan=False)
@@ -170,12 +184,7 @@ class Section(BaseModel):
 
             text = printable(value)
             if cls.model_fields[info.field_name].annotation in _PLAIN_FLOATS:
-                try:  # a number written as text ("5e-324") passes the same numeric boundary as a number
-                    units.number(float(text))
-                except ValueError:
-                    pass  # not a number: pydantic says so, naming the key
-                except UserError as err:
-                    raise ValueError(err.expected) from None
+                _number_as_text(text)
             return text
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             try:  # the numeric boundary: past float range, inf, nan, subnormal (issue 29)
@@ -849,7 +858,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 def parse_override_value(text: str) -> Any:
     """A --set value is TOML if it parses as TOML (numbers, true, "quoted"), else a plain string."""
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        return tomllib.loads(f"v = {text}", parse_float=units.float_literal)["v"]
     except tomllib.TOMLDecodeError:
         return text.strip()
 
