@@ -122,6 +122,18 @@ def test_the_server_s_own_400s_carry_the_headers(server, request_bytes):
         assert name in answer, answer
 
 
+@pytest.mark.parametrize("path", ["/", "/api/options", "/static/app.js"])
+def test_head_is_answered_as_get_without_a_body(server, path):
+    # GET and HEAD compute nothing (docs/trust.md): HEAD gets GET's status and headers, and no body
+    ask = f"{{}} {path} HTTP/1.1\r\nHost: 127.0.0.1:{server}\r\nConnection: close\r\n\r\n"
+    got = _exchange(server, ask.format("GET").encode()).decode("utf-8")
+    head = _exchange(server, ask.format("HEAD").encode()).decode("utf-8")
+    get_head, _, get_body = got.partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 200") and head.endswith("\r\n\r\n") and head.count("\r\n\r\n") == 1
+    assert f"content-length: {len(get_body.encode())}\r\n" in head.lower() and get_body
+    assert "x-frame-options: deny" in head.lower()
+
+
 def test_a_slow_client_is_disconnected(server):
     """Half a request line, then nothing: closed after the 1 s deadline (60 s of margin for a busy machine)."""
     started = time.monotonic()

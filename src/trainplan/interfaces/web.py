@@ -556,22 +556,22 @@ def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> An
 
         return JSONResponse(await run_in_threadpool(evaluate))
 
-    @app.get("/api/options")
+    @app.api_route("/api/options", methods=["GET", "HEAD"])
     def api_options() -> JSONResponse:
         with limits.only_files(readable):
             out = options()
         out["workloads"] = list(workloads)  # in the order given: the first is the one the page opens on
         return JSONResponse(json_safe(out))
 
-    @app.get("/favicon.ico")
+    @app.api_route("/favicon.ico", methods=["GET", "HEAD"])
     def favicon() -> Response:
         return Response(status_code=204)  # no icon, and no 404 in the browser's console
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse)
     def index() -> HTMLResponse:
         return HTMLResponse(_static_text("index.html"))
 
-    @app.get("/static/{name:path}")
+    @app.api_route("/static/{name:path}", methods=["GET", "HEAD"])
     def static(name: str) -> Response:
         if name not in assets:  # only the page's own files: no path, no NUL, no long name reaches a read
             raise HTTPException(status_code=404, detail="no such file")
