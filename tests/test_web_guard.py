@@ -72,6 +72,15 @@ def test_a_401_digit_integer_sent_as_text_reads_as_the_integer(client):
                                         "got an integer of about 401 digits")
 
 
+@pytest.mark.parametrize("body", [b"null", b"[]", b"16", b'"set"'])
+def test_a_body_that_is_not_an_object_is_a_422(client, body):
+    # null is not the default plan: only an empty body is
+    res = client.post("/api/plan", content=body, headers=J)
+    _refused(res, 422, "request")
+    assert res.json()["detail"] == 'request: expected a JSON object such as {"set": {"cluster.cores": 16}}'
+    assert client.post("/api/plan", content=b"", headers=J).status_code == 200
+
+
 def test_a_duplicate_host_is_a_400_with_the_headers(client):
     res = client.get("/api/options", headers=[("host", f"127.0.0.1:{PORT}"), ("host", "evil.example")])
     _refused(res, 400, "host")

@@ -538,10 +538,8 @@ def create_app(port: int = DEFAULT_PORT, files: Iterable[str | Path] = ()) -> An
                 raise UserError("request", "expected a UTF-8 JSON body") from None
             body = limits.loads_json(text, "request")
         else:
-            body = {}
-        if body is None:
-            body = {}
-        if not isinstance(body, dict):
+            body = {}  # no body at all: the default plan
+        if not isinstance(body, dict):  # null, a list, a number: wrongly shaped, as is a wrong field
             raise UserError("request", 'expected a JSON object such as {"set": {"cluster.cores": 16}}')
         unknown = sorted(set(body) - {"set", "config", "workload"})
         if unknown:
