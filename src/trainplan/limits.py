@@ -188,6 +188,27 @@ class _DuplicateKey(Exception):
         self.key = key
 
 
+class _FloatRange(Exception):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def _float_in_range(text: str) -> float:
+    """A float literal of a TOML or JSON document, refused where it is past float range: 1e400 would read as
+    inf, and the key it sets would then be refused as 'inf', which nobody wrote. A literal inf or nan (TOML's
+    own words) is passed on for the key's own check."""
+    value = float(text)
+    if math.isinf(value) and text.strip().lstrip("+-").lower() not in ("inf", "infinity"):
+        raise _FloatRange(text)
+    return value
+
+
+def _float_range_error(where: str, text: str) -> UserError:
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+    return UserError(printable(where), f"expected numbers within float range (about 1.8e308), got {shown}")
+
+
 def _too_deep(where: str) -> UserError:
     return UserError(where, f"expected tables and arrays nested at most {MAX_NESTING} levels deep")
 
@@ -202,7 +223,9 @@ def loads_toml(text: str, where: str, what: str = "TOML") -> dict[str, Any]:
     """tomllib.loads with the nesting cap; malformed TOML is one line naming `where`. A leading UTF-8 byte-order
     mark (Windows editors write one) is not part of the document and is dropped."""
     try:
-        doc = tomllib.loads(text.removeprefix(BYTE_ORDER_MARK))
+        doc = tomllib.loads(text.removeprefix(BYTE_ORDER_MARK), parse_float=_float_in_range)
+    except _FloatRange as err:
+        raise _float_range_error(where, err.text) from None
     except tomllib.TOMLDecodeError as err:
         raise UserError(printable(where), f"malformed {what} ({printable(str(err))})") from None
     except RecursionError:
@@ -230,7 +253,10 @@ def loads_json(text: str, where: str) -> Any:
         return out
 
     try:
-        doc = json.loads(text.removeprefix(BYTE_ORDER_MARK), parse_constant=no_constant, object_pairs_hook=once_each)
+        doc = json.loads(text.removeprefix(BYTE_ORDER_MARK), parse_constant=no_constant, object_pairs_hook=once_each,
+                         parse_float=_float_in_range)
+    except _FloatRange as err:
+        raise _float_range_error(where, err.text) from None
     except _DuplicateKey as err:
         raise UserError(printable(where), f"each key once in an object, got {printable(repr(err.key))} twice") from None
     except RecursionError:
