@@ -165,6 +165,8 @@ CASES = [
     Case("float-past-range-toml", "[cluster]\ncores = 1e400\n", "w.toml", also="within float range (about 1.8e308), got 1e400"),
     Case("float-past-range-json", '[model]\nhf_config = "cfg.json"\n', "cfg.json", also="within float range",
          files={"cfg.json": LLAMA_TINY.replace('"hidden_act": "silu"', '"hidden_act": "silu", "rope_theta": 1e400')}),
+    Case("source-named-twice", "[[sources]]\nname = 'a'\nprice_hour = 1\n[[sources]]\nname = 'a'\nprice_hour = 2\n",
+         "sources[1].name", also="'a' again"),
     Case("cores-counted-as-epochs", "", "cluster.cores", sets=['cluster.cores="8 epochs"']),
     Case("params-counted-as-tokens", "", "model.params", sets=['model.params="7B tokens"']),
     Case("tokens-counted-as-params", '[data]\nkind = "tokens"\n', "training.tokens", sets=['training.tokens="2T params"']),
