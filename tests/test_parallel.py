@@ -395,6 +395,20 @@ def test_the_22b_layer_with_flash_attention_by_hand():
     assert float(a.compute_seconds) == pytest.approx(want, rel=1e-9)
 
 
+def test_a_flash1_kernel_takes_twice_the_attention_time():
+    # FlashAttention 1.x (or its Triton port) at half FlashAttention-2's speed (the FlashAttention-2 paper's
+    # 2x): the same layer's step grows by exactly its flash kernel's time, 3.5 causal forwards a layer
+    assert step_ops.flash_kernel_speed("flash1") == 0.5 and step_ops.flash_kernel_speed("flash2") == 1.0
+    m = gpt_shape(6144, 64, 48, 51200, 2048)
+    steps = []
+    for kernel in ("flash2", "flash1"):
+        hw = parallel.Hardware(**{**vars(A100), "kernels": CURVE.with_flash_kernel(kernel)})
+        steps.append(float(account(m, hw, tensor=8, micro_batch=4, micro_batches=1, recompute="none",
+                                   attention="flash").compute_seconds))
+    causal_forward = 4 * 32 * 2048**2 * 96 / 2 / (312e12 * 0.5)
+    assert steps[1] - steps[0] == pytest.approx(48 * 3.5 * causal_forward, rel=1e-9)
+
+
 def test_stage_partition_with_embedding_units():
     # BLOOM: 70 layers + 2 units on 12 stages = 6 each; the first and last hold 5 layers
     assert tuple(map(float, parallel.stage_partition(70, 12, 1))) == (6.0, 5.0)
@@ -420,18 +434,23 @@ def test_uneven_stage_time_is_the_fuller_stage():
     assert float(a.compute_seconds) == pytest.approx(float(even_layers.compute_seconds) - 65 * per_layer)
 
 
-def _dp_times(zero, overlap, m=4, prefetch=1):
-    # one stage, 16-way data parallelism over two nodes (inter tier 22.5 GB/s, 10 us), no overlap cost
+# 16-way data parallelism over two nodes: each node's eight ranks drive its eight NICs (22.5 GB/s each, a
+# ring per NIC), so the group's bus bandwidth between nodes is 8 x 22.5 GB/s, below NVLink's 231 GB/s
+DP_BETWEEN = min(8 * 22.5e9, 231e9)
+
+
+def _dp_times(zero, overlap, m=4, prefetch=1, node_links=True):
+    # one stage, 16-way data parallelism over two nodes (10 us a step between nodes), no overlap cost
     shape = gpt_shape(4096, 32, 32, 32000, 2048)
     return shape, account(shape, A100, data=16, micro_batches=m, zero=zero, dp_overlap=overlap,
-                                            zero3_prefetch=prefetch, overlap_cost=0.0)
+                          zero3_prefetch=prefetch, overlap_cost=0.0, dp_node_links=node_links)
 
 
 def test_data_parallel_exchanges_by_hand_without_overlap():
     shape, z0 = _dp_times(0, False)
     psi = shape.dense_layer_params * 32 + shape.embedding_params  # one stage holds every parameter
-    all_reduce = 2 * 15 / 16 * psi * 2 / 22.5e9 + 30 * 1e-5
-    scatter = 15 / 16 * psi * 2 / 22.5e9 + 15 * 1e-5
+    all_reduce = 2 * 15 / 16 * psi * 2 / DP_BETWEEN + 30 * 1e-5
+    scatter = 15 / 16 * psi * 2 / DP_BETWEEN + 15 * 1e-5
     gather = scatter  # 2-byte weights and 2-byte gradients
     assert float(z0.data_parallel_seconds) == pytest.approx(all_reduce)
     _, z1 = _dp_times(1, False)
@@ -442,8 +461,22 @@ def test_data_parallel_exchanges_by_hand_without_overlap():
     # ZeRO-3 without prefetch: per micro-batch per layer two gathers of the layer and a reduce-scatter
     _, z3 = _dp_times(3, False, prefetch=0)
     layer = shape.dense_layer_params * 2
-    per_layer = 2 * (15 / 16 * layer / 22.5e9 + 15 * 1e-5) + 15 / 16 * layer / 22.5e9 + 15 * 1e-5
+    per_layer = 2 * (15 / 16 * layer / DP_BETWEEN + 15 * 1e-5) + 15 / 16 * layer / DP_BETWEEN + 15 * 1e-5
     assert float(z3.data_parallel_seconds) == pytest.approx(4 * 32 * per_layer)
+    # a framework whose ranks each run at one device's NIC rate (dp_links = "device")
+    _, one_nic = _dp_times(0, False, node_links=False)
+    assert float(one_nic.data_parallel_seconds) == pytest.approx(2 * 15 / 16 * psi * 2 / 22.5e9 + 30 * 1e-5)
+
+
+def test_a_data_parallel_group_shares_the_nics_of_its_ranks_on_a_node():
+    # TP 4: the data-parallel group (ranks 4 apart) has two ranks on each node, two NICs' rate; TP 8: one
+    shape = gpt_shape(4096, 32, 32, 32000, 2048)
+    for tensor, nics in ((4, 2), (8, 1)):
+        a = account(shape, A100, tensor=tensor, data=4, micro_batches=1, zero=0, dp_overlap=False)
+        psi = (shape.dense_layer_params * 32 + shape.embedding_params) / tensor
+        assert float(a.data_parallel_seconds) == pytest.approx(2 * 3 / 4 * psi * 2 / (nics * 22.5e9) + 6 * 1e-5,
+                                                               rel=1e-3)
+    assert parallel.ranks_per_node(3, 8) == 2 and parallel.ranks_per_node(16, 8) == 1
 
 
 def test_overlap_hides_only_behind_backward_and_costs_its_share():
@@ -456,7 +489,7 @@ def test_overlap_hides_only_behind_backward_and_costs_its_share():
     none = account(shape, A100, data=16, micro_batches=4, zero=0, dp_overlap=True,
                                      overlap_cost=0.0)
     psi = shape.dense_layer_params * 32 + shape.embedding_params
-    all_reduce = 2 * 15 / 16 * psi * 2 / 22.5e9 + 30 * 1e-5
+    all_reduce = 2 * 15 / 16 * psi * 2 / DP_BETWEEN + 30 * 1e-5
     backward = (float(none.step_seconds) - float(none.data_parallel_seconds) - float(none.optimizer_seconds)) / 4 \
         * 2 / 3
     assert float(none.data_parallel_seconds) == pytest.approx(max(0.0, all_reduce - backward))

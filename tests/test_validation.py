@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from trainplan import catalogue
 from trainplan.accounts import step_ops
 from trainplan.planning import validation
 from trainplan.planning.validation import gpt_shape, megatron_runs, validate
@@ -147,10 +148,15 @@ def test_zero3_rows_of_the_paper():
         assert (r.devices, r.global_batch, r.micro_batch, r.measured["tflops_per_gpu"], r.zero, r.tensor,
                 r.pipeline) == (n, batch, mb, tflops, 3, 1, 1)
         assert r.micro_batches == 1  # one micro-batch of b sequences on each GPU
-    # every ZeRO-3 run predicted within 16 % out of sample (the issue saw -21 to -35 %; 11.5 % before the
-    # MPT sets joined the overlap cost's refit, 15.1 % with them: docs/parallel.md)
+    # with the catalogue's constants (its overlap cost and one NIC's rate a GPU, both read from this set)
+    # every ZeRO-3 run is within 10 % (the issue saw -21 to -35 %)
+    for r in runs.values():
+        assert abs(validation.plan_run(r).step_seconds / validation.measured_seconds(r) - 1) <= 0.10, r.name
+    # out of sample nothing else measures DeepSpeed's ZeRO-3 engine: it is planned at the default a node's
+    # NICs and the overlap cost fitted on the other frameworks, and comes out far too fast (docs/parallel.md)
     held = next(h for h in validation.leave_one_set_out().held_out if h.set == "zero3")
-    assert all(abs(r.error) <= 0.16 for r in held.rows)
+    assert all(r.error < -0.15 for r in held.rows)
+    assert step_ops.framework("deepspeed-zero3").dp_links_chosen_on == ("zero3",)
 
 
 def test_bloom_and_llama3_run_on_uneven_stages():
@@ -169,10 +175,24 @@ def test_catalogue_constants_are_the_fit_on_the_stated_sets():
     curve = step_ops.kernel_efficiency("a100-sxm-80gb")
     assert fitted.gemm_max == pytest.approx(curve.gemm_max, abs=0.002)
     assert fitted.gemm_half_intensity == pytest.approx(curve.gemm_half_intensity, abs=2.0)
-    share = validation.fit_framework(["mtnlg", "bloom"], "deepspeed", {"a100-sxm-80gb": fitted})
-    assert share == pytest.approx(step_ops.framework("deepspeed").efficiency, abs=0.002)
-    overlap = validation.fit_overlap(["zero3", "opt", "llama3"], {"a100-sxm-80gb": fitted})
+    kernels = {"a100-sxm-80gb": fitted}
+    rows = catalogue.table("kernel_efficiency")["frameworks"]
+    # each measured framework's efficiency (and overlap cost, where it overlaps) on its own fit_sets
+    for key in ("deepspeed", "fsdp", "deepspeed-zero3", "llama3"):
+        share, overlap = validation.fit_framework(rows[key]["fit_sets"], key, kernels)
+        fw = step_ops.framework(key)
+        assert share == pytest.approx(fw.efficiency, abs=0.002), key
+        assert (overlap is None) == (not fw.dp_overlap), key
+        if overlap is not None:
+            assert overlap == pytest.approx(fw.overlap_cost, abs=0.005), key
+    # one set cannot separate slow kernels from a costly overlap: its efficiency stays assumed
+    assert step_ops.framework("deepspeed-zero3").efficiency == validation.ASSUMED_FRAMEWORK_EFFICIENCY
+    # the cost charged for a framework no set measures: every overlapping set, each framework at its own speed
+    table = catalogue.table("kernel_efficiency")
+    shares = {key: step_ops.framework(key).efficiency for key in rows}
+    overlap = validation.fit_overlap(table["overlap_fit_sets"], kernels, shares)
     assert overlap == pytest.approx(step_ops.overlap_cost(), abs=0.005)
+    assert step_ops.framework("megatron-core").overlap_cost == step_ops.overlap_cost()
     assert step_ops.framework("megatron-2021").overlap_cost == 0.0  # no overlap, nothing to charge
 
 
@@ -191,26 +211,27 @@ def test_leave_one_set_out_is_out_of_sample_and_within_the_target():
     assert (k.gemm_max, k.gemm_half_intensity) == (refit.gemm_max, refit.gemm_half_intensity)
     errors = [r.error for h in loso.held_out for r in h.rows]
     n = sum(len(validation.runs_of(s)) for s in validation.set_names())
-    assert loso.runs == len(errors) == n == 37 + 65
+    assert loso.runs == len(errors) == n == 37 + 68
     assert loso.mean_abs_error == pytest.approx(sum(abs(e) for e in errors) / n)
     assert loso.bias == pytest.approx(sum(errors) / n)
-    # issue 23's targets out of sample (mean <= 10 %, no sign bias beyond 5 %) hold on the Megatron-LM,
-    # DeepSpeed, BLOOM, OPT and Llama 3 runs the step model was built against; MosaicML's FSDP runs (added
-    # later, never fitted on) miss them, and the band a plan shows is taken over all of them
-    megatron_era = [r.error for h in loso.held_out if h.set in BUILT_AGAINST for r in h.rows]
-    assert len(megatron_era) == 37
-    mean, bias = sum(abs(e) for e in megatron_era) / 37, sum(megatron_era) / 37
-    assert mean <= 0.10 and abs(bias) <= 0.05
+    # issue 23's targets out of sample (mean <= 10 %, no sign bias beyond 5 %) hold on all 105 runs, on the
+    # 68 MosaicML runs (added after the step model was built) and on the runs it was built against but
+    # DeepSpeed's ZeRO-3 rows, whose engine no other set measures (docs/parallel.md)
+    def within(errs: list[float]) -> bool:
+        return sum(abs(e) for e in errs) / len(errs) <= 0.10 and abs(sum(errs) / len(errs)) <= 0.05
+    assert within(errors)
     mosaic = [r.error for h in loso.held_out if h.set not in BUILT_AGAINST for r in h.rows]
-    assert len(mosaic) == 65 and sum(abs(e) for e in mosaic) / 65 > 0.10  # said in docs/parallel.md
+    assert len(mosaic) == 68 and within(mosaic)
+    built = [r.error for h in loso.held_out if h.set in BUILT_AGAINST and h.set != "zero3" for r in h.rows]
+    assert len(built) == 31 and within(built)
 
 
 def test_step_error_band_is_the_out_of_sample_mean_rounded_up():
     band = validation.measured_error_band()
     loso = validation.leave_one_set_out()
     assert band["band"] >= loso.mean_abs_error and band["band"] - loso.mean_abs_error < 0.01
-    assert band["runs"] == 102
-    assert band["text"] == f"± {band['band'] * 100:.0f} %, validated on 102 published runs (out of sample)"
+    assert band["runs"] == 105
+    assert band["text"] == f"± {band['band'] * 100:.0f} %, validated on 105 published runs (out of sample)"
     # the catalogue's band (what a plan shows, read without refitting) is the one measured now
     assert validation.step_error_band() == band
 
@@ -219,7 +240,7 @@ def test_cli_all_sets_json_and_table(cli):
     res = cli("validate-against", "all", "-f", "json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert len(out["rows"]) == 102 and out["leave_one_set_out"]["runs"] == 102
+    assert len(out["rows"]) == 105 and out["leave_one_set_out"]["runs"] == 105
     table = cli("validate-against", "narayanan2021")
     assert table.returncode == 0 and "bias" in table.stdout and "out of sample" in table.stdout
 
@@ -319,12 +340,16 @@ def test_a_plan_shows_the_band_of_its_own_accelerator(cli):
     on_h100 = [r for h in validation.leave_one_set_out().held_out if h.set in ("llama3", "mpt_h100_large", "mpt_h100")
                for r in h.rows]
     mean = sum(abs(r.error) for r in on_h100) / len(on_h100)
-    assert h100["runs"] == 2 + 18 + 40 and h100["band"] == math.ceil(mean * 100) / 100
-    assert h100["text"].endswith(f"which it predicts {abs(h100['bias']) * 100:.0f} % fast on average")
+    assert h100["runs"] == 2 + 18 + 43 and h100["band"] == math.ceil(mean * 100) / 100
+    # a bias beyond 5 % is said beside the band, in its direction
+    for key in ("h100-sxm", "a100-sxm-80gb"):
+        band = validation.measured_error_band(key)
+        said = f", which it predicts {abs(band['bias']) * 100:.0f} % {'fast' if band['bias'] < 0 else 'slow'} on average"
+        assert band["text"].endswith(said if abs(band["bias"]) > 0.05 else "on this accelerator (out of sample)"), key
     res = cli("plan", "examples/llama3-70b-512gpu.toml", "-f", "json")
     assert res.returncode == 0, res.stderr
     c = json.loads(res.stdout)["compute"]
-    assert c["step_error_band"] == h100["band"] and c["step_error_runs"] == 60
+    assert c["step_error_band"] == h100["band"] and c["step_error_runs"] == 63
     other = cli("plan", "examples/llama3-70b-512gpu.toml", "--set", "cluster.accelerator=mi300x", "-f", "json")
     assert other.returncode == 0, other.stderr
     text = json.loads(other.stdout)["compute"]["step_error_text"]

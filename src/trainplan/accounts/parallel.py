@@ -336,7 +336,7 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
                      scaling_efficiency: Any = 1.0, end_to_end: bool = False,
                      flops_per_token: tuple[float, float] | None = None, dp_overlap: Any = True,
                      zero3_prefetch: int = 1, overlap_cost: float = 0.0,
-                     embedding_stages: Any = 0) -> ParallelAccount:
+                     embedding_stages: Any = 0, dp_node_links: bool = True) -> ParallelAccount:
     """Memory per device and time per step of layouts (numbers, or arrays of a grid).
 
     `activations`: the per-layer bytes of the one activation account; `state_of(params_device,
@@ -373,7 +373,7 @@ def parallel_account(model: ModelShape, hw: Hardware, *, tensor: Any = 1, pipeli
     bubble_share = pipeline_bubble(lay.p, m, lay.v)
     bubble = ideal * bubble_share
     dp = _data_parallel(model, hw, lay, params_device, shard, weight_bytes, grad_bytes, stage, dp_overlap,
-                        zero3_prefetch, overlap_cost if predicted else 0.0)
+                        zero3_prefetch, overlap_cost if predicted else 0.0, dp_node_links)
     optimizer_seconds = _optimizer_seconds(params_device, shard, lay.zero, grad_bytes, weight_bytes, optimizer, hw,
                                            kern) if predicted else np.zeros_like(optimizer)
     # a whole-step measurement: nothing more is added
@@ -628,14 +628,27 @@ def _layer_memory_seconds(acts: _StageActivations, code: Any, hw: Hardware, kern
                                         kern)
 
 
-def _links(span: Any, hw: Hardware, send: bool = False) -> tuple[Any, Any, Any, Any]:
+def _links(span: Any, hw: Hardware, send: bool = False, stride: Any = None) -> tuple[Any, Any, Any, Any]:
     """(crosses nodes, bus bandwidth, latency, message size at half the bandwidth) of a group spanning `span`
-    consecutive ranks, for its collectives or (`send`) its point-to-point sends."""
+    consecutive ranks, its ranks `stride` apart, for its collectives or (`send`) its point-to-point sends.
+
+    A ring collective of a group crossing nodes runs one ring per NIC (NCCL), so each of the group's ranks on
+    a node drives its own NIC: the bus bandwidth between nodes is the per-device rate times the group's
+    ranks on each node, at most the rate inside the node. A send, or a group with one rank a node (`stride`
+    a node or more, or None), has one device's NIC."""
     inter = _tier(span, hw.devices_per_node)
     half = np.where(inter, hw.inter_send_half_bytes, hw.intra_send_half_bytes) if send else \
         np.where(inter, hw.inter_half_bytes, hw.intra_half_bytes)
-    return (inter, np.where(inter, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth),
+    local = 1.0 if send or stride is None else ranks_per_node(stride, hw.devices_per_node)
+    between = np.minimum(local * hw.inter_bus_bandwidth, np.maximum(hw.inter_bus_bandwidth, hw.intra_bus_bandwidth))
+    return (inter, np.where(inter, between, hw.intra_bus_bandwidth),
             np.where(inter, hw.inter_latency, hw.intra_latency), half)
+
+
+def ranks_per_node(stride: Any, devices_per_node: int) -> Any:
+    """Ranks of a group whose ranks are `stride` apart that share one node: devices_per_node / stride, at
+    least one."""
+    return np.maximum(1.0, np.floor(devices_per_node / np.maximum(np.asarray(stride, dtype=np.float64), 1.0)))
 
 
 def _layer_collectives(model: ModelShape, hw: Hardware, lay: _Layout, activation_bytes_per_value: float,
@@ -652,7 +665,7 @@ def _tensor_parallel(hw: Hardware, lay: _Layout, activation_bytes_per_value: flo
     """(crosses nodes, seconds, bus bytes) of a layer's tensor-parallel collectives per micro-batch: all-reduces
     of b s h, or with SP a reduce-scatter and an all-gather each (the same bus bytes, twice the latency steps)."""
     t, code = lay.t, lay.code
-    tp_inter, tp_bw, tp_lat, tp_half = _links(t, hw)
+    tp_inter, tp_bw, tp_lat, tp_half = _links(t, hw, stride=1)
     tp_message = lay.b * lay.s * lay.h * activation_bytes_per_value
     tp_count = TP_COLLECTIVES_FORWARD + TP_COLLECTIVES_BACKWARD + np.where(code == 2, TP_COLLECTIVES_FORWARD, 0.0)
     layer_tp = tp_count * np.where(
@@ -668,7 +681,7 @@ def _context_parallel(model: ModelShape, hw: Hardware, lay: _Layout, activation_
     in forward, reduce-scatter their gradients in backward; they overlap with the attention computation (ring
     attention), only the excess is exposed."""
     t, c = lay.t, lay.c
-    cp_inter, cp_bw, cp_lat, cp_half = _links(t * c, hw)
+    cp_inter, cp_bw, cp_lat, cp_half = _links(t * c, hw, stride=t)
     kv_message = 2.0 * lay.b * lay.s_full * lay.h * (model.kv_heads / model.heads) / t * activation_bytes_per_value
     cp_count = 2.0 + np.where(lay.code == 2, 1.0, 0.0)
     cp_time = cp_count * step_ops.collective_seconds("all_gather", kv_message, c, cp_bw, cp_lat, cp_half)
@@ -756,11 +769,12 @@ class _DataParallel(NamedTuple):
 
 def _data_parallel(model: ModelShape, hw: Hardware, lay: _Layout, params_device: Any, shard: Any,
                    weight_bytes: float, grad_bytes: float, stage: _StageTimes, dp_overlap: Any, zero3_prefetch: int,
-                   cost: Any) -> _DataParallel:
+                   cost: Any, node_links: bool = True) -> _DataParallel:
     """The data-parallel exchanges of a step by ZeRO stage, and what of them is exposed; `cost` of an exchange
-    hidden behind compute lands on the step (0 for a given MFU or HFU, a measured compute rate)."""
+    hidden behind compute lands on the step (0 for a given MFU or HFU, a measured compute rate); `node_links`:
+    the group's ranks on a node share its NICs (else each runs at one device's NIC rate)."""
     m, zero, stage_seconds = lay.m, lay.zero, stage.stage_seconds
-    dp_inter, dp_bw, dp_lat, dp_half = _links(lay.t * lay.c * lay.d, hw)
+    dp_inter, dp_bw, dp_lat, dp_half = _links(lay.t * lay.c * lay.d, hw, stride=lay.t * lay.c if node_links else None)
     grad_message = params_device * grad_bytes
     weight_message = params_device * weight_bytes
     all_reduce = step_ops.collective_seconds("all_reduce", grad_message, shard, dp_bw, dp_lat, dp_half)

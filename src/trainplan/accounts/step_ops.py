@@ -51,6 +51,11 @@ class KernelEfficiency:
         """The same accelerator with some constants replaced (the validation's fit; arrays allowed)."""
         return replace(self, **values)
 
+    def with_flash_kernel(self, kernel: str) -> "KernelEfficiency":
+        """The same accelerator running the fused attention kernel `kernel` (catalogue [flash_kernels]): its
+        speed against FlashAttention-2, whose share of peak `flash_efficiency` is."""
+        return replace(self, flash_efficiency=self.flash_efficiency * flash_kernel_speed(kernel))
+
     def scaled(self, share: Any) -> "KernelEfficiency":
         """What a framework reaching `share` of these efficiencies runs at (GEMM, flash, element-wise)."""
         return replace(self, gemm_max=self.gemm_max * share, flash_efficiency=self.flash_efficiency * share,
@@ -71,13 +76,26 @@ class Framework:
     pipeline_zero_stages: tuple[int, ...] = ZERO_STAGES  # those it offers with pipeline parallelism
     checkpoint: str = "reentrant"  # how its full recomputation re-runs a layer (catalogue/checkpoint_tail.toml)
     parallelisms: tuple[str, ...] = PARALLELISMS  # the model-parallel degrees it offers beside data parallelism
+    # whether its data-parallel collectives use every NIC of a node (NCCL's ring per NIC, each of the group's
+    # ranks on the node driving its own) or run at one device's NIC rate; the sets that choice was read from
+    dp_node_links: bool = True
+    dp_links_chosen_on: tuple[str, ...] = ()
 
 
 FRAMEWORKS: tuple[str, ...] = tuple(catalogue.table("kernel_efficiency")["frameworks"])
 
 
+FLASH_KERNELS: tuple[str, ...] = tuple(catalogue.table("kernel_efficiency")["flash_kernels"])
+
+
+def flash_kernel_speed(kernel: str) -> float:
+    """A fused attention kernel's speed against FlashAttention-2's (catalogue [flash_kernels])."""
+    return float(catalogue.table("kernel_efficiency")["flash_kernels"][kernel]["speed"])
+
+
 def overlap_cost() -> float:
-    """Share of an overlapped exchange that still lands on the step (catalogue, fitted)."""
+    """Share of an overlapped exchange that still lands on the step, for a framework that no validation
+    set measures (catalogue, fitted on the overlapping frameworks' sets together)."""
     return float(catalogue.table("kernel_efficiency")["overlap_cost"])
 
 
@@ -91,10 +109,12 @@ def framework(key: str) -> Framework:
     e = table[key]
     has = offers(key)
     return Framework(key=key, dp_overlap=bool(e["dp_overlap"]), zero3_prefetch=int(e["zero3_prefetch"]),
-                     overlap_cost=overlap_cost() if e["dp_overlap"] else 0.0, efficiency=float(e["efficiency"]),
+                     overlap_cost=float(e.get("overlap_cost", overlap_cost())) if e["dp_overlap"] else 0.0,
+                     efficiency=float(e["efficiency"]),
                      source=str(e["source"]), zero_stages=has.zero_stages,
                      pipeline_zero_stages=has.pipeline_zero_stages, checkpoint=str(e["checkpoint"]),
-                     parallelisms=has.parallelisms)
+                     parallelisms=has.parallelisms, dp_node_links=str(e.get("dp_links", "node")) == "node",
+                     dp_links_chosen_on=tuple(str(x) for x in e.get("dp_links_chosen_on", ())))
 
 
 def flat_efficiency(matmul_efficiency: float) -> KernelEfficiency:

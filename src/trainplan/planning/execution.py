@@ -248,7 +248,8 @@ def hardware(w: Workload) -> parallel.Hardware:
     kernels = step_ops.kernel_efficiency(acc.key)
     if w.parallel.efficiency is not None:
         kernels = kernels.with_values(gemm_max=float(w.parallel.efficiency), gemm_half_intensity=0.0)
-    kernels = kernels.scaled(step_ops.framework(w.parallel.framework).efficiency)
+    kernels = kernels.with_flash_kernel(w.parallel.flash_kernel).scaled(
+        step_ops.framework(w.parallel.framework).efficiency)
     return parallel.Hardware(
         peak_flops=acc.peak(w.training.precision), matmul_efficiency=efficiency,
         memory_bandwidth=acc.memory_bandwidth, device_memory=acc.memory, runtime_buffers=c.runtime_buffers,
@@ -272,7 +273,8 @@ def size_curves(w: Workload) -> dict[str, float]:
 def framework_kwargs(w: Workload) -> dict[str, Any]:
     """What the workload's framework overlaps (catalogue/kernel_efficiency.toml [frameworks])."""
     fw = step_ops.framework(w.parallel.framework)
-    return {"dp_overlap": fw.dp_overlap, "zero3_prefetch": fw.zero3_prefetch, "overlap_cost": fw.overlap_cost}
+    return {"dp_overlap": fw.dp_overlap, "zero3_prefetch": fw.zero3_prefetch, "overlap_cost": fw.overlap_cost,
+            "dp_node_links": fw.dp_node_links}
 
 
 def _measured(w: Workload, key: str) -> bool:

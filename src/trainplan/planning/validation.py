@@ -49,7 +49,10 @@ MLP_PER_WIDTH = 4.0  # the GPT block's MLP width (h -> 4h): its largest matrix, 
 
 REFERENCE_FRAMEWORK = "megatron-2021"  # the GEMM curve is fitted on its runs; the others' efficiency after
 FIT_FRAMEWORK_EFFICIENCY = (0.5, 1.2)
-FIT_OVERLAP_COST = (0.0, 1.5)
+FIT_OVERLAP_COST = (0.0, 1.0)  # a hidden exchange costs at most its own time (else it would run alone)
+#: the efficiency of a framework that no more than one validation set measures: assumed as fast as the
+#: reference framework
+ASSUMED_FRAMEWORK_EFFICIENCY = 1.0
 ALIASES = {"megatron": "korthikanti"}
 # the fit's grid of the GEMM curve's two constants, refined once around the best point
 FIT_GEMM_MAX = (0.55, 0.95)  # no GEMM reaches the dense peak
@@ -92,6 +95,7 @@ class Run:
     gated: bool
     tied: bool
     flash_attention: bool
+    flash_kernel: str  # the fused attention kernel's generation (catalogue/kernel_efficiency.toml [flash_kernels])
     tensor: int
     pipeline: int
     interleave: int
@@ -125,7 +129,8 @@ def _run(set_name: str, common: dict[str, Any], row: dict[str, Any]) -> Run:
                seq_len=int(get("seq_len")), vocab=int(get("vocab")), width=width, heads=heads,
                kv_heads=int(get("kv_heads", heads)), layers=int(get("layers")), ffn=int(get("ffn", 4 * width)),
                gated=bool(get("gated", False)), tied=bool(get("tied", True)),
-               flash_attention=bool(get("flash_attention", False)), tensor=int(get("tensor")),
+               flash_attention=bool(get("flash_attention", False)),
+               flash_kernel=str(get("flash_kernel", "flash2")), tensor=int(get("tensor")),
                pipeline=int(get("pipeline")), interleave=int(get("interleave", 1)), devices=int(get("devices")),
                global_batch=int(get("global_batch")), micro_batch=int(get("micro_batch")),
                recompute=str(get("recompute", "full")), sequence_parallel=bool(get("sequence_parallel", False)),
@@ -216,7 +221,8 @@ def workload_keys(run: Run) -> list[str]:
             f"training.micro_batch={run.micro_batch}", f"training.grad_accum={run.micro_batches}",
             f"training.precision={run.precision}", f"training.zero={run.zero}", f"parallel.tensor={run.tensor}",
             f"parallel.pipeline={run.pipeline}", f"parallel.flash_attention={_flag(run.flash_attention)}",
-            f"parallel.framework={run.framework}", f"cluster.count={run.devices}",
+            f"parallel.flash_kernel={run.flash_kernel}", f"parallel.framework={run.framework}",
+            f"cluster.count={run.devices}",
             f"cluster.accelerator={run.accelerator}", "data.kind=tokens",
             # the step does not depend on the run's length: one step's tokens
             f"training.tokens={run.global_batch * run.seq_len}"]
@@ -254,14 +260,16 @@ def run_model_shape(set_name: str, name: str) -> parallel.ModelShape:
 
 
 def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
-             framework_efficiency: Any = None, overlap_cost: Any = None) -> parallel.ParallelAccount:
+             framework_efficiency: Any = None, overlap_cost: Any = None,
+             node_links: bool | None = None) -> parallel.ParallelAccount:
     """The run's parallel account (its fields arrays where `kernels`, `framework_efficiency` or
-    `overlap_cost` hold arrays); `overlap_cost` replaces the catalogue's where the framework overlaps."""
+    `overlap_cost` hold arrays); `overlap_cost` replaces the catalogue's where the framework overlaps,
+    `node_links` the framework's data-parallel links (shared NICs of a node, or one device's)."""
     shape = run_model_shape(run.set, run.name)
     fw = step_ops.framework(run.framework)
     base = kernels if kernels is not None else step_ops.kernel_efficiency(run.accelerator)
     share = fw.efficiency if framework_efficiency is None else framework_efficiency
-    hw = hardware_of(run.accelerator, run.precision, base.scaled(share))
+    hw = hardware_of(run.accelerator, run.precision, base.with_flash_kernel(run.flash_kernel).scaled(share))
     state = state_bytes_per_param(run.precision, "adam")
     value = bytes_per_element(run.precision)
     return parallel.parallel_account(
@@ -274,7 +282,7 @@ def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
         activation_bytes_per_value=value, state_of=parallel.default_state(), weight_bytes=state.weights,
         grad_bytes=state.grads, dp_overlap=fw.dp_overlap, zero3_prefetch=fw.zero3_prefetch,
         overlap_cost=fw.overlap_cost if overlap_cost is None or not fw.dp_overlap else overlap_cost,
-        embedding_stages=run.embedding_stages)
+        embedding_stages=run.embedding_stages, dp_node_links=fw.dp_node_links if node_links is None else node_links)
 
 
 # Narayanan et al. 2021, eq. 3: the FLOPs the papers count per step of B sequences with full
@@ -472,22 +480,53 @@ def fit(sets: tuple[str, ...] | list[str], accelerator: str = "a100-sxm-80gb") -
 
 
 def fit_framework(sets: tuple[str, ...] | list[str], framework: str,
-                  kernels: dict[str, step_ops.KernelEfficiency]) -> float | None:
-    """The framework's efficiency fitted on its runs in `sets` (None when they hold none): the value of
-    least mean squared log error on a grid, with the accelerators' curves `kernels` held."""
+                  kernels: dict[str, step_ops.KernelEfficiency]) -> tuple[float, float | None] | None:
+    """(efficiency, overlap cost) of `framework` fitted on its runs in `sets`, with the accelerators' curves
+    `kernels` held: jointly, least mean squared log error on a grid refined once, where it overlaps its
+    data-parallel exchange (how fast its kernels run and how much of a hidden exchange still lands on the
+    step are both its own), or with its runs all in one set its overlap cost alone, its efficiency assumed
+    (ASSUMED_FRAMEWORK_EFFICIENCY); the efficiency alone, overlap None, where it does not overlap. None: no
+    run of it."""
     runs = tuple(r for s in sets for r in runs_of(s) if r.framework == framework)
     if not runs:
         return None
-    return _fit_one(runs, kernels, FIT_FRAMEWORK_EFFICIENCY, lambda run, kern, axis: plan_run(run, kern, axis))
+    if not step_ops.framework(framework).dp_overlap:
+        return _fit_one(runs, kernels, FIT_FRAMEWORK_EFFICIENCY, lambda run, kern, axis: plan_run(run, kern, axis)), None
+    if len({r.set for r in runs}) < 2:  # one table cannot tell slow kernels from a costly overlap: only the cost
+        return ASSUMED_FRAMEWORK_EFFICIENCY, _fit_one(
+            runs, kernels, FIT_OVERLAP_COST,
+            lambda run, kern, axis: plan_run(run, kern, ASSUMED_FRAMEWORK_EFFICIENCY, axis))
+    (lo_e, hi_e), (lo_o, hi_o) = FIT_FRAMEWORK_EFFICIENCY, FIT_OVERLAP_COST
+    best = (1.0, 0.0)
+    for _ in range(2):
+        e_axis, o_axis = np.linspace(lo_e, hi_e, FIT_POINTS), np.linspace(lo_o, hi_o, FIT_POINTS)
+        ge, go = (x.ravel() for x in np.meshgrid(e_axis, o_axis, indexing="ij"))
+        loss = np.zeros_like(ge)
+        for run in runs:
+            kern = kernels.get(run.accelerator) or step_ops.kernel_efficiency(run.accelerator)
+            acct = plan_run(run, kern, ge, go)
+            loss += np.log(np.asarray(acct.step_seconds, dtype=np.float64) / measured_seconds(run)) ** 2
+        i = int(np.argmin(loss))
+        best = (float(ge[i]), float(go[i]))
+        de, do = (hi_e - lo_e) / (FIT_POINTS - 1), (hi_o - lo_o) / (FIT_POINTS - 1)
+        lo_e, hi_e = max(best[0] - 2 * de, FIT_FRAMEWORK_EFFICIENCY[0]), min(best[0] + 2 * de, FIT_FRAMEWORK_EFFICIENCY[1])
+        lo_o, hi_o = max(best[1] - 2 * do, FIT_OVERLAP_COST[0]), min(best[1] + 2 * do, FIT_OVERLAP_COST[1])
+    return best
 
 
-def fit_overlap(sets: tuple[str, ...] | list[str], kernels: dict[str, step_ops.KernelEfficiency]) -> float | None:
-    """The overlap cost fitted on the runs of `sets` whose framework overlaps (None when none does),
-    with the accelerators' curves `kernels` and the frameworks' efficiencies held."""
+def fit_overlap(sets: tuple[str, ...] | list[str], kernels: dict[str, step_ops.KernelEfficiency],
+                efficiencies: dict[str, float] | None = None) -> float | None:
+    """One overlap cost fitted on the runs of `sets` whose framework overlaps, whatever the framework (None
+    when none does): the cost charged for a framework no validation set measures. Each run's framework at
+    `efficiencies` (its catalogue efficiency where not given), the accelerators' curves `kernels` held."""
     runs = tuple(r for s in sets for r in runs_of(s) if step_ops.framework(r.framework).dp_overlap)
     if not runs:
         return None
-    return _fit_one(runs, kernels, FIT_OVERLAP_COST, lambda run, kern, axis: plan_run(run, kern, None, axis))
+    shares = efficiencies or {}
+
+    def plan(run: Run, kern: step_ops.KernelEfficiency, axis: Any) -> parallel.ParallelAccount:
+        return plan_run(run, kern, shares.get(run.framework), axis)
+    return _fit_one(runs, kernels, FIT_OVERLAP_COST, plan)
 
 
 def _fit_one(runs: tuple[Any, ...], kernels: dict[str, step_ops.KernelEfficiency], bounds: tuple[float, float],
@@ -534,29 +573,51 @@ def step_ops_accelerators(sets: list[str]) -> list[str]:
     return sorted({r.accelerator for s in sets for r in runs_of(s)})
 
 
+def held_out_constants(others: list[str], frameworks: set[str], kernels: dict[str, step_ops.KernelEfficiency]
+                       ) -> dict[str, tuple[float, float, bool]]:
+    """(efficiency, overlap cost, node links) of each of `frameworks` from the sets `others` alone: its own
+    runs there fit the first two (`fit_framework`); a framework with no run there is assumed as fast as the
+    reference, and charged the overlap cost fitted on every overlapping framework's runs there together
+    (`fit_overlap`). Its data-parallel links are the catalogue's unless they were read from a set not in
+    `others`; then a node's shared NICs, the default."""
+    fitted = {fw: fit_framework(others, fw, kernels)
+              for fw in {r.framework for s in others for r in runs_of(s)} if fw != REFERENCE_FRAMEWORK}
+    measured = {fw: f for fw, f in fitted.items() if f is not None}
+    pooled = fit_overlap(others, kernels, {fw: f[0] for fw, f in measured.items()})
+    pooled = step_ops.overlap_cost() if pooled is None else pooled
+    out = {}
+    for fw in frameworks:
+        row = step_ops.framework(fw)
+        links = row.dp_node_links if set(row.dp_links_chosen_on) <= set(others) else True
+        if fw == REFERENCE_FRAMEWORK:
+            out[fw] = (row.efficiency, 0.0, links)
+        elif fw in measured:
+            share, overlap = measured[fw]
+            out[fw] = (share, 0.0 if overlap is None else overlap, links)
+        else:
+            out[fw] = (ASSUMED_FRAMEWORK_EFFICIENCY, pooled if row.dp_overlap else 0.0, links)
+    return out
+
+
 @lru_cache(maxsize=1)
 def leave_one_set_out() -> LeaveOneSetOut:
     """Each set predicted with constants fitted on the other sets only: each accelerator's GEMM curve on
-    the other sets' Megatron-LM runs on it, then each framework's efficiency on the other sets' runs of
-    that framework. A constant no other set can fit keeps the catalogue's value (assumed, not fitted)."""
+    the other sets' Megatron-LM runs on it, then each framework's efficiency and overlap cost on the other
+    sets' runs of that framework (`held_out_constants`)."""
     held = []
     errors: list[float] = []
     for name in set_names():
         runs = runs_of(name)
         others = [s for s in set_names() if s != name]
         kernels = {acc: fit(others, acc) for acc in set(step_ops_accelerators(others)) | {r.accelerator for r in runs}}
-        overlap = fit_overlap(others, kernels)
-        overlap = step_ops.overlap_cost() if overlap is None else overlap
-        shares = {}
-        for fw in sorted({r.framework for r in runs}):
-            fitted = None if fw == REFERENCE_FRAMEWORK else fit_framework(others, fw, kernels)
-            shares[fw] = step_ops.framework(fw).efficiency if fitted is None else fitted
-        rows = [_row(r, plan_run(r, kernels[r.accelerator], shares[r.framework], overlap)) for r in runs]
+        constants = held_out_constants(others, {r.framework for r in runs}, kernels)
+        rows = [_row(r, plan_run(r, kernels[r.accelerator], *constants[r.framework])) for r in runs]
         mean, worst, bias = _summary([r.error for r in rows])
         k0 = kernels[runs[0].accelerator]
+        share, overlap, _ = constants[runs[0].framework]
         held.append(HeldOut(set=name, fitted_on=others, gemm_max=float(k0.gemm_max),
                             gemm_half_intensity=float(k0.gemm_half_intensity), overlap_cost=float(overlap),
-                            framework_efficiency=float(shares[runs[0].framework]), rows=rows, mean_abs_error=mean,
+                            framework_efficiency=float(share), rows=rows, mean_abs_error=mean,
                             max_abs_error=worst, bias=bias))
         errors += [r.error for r in rows]
     mean, worst, bias = _summary(errors)

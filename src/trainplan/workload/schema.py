@@ -565,6 +565,11 @@ class ParallelSection(Section):
                               "scores (Dao et al. 2022), as training.saved_tensors_per_layer assumes",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
           "memory.per_device_bytes", "pipeline.cores_needed", "training_cost.budget"))
+    flash_kernel: Literal["flash2", "flash1"] = Q(
+        "flash2", "assumed: FlashAttention-2's kernel (or one as fast: PyTorch SDPA's flash backend); flash1: "
+        "FlashAttention 1.x or its Triton port, half as fast (catalogue/kernel_efficiency.toml [flash_kernels])",
+        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
+          "training_cost.budget"))
     efficiency: Fraction | None = Q(None, "catalogue: the accelerator's GEMM efficiency curve (kernel_efficiency.toml); "
                                     "a value given here is one flat matmul efficiency instead", gt=0, le=1,
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
