@@ -80,6 +80,7 @@ class Framework:
     # ranks on the node driving its own) or run at one device's NIC rate; the sets that choice was read from
     dp_node_links: bool = True
     dp_links_chosen_on: tuple[str, ...] = ()
+    zero3_sharding: str = "zero3"  # the state its stage 3 keeps (training_state.SHARDING): DeepSpeed's, or its own
 
 
 FRAMEWORKS: tuple[str, ...] = tuple(catalogue.table("kernel_efficiency")["frameworks"])
@@ -114,7 +115,8 @@ def framework(key: str) -> Framework:
                      source=str(e["source"]), zero_stages=has.zero_stages,
                      pipeline_zero_stages=has.pipeline_zero_stages, checkpoint=str(e["checkpoint"]),
                      parallelisms=has.parallelisms, dp_node_links=str(e.get("dp_links", "node")) == "node",
-                     dp_links_chosen_on=tuple(str(x) for x in e.get("dp_links_chosen_on", ())))
+                     dp_links_chosen_on=tuple(str(x) for x in e.get("dp_links_chosen_on", ())),
+                     zero3_sharding=str(e.get("zero3_sharding", "zero3")))
 
 
 def flat_efficiency(matmul_efficiency: float) -> KernelEfficiency:

@@ -34,7 +34,7 @@ from trainplan.accounts import training_state as ts
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
 from trainplan.catalogue.interconnect import platform
 from trainplan.workload.layout_rules import embedding_units
-from trainplan.planning.model_terms import checkpoint_tail, recipe_of
+from trainplan.planning.model_terms import checkpoint_tail, recipe_of, sharding_of
 from trainplan.workload.schema import Workload
 
 DEFAULT_HEAD_WIDTH = 64  # heads = width / 64 when a shape gives no head count (GPT-3's head width)
@@ -88,7 +88,7 @@ def execution_of(w: Workload) -> Execution:
     p, t = w.parallel, w.training
     recipe, _ = recipe_of(w)
     return Execution(int(p.tensor), int(p.pipeline), int(p.interleave), int(p.context), int(p.expert), p.schedule,
-                     bool(p.sequence), int(t.micro_batch), int(t.grad_accum), t.sharding or ts.sharding_of_zero(t.zero),
+                     bool(p.sequence), int(t.micro_batch), int(t.grad_accum), sharding_of(w),
                      t.recompute, attention_kind(w), recipe)
 
 
@@ -107,7 +107,7 @@ def _largest_of_shape(w: Workload, model: Any, total: float) -> float:
     blocks = count_from_shape(int(model.layers), int(model.width), 0, ffn_width=m.ffn_width, heads=m.heads,
                               kv_heads=m.kv_heads, tied=bool(m.tied))
     embedding = max(total - float(blocks.total), 0.0) / (1 if m.tied else 2)
-    sharding = w.training.sharding or ts.sharding_of_zero(w.training.zero)
+    sharding = sharding_of(w)
     return float(blocks.per_layer) if sharding == "fsdp" else max(embedding, float(largest_module_params(blocks)))
 
 
@@ -141,7 +141,7 @@ def model_shape(w: Workload, model: Any, params: Any = None) -> parallel.ModelSh
         from trainplan.workload.params import largest_module_params
 
         module = largest_module_params(count)  # a layer's fused experts module, read off the module if built
-        sharding = w.training.sharding or ts.sharding_of_zero(w.training.zero)
+        sharding = sharding_of(w)
         largest = float(count.per_layer if sharding == "fsdp" else module) * total / max(count.total, 1)
     else:
         largest = _largest_of_shape(w, model, total)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from trainplan.accounts import activations as act
 from trainplan.accounts import compute as compute_mod
 from trainplan.accounts import memory as memory_mod
@@ -205,7 +207,7 @@ def evaluate(w: Any, model: Any) -> ModelTerms:
     adapters = adapter_params(w, model)
     trainable = adapters if t.method != "full" else float(model.params)
     terms.state_report = {"state_recipe": recipe.name, "state_recipe_source": recipe.source,
-                          "sharding": t.sharding or ts.sharding_of_zero(t.zero), "trainable_params": trainable,
+                          "sharding": sharding_of(w), "trainable_params": trainable,
                           "frozen_params": float(model.params) if t.method != "full" else 0.0}
 
     _flops_terms(terms, w, count, known, adapters)
@@ -242,6 +244,26 @@ def _flops_terms(terms: ModelTerms, w: Any, count: Any, known: bool, adapters: f
         # without the architecture the count is 6 P per token (8 P under full recomputation): FLOPs as
         # run, so the rate follows the HFU given (the fuzzer found the None this used to leave)
         terms.utilisation, terms.hfu = c.hfu, c.hfu
+
+
+def zero_sharding(zero: int, framework: str) -> str:
+    """The sharding a ZeRO stage counts its state under, in `framework`: DeepSpeed's stages, except where the
+    framework's stage 3 is its own (FSDP's FULL_SHARD: catalogue/kernel_efficiency.toml `zero3_sharding`)."""
+    return step_ops.framework(framework).zero3_sharding if int(zero) == 3 else ts.sharding_of_zero(int(zero))
+
+
+def zero_codes(zero: Any, framework: str) -> Any:
+    """`zero_sharding` of ZeRO stages (numbers or a layout grid's array) as accounts/parallel's sharding codes."""
+    from trainplan.accounts.parallel import SHARDING_OF_CODE
+
+    three = SHARDING_OF_CODE.index(step_ops.framework(framework).zero3_sharding)
+    return np.where(np.asarray(zero) == 3, three, zero)
+
+
+def sharding_of(w: Workload) -> str:
+    """The workload's sharding: training.sharding as written, else its ZeRO stage's in its framework."""
+    t = w.training
+    return t.sharding or zero_sharding(t.zero, w.parallel.framework)
 
 
 def recipe_of(w: Workload) -> tuple[ts.Recipe, str]:

@@ -275,7 +275,7 @@ def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
     return parallel.parallel_account(
         shape, hw, tensor=run.tensor, pipeline=run.pipeline, interleave=run.interleave, data=run.data,
         sequence_parallel=run.sequence_parallel, micro_batch=run.micro_batch, micro_batches=run.micro_batches,
-        recompute=run.recompute, zero=run.zero, schedule="interleaved" if run.interleave > 1 else "1f1b",
+        recompute=run.recompute, zero=model_terms.zero_codes(run.zero, run.framework), schedule="interleaved" if run.interleave > 1 else "1f1b",
         attention="flash" if run.flash_attention else "eager",
         # the one activation account, as a plan of the run written as a workload counts it
         activations=run_activations(run.set, run.name),
