@@ -405,3 +405,18 @@ def test_a_vision_encoder_is_served_one_forward_pass_a_request(capsys: pytest.Ca
     # a model with a vocabulary on video data is a decoder by default
     rc, out, err = _main(["serve", "--set", "model.vocab=32000", "-f", "json"], capsys)
     assert json.loads(out)["mode"] == "decode"
+
+
+def test_a_replica_over_two_nodes_shares_their_nics() -> None:
+    # TP 16 over two 8-GPU nodes: each node's eight ranks drive its eight NICs (50 GB/s each), 400 GB/s a
+    # node, capped at the 360 GB/s inside it; a ring all-reduce of batch x width x 2 bytes over 16 ranks,
+    # 2 x 15/16 of it on the wire and 2 x 15 latency steps, twice a layer
+    from trainplan.accounts.serving import ServedModel, tensor_parallel_seconds
+
+    model = ServedModel(params=70e9, layers=80, kv_heads=8, head_dim=128, heads=64, width=8192)
+    seconds = tensor_parallel_seconds(model, 32, 16, (360e9, 5e-6, 8, 50e9, 1e-5))
+    message = 32 * 8192 * 2
+    assert seconds == pytest.approx(2 * 80 * (2 * 15 / 16 * message / 360e9 + 30 * 1e-5))
+    # inside one node: NVLink's rate and latency
+    inside = tensor_parallel_seconds(model, 32, 8, (360e9, 5e-6, 8, 50e9, 1e-5))
+    assert inside == pytest.approx(2 * 80 * (2 * 7 / 8 * message / 360e9 + 14 * 5e-6))

@@ -640,9 +640,16 @@ def _links(span: Any, hw: Hardware, send: bool = False, stride: Any = None) -> t
     half = np.where(inter, hw.inter_send_half_bytes, hw.intra_send_half_bytes) if send else \
         np.where(inter, hw.inter_half_bytes, hw.intra_half_bytes)
     local = 1.0 if send or stride is None else ranks_per_node(stride, hw.devices_per_node)
-    between = np.minimum(local * hw.inter_bus_bandwidth, np.maximum(hw.inter_bus_bandwidth, hw.intra_bus_bandwidth))
+    between = shared_nic_bandwidth(local, hw.inter_bus_bandwidth, hw.intra_bus_bandwidth)
     return (inter, np.where(inter, between, hw.intra_bus_bandwidth),
             np.where(inter, hw.inter_latency, hw.intra_latency), half)
+
+
+def shared_nic_bandwidth(local_ranks: Any, inter_bus_bandwidth: Any, intra_bus_bandwidth: Any) -> Any:
+    """Bus bandwidth between nodes of a ring collective whose group has `local_ranks` on each node: each drives
+    its own NIC (NCCL's ring per NIC), so the per-device rate times them, at most the rate inside the node."""
+    return np.minimum(local_ranks * np.asarray(inter_bus_bandwidth, dtype=np.float64),
+                      np.maximum(inter_bus_bandwidth, intra_bus_bandwidth))
 
 
 def ranks_per_node(stride: Any, devices_per_node: int) -> Any:

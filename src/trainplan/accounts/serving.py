@@ -402,7 +402,11 @@ def tensor_parallel_seconds(model: ServedModel, batch: float, devices: int,
     from trainplan.accounts import collectives
 
     intra_bw, intra_lat, per_node, inter_bw, inter_lat = tier
-    bandwidth, latency = (intra_bw, intra_lat) if devices <= per_node else (inter_bw, inter_lat)
+    # a replica over nodes: its consecutive ranks fill each node, so each node's NICs all carry its rings
+    from trainplan.accounts.parallel import shared_nic_bandwidth
+
+    bandwidth, latency = (intra_bw, intra_lat) if devices <= per_node else (
+        float(shared_nic_bandwidth(per_node, inter_bw, intra_bw)), inter_lat)
     message = batch * model.width * TP_ACTIVATION_BYTES
     return TP_ALL_REDUCES_PER_LAYER * model.layers * float(
         collectives.collective_seconds("all_reduce", message, devices, bandwidth, latency))
