@@ -6,11 +6,13 @@ planned with the same account as any workload (accounts/parallel.py), on the cat
 accelerator, its node platform and its kernel efficiencies (catalogue/kernel_efficiency.toml):
 nothing is set per run.
 
-Four constants are fitted: the GEMM curve's two (gemm_max, gemm_half_intensity), the overlap
-cost (`fit_overlap`) and a framework's efficiency (`fit_framework`). `fit(sets)` fits the curve on the named sets (least squares of the log ratio predicted / measured,
-over a grid of the two, evaluated at once); `leave_one_set_out()` fits them on all sets of the
-same accelerator but one and reports the error on the one left out, so every figure it prints
-is out of sample. `step_error_band(accelerator)` is the figure a plan shows beside its step time.
+Constants are fitted in turn: the GEMM curve's two (gemm_max, gemm_half_intensity) on the reference
+framework's runs (`fit`: least squares of the log ratio predicted / measured over a grid of the two,
+evaluated at once), then each measured framework's efficiency and overlap cost on its own sets
+(`fit_framework`), then the overlap cost of a framework no set measures (`fit_overlap`).
+`leave_one_set_out()` fits them all without the set it predicts and reports the error on it, so every
+figure it prints is out of sample (`held_out_constants`). `step_error_band(accelerator)` is the figure
+a plan shows beside its step time.
 
 A run is planned with the activation account `trainplan plan` uses for the same run written as
 workload keys (`plan_keys`), so both give one step and one memory figure; `search_place(run)`
