@@ -15,9 +15,8 @@ and the total against trainplan's weights + grads + optimizer bytes for the defa
 (mixed_fp32_master). The bf16 copy of a unit exists only while FSDP has it gathered: its bytes in
 the forward are checked against trainplan's per-unit gathered bytes (weights x P_layer).
 
-trainplan's total agrees; its split does not follow FSDP's tensors: it books 2-byte weights and
-2-byte gradients beside a 4-byte master, where FSDP keeps one 4-byte shard (the master) and a 4-byte
-gradient. Only the sums are compared here, per field the measured facts against the hand formula.
+trainplan's split is checked too: its weights are FSDP's fp32 shard (the master), its gradients the
+fp32 gradient shard, its optimizer bytes the two moments.
 """
 
 from __future__ import annotations
@@ -200,6 +199,9 @@ def test_sharded_total_matches_trainplan(measured):
     planned = account.weights_bytes + account.grads_bytes + account.optimizer_bytes
     for rank in measured:
         assert sharded_bytes(rank) == pytest.approx(planned, rel=1e-3)
+        assert rank["params"]["elements"] == pytest.approx(account.weights_bytes, rel=1e-3)
+        assert rank["grads"]["elements"] == pytest.approx(account.grads_bytes, rel=1e-3)
+        assert rank["moments"]["elements"] == pytest.approx(account.optimizer_bytes, rel=1e-3)
 
 
 def test_gathered_unit_matches_trainplan_per_unit(measured):

@@ -112,8 +112,12 @@ def sharded(params: float, r: Recipe, sharding: str, devices: int, largest_layer
         opt = (r.master + r.moments) * params / n
         gathered = g["zero3_bytes_per_layer_param"] * largest_layer_params
     else:  # fsdp
-        w, gr = r.weights * params / n, r.grads * params / n
-        opt = (r.master + r.master_grads + r.moments) * params / n
+        # one sharded copy of each parameter: the master where the recipe keeps one (FSDP's flat parameter
+        # stays fp32 and its 16-bit copy exists only gathered), its gradient in the same dtype, the moments;
+        # the separate 16-bit weights and fp32 gradient buffers of other frameworks are not kept
+        stored = r.master or r.weights
+        w, gr = stored * params / n, (r.master or r.grads) * params / n
+        opt = r.moments * params / n
         gathered = g["fsdp_units_in_flight"] * r.weights * largest_layer_params
     return StateAccount(w, gr, opt, gathered, params, 0.0)
 
