@@ -26,8 +26,10 @@ the probes: swscale takes a thread per CPU unless told one (a "one-thread" decod
 two); opening a 60-frame clip is a tenth of its decode; the step of a small model runs a
 quarter slower next to a decoder than alone, and slower again after each wait for data.
 What is not modelled: with more busy processes than cores (2 workers + the trainer on 2
-cores) a worker does not get a core of its own, and the run is flagged (`contended`);
-the default settings therefore vary the model size with one worker. Rates on this VM
+cores) a worker does not get a core of its own, and the run is flagged (`contended`), as is
+a run whose step outran the one-thread matmul probe (the machine's rate moved between the
+probes: the ceiling is raised to the step's rate and the run goes on); the default settings
+therefore vary the model size with one worker. Rates on this VM
 wander by 10-25 % from minute to minute, so `--repeats N` measures each setting N times
 and reports the median run.
 
@@ -368,11 +370,12 @@ def predict(cfg: Config, setting: Setting, params: int, demand_fps: float, peak_
     from trainplan.workload.load import load_workload
 
     n = cfg.tokens_per_frame
-    mfu = demand_fps * 6 * params * n / peak_flops  # what the measured step achieves of the peak
-    if mfu > 1:
-        raise RuntimeError(f"the step probe ({demand_fps:.0f} frames/s, 6 P n = {6 * params * n:.3g} FLOP a frame) "
-                           f"beat the matmul probe's ceiling ({peak_flops / 1e9:.1f} GFLOP/s): the machine changed "
-                           "between the probes; run again")
+    achieved = demand_fps * 6 * params * n  # FLOP a CPU-second the measured step reaches
+    # Both rates are a CPU-second's, each taken over a second or two: on a shared machine the step can come
+    # out a few % past the matmul probe taken minutes before. The plan uses only MFU x peak (the step's own
+    # rate), so the ceiling is raised to it (MFU 1) and the run is flagged (`ceiling_raised`, run_setting).
+    peak_flops = max(peak_flops, achieved)
+    mfu = achieved / peak_flops  # what the measured step achieves of the peak
     overrides = [
         f"data.width={cfg.width}", f"data.height={cfg.height}", f"data.fps={cfg.fps}",
         f"data.bitrate={cfg.bitrate}", f"data.gop={cfg.gop}", 'data.access="sequential"',
@@ -436,7 +439,10 @@ def run_setting(cfg: Config, setting: Setting, files: list[Path], cal_path: Path
     # apart, the machine changed under the run (other work arrived, or left)
     worker_fps = result.hops["decode"].frames_per_cpu_second if "decode" in result.hops else decode["frames_per_cpu_second"]
     probe_ratio = worker_fps / decode["decode_only_frames_per_cpu_second"]
-    contended = abs(share_ratio - 1) > MAX_SHARE_IMBALANCE or abs(probe_ratio - 1) > MAX_PROBE_DRIFT
+    # the step outran the matmul probe: the machine's rate moved between the probes
+    ceiling_raised = demand_cpu * 6 * params * cfg.tokens_per_frame > peak_flops
+    contended = abs(share_ratio - 1) > MAX_SHARE_IMBALANCE or abs(probe_ratio - 1) > MAX_PROBE_DRIFT \
+        or ceiling_raised
     # what the plan would say had it known the shares: S s_decode / (D s_step)
     at_shares = min(1.0, predicted.supply_fps * decode_share / (predicted.demand_fps * result.step_cpu_share))
     return {
@@ -447,6 +453,7 @@ def run_setting(cfg: Config, setting: Setting, files: list[Path], cal_path: Path
         "decode_only_frames_per_cpu_second_1080p": probe.to_1080p(decode["decode_only_frames_per_cpu_second"],
                                                                   cfg.width, cfg.height),
         "contended": contended,
+        "ceiling_raised": ceiling_raised,
         "share_ratio": share_ratio,
         "worker_to_probe_decode_ratio": probe_ratio,
         "predicted_busy_at_measured_shares": at_shares,
@@ -552,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'setting':28} {'params':>8} {'demand':>8} {'supply':>8} {'predicted':>9} {'measured':>9} {'error':>7} "
           f"{'CPU share step/decode':>22}")
     for r in out["settings"]:
-        note = "  (flagged: unequal CPU shares or probe drift)" if r["contended"] else ""
+        note = "  (flagged: unequal CPU shares, probe drift or a step past the matmul probe)" if r["contended"] else ""
         print(f"{r['setting']:28} {r['params']:>8} {r['predicted_demand_fps']:>8.0f} "
               f"{r['predicted_supply_fps']:>8.0f} {r['predicted_busy']:>9.3f} {r['measured_busy']:>9.3f} "
               f"{r['relative_error'] * 100:>6.1f}% {r['step_cpu_share']:>10.2f} / {r['decode_cpu_share']:.2f}{note}")
