@@ -362,6 +362,11 @@ def calibrate_pipeline(cfg: Config, files: list[Path], step: Any, cal_path: Path
     return d, demand, iterations
 
 
+def step_flops_rate(cfg: Config, params: int, demand_fps: float) -> float:
+    """FLOP a CPU-second the measured step reaches: 6 P n a frame at `demand_fps` frames a CPU-second."""
+    return demand_fps * 6 * params * cfg.tokens_per_frame
+
+
 def predict(cfg: Config, setting: Setting, params: int, demand_fps: float, peak_flops: float,
             cal_path: Path) -> Any:
     """The plan's pipeline account for this setting, through the workload loader and the plan."""
@@ -369,8 +374,7 @@ def predict(cfg: Config, setting: Setting, params: int, demand_fps: float, peak_
     from trainplan.planning import evaluate as plan
     from trainplan.workload.load import load_workload
 
-    n = cfg.tokens_per_frame
-    achieved = demand_fps * 6 * params * n  # FLOP a CPU-second the measured step reaches
+    achieved = step_flops_rate(cfg, params, demand_fps)
     # Both rates are a CPU-second's, each taken over a second or two: on a shared machine the step can come
     # out a few % past the matmul probe taken minutes before. The plan uses only MFU x peak (the step's own
     # rate), so the ceiling is raised to it (MFU 1) and the run is flagged (`ceiling_raised`, run_setting).
@@ -440,7 +444,7 @@ def run_setting(cfg: Config, setting: Setting, files: list[Path], cal_path: Path
     worker_fps = result.hops["decode"].frames_per_cpu_second if "decode" in result.hops else decode["frames_per_cpu_second"]
     probe_ratio = worker_fps / decode["decode_only_frames_per_cpu_second"]
     # the step outran the matmul probe: the machine's rate moved between the probes
-    ceiling_raised = demand_cpu * 6 * params * cfg.tokens_per_frame > peak_flops
+    ceiling_raised = step_flops_rate(cfg, params, demand_cpu) > peak_flops
     contended = abs(share_ratio - 1) > MAX_SHARE_IMBALANCE or abs(probe_ratio - 1) > MAX_PROBE_DRIFT \
         or ceiling_raised
     # what the plan would say had it known the shares: S s_decode / (D s_step)

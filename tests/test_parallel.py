@@ -8,6 +8,7 @@ Rajbhandari et al. 2020 (ZeRO memory: (2+2+12) psi bytes, sharded by stage), NCC
 import pytest
 from published_formulas import korthikanti_activation_bytes_per_layer, narayanan_flops_per_step
 
+from trainplan import catalogue
 from trainplan.accounts import parallel
 from trainplan.errors import UserError
 from trainplan.workload import layout_rules
@@ -350,6 +351,14 @@ def test_catalogue_curves_carry_sources():
     assert step_ops.half_bytes("nvlink3") == 6e6 and step_ops.half_bytes("ib-hdr", "send") == 1e6
     for fw in step_ops.FRAMEWORKS:
         assert step_ops.framework(fw).source
+    # the workload key offers exactly the catalogue's fused attention kernels, each with a source
+    from typing import get_args
+
+    from trainplan.workload.schema import ParallelSection
+
+    assert set(get_args(ParallelSection.model_fields["flash_kernel"].annotation)) == set(step_ops.FLASH_KERNELS)
+    for kernel in step_ops.FLASH_KERNELS:
+        assert catalogue.table("kernel_efficiency")["flash_kernels"][kernel]["source"]
     with pytest.raises(UserError):
         step_ops.framework("jax")
 

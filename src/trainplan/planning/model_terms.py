@@ -23,6 +23,7 @@ import numpy as np
 from trainplan.accounts import activations as act
 from trainplan.accounts import compute as compute_mod
 from trainplan.accounts import memory as memory_mod
+from trainplan.accounts.parallel import SHARDING_OF_CODE
 from trainplan.accounts import step_ops
 from trainplan.accounts import training_state as ts
 from trainplan.catalogue.dtypes import bytes_per_element, state_bytes_per_param
@@ -254,8 +255,6 @@ def zero_sharding(zero: int, framework: str) -> str:
 
 def zero_codes(zero: Any, framework: str) -> Any:
     """`zero_sharding` of ZeRO stages (numbers or a layout grid's array) as accounts/parallel's sharding codes."""
-    from trainplan.accounts.parallel import SHARDING_OF_CODE
-
     three = SHARDING_OF_CODE.index(step_ops.framework(framework).zero3_sharding)
     return np.where(np.asarray(zero) == 3, three, zero)
 

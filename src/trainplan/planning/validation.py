@@ -277,7 +277,8 @@ def plan_run(run: Run, kernels: step_ops.KernelEfficiency | None = None,
     return parallel.parallel_account(
         shape, hw, tensor=run.tensor, pipeline=run.pipeline, interleave=run.interleave, data=run.data,
         sequence_parallel=run.sequence_parallel, micro_batch=run.micro_batch, micro_batches=run.micro_batches,
-        recompute=run.recompute, zero=model_terms.zero_codes(run.zero, run.framework), schedule="interleaved" if run.interleave > 1 else "1f1b",
+        recompute=run.recompute, zero=model_terms.zero_codes(run.zero, run.framework),
+        schedule="interleaved" if run.interleave > 1 else "1f1b",
         attention="flash" if run.flash_attention else "eager",
         # the one activation account, as a plan of the run written as a workload counts it
         activations=run_activations(run.set, run.name),
@@ -447,14 +448,29 @@ def validate(suite: str = "megatron", kernels: dict[str, step_ops.KernelEfficien
 # ---------------------------------------------------------------- fitting
 
 
-def _log_errors_on_grid(runs: tuple[Run, ...], gemm_max: np.ndarray, half: np.ndarray) -> np.ndarray:
-    """log(predicted / measured) of each run (rows) at each grid point (columns)."""
-    out = []
+def _squared_log_errors(runs: tuple[Run, ...], plan: Any) -> np.ndarray:
+    """The sum over `runs` of log(predicted / measured)^2 of `plan(run)`'s step (arrays: at each grid point)."""
+    loss: Any = 0.0
     for run in runs:
-        base = step_ops.kernel_efficiency(run.accelerator)
-        acct = plan_run(run, base.with_values(gemm_max=gemm_max, gemm_half_intensity=half), 1.0)
-        out.append(np.log(np.asarray(acct.step_seconds, dtype=np.float64) / measured_seconds(run)))
-    return np.asarray(out)
+        loss = loss + np.log(np.asarray(plan(run).step_seconds, dtype=np.float64) / measured_seconds(run)) ** 2
+    return np.asarray(loss)
+
+
+def _fit_two(runs: tuple[Run, ...], plan: Any, first: tuple[float, float], second: tuple[float, float]
+             ) -> tuple[float, float]:
+    """The (a, b) of least squared log error of `plan(run, a, b)` (a, b arrays of a grid): a grid over the
+    bounds `first` x `second`, then a finer grid around its best point."""
+    (lo_a, hi_a), (lo_b, hi_b) = first, second
+    best = (lo_a, lo_b)
+    for _ in range(2):
+        ga, gb = (x.ravel() for x in np.meshgrid(np.linspace(lo_a, hi_a, FIT_POINTS),
+                                                 np.linspace(lo_b, hi_b, FIT_POINTS), indexing="ij"))
+        i = int(np.argmin(_squared_log_errors(runs, lambda run: plan(run, ga, gb))))
+        best = (float(ga[i]), float(gb[i]))
+        da, db = (hi_a - lo_a) / (FIT_POINTS - 1), (hi_b - lo_b) / (FIT_POINTS - 1)
+        lo_a, hi_a = max(best[0] - 2 * da, first[0]), min(best[0] + 2 * da, first[1])
+        lo_b, hi_b = max(best[1] - 2 * db, second[0]), min(best[1] + 2 * db, second[1])
+    return best
 
 
 def fit(sets: tuple[str, ...] | list[str], accelerator: str = "a100-sxm-80gb") -> step_ops.KernelEfficiency:
@@ -465,20 +481,11 @@ def fit(sets: tuple[str, ...] | list[str], accelerator: str = "a100-sxm-80gb") -
     base = step_ops.kernel_efficiency(accelerator)
     if not runs:
         return base
-    lo_e, hi_e = FIT_GEMM_MAX
-    lo_h, hi_h = FIT_HALF_INTENSITY
-    best = (base.gemm_max, base.gemm_half_intensity)
-    for _ in range(2):
-        e_axis = np.linspace(lo_e, hi_e, FIT_POINTS)
-        h_axis = np.linspace(lo_h, hi_h, FIT_POINTS)
-        ge, gh = (x.ravel() for x in np.meshgrid(e_axis, h_axis, indexing="ij"))
-        loss = (_log_errors_on_grid(runs, ge, gh) ** 2).mean(axis=0)
-        i = int(np.argmin(loss))
-        best = (float(ge[i]), float(gh[i]))
-        de, dh = (hi_e - lo_e) / (FIT_POINTS - 1), (hi_h - lo_h) / (FIT_POINTS - 1)
-        lo_e, hi_e = max(best[0] - 2 * de, FIT_GEMM_MAX[0]), min(best[0] + 2 * de, FIT_GEMM_MAX[1])
-        lo_h, hi_h = max(best[1] - 2 * dh, FIT_HALF_INTENSITY[0]), min(best[1] + 2 * dh, FIT_HALF_INTENSITY[1])
-    return base.with_values(gemm_max=best[0], gemm_half_intensity=best[1])
+
+    def plan(run: Run, gemm_max: Any, half: Any) -> parallel.ParallelAccount:
+        return plan_run(run, base.with_values(gemm_max=gemm_max, gemm_half_intensity=half), 1.0)
+    gemm_max, half = _fit_two(runs, plan, FIT_GEMM_MAX, FIT_HALF_INTENSITY)
+    return base.with_values(gemm_max=gemm_max, gemm_half_intensity=half)
 
 
 def fit_framework(sets: tuple[str, ...] | list[str], framework: str,
@@ -493,27 +500,16 @@ def fit_framework(sets: tuple[str, ...] | list[str], framework: str,
     if not runs:
         return None
     if not step_ops.framework(framework).dp_overlap:
-        return _fit_one(runs, kernels, FIT_FRAMEWORK_EFFICIENCY, lambda run, kern, axis: plan_run(run, kern, axis)), None
+        return _fit_one(runs, kernels, FIT_FRAMEWORK_EFFICIENCY,
+                        lambda run, kern, axis: plan_run(run, kern, axis)), None
     if len({r.set for r in runs}) < 2:  # one table cannot tell slow kernels from a costly overlap: only the cost
         return ASSUMED_FRAMEWORK_EFFICIENCY, _fit_one(
             runs, kernels, FIT_OVERLAP_COST,
             lambda run, kern, axis: plan_run(run, kern, ASSUMED_FRAMEWORK_EFFICIENCY, axis))
-    (lo_e, hi_e), (lo_o, hi_o) = FIT_FRAMEWORK_EFFICIENCY, FIT_OVERLAP_COST
-    best = (1.0, 0.0)
-    for _ in range(2):
-        e_axis, o_axis = np.linspace(lo_e, hi_e, FIT_POINTS), np.linspace(lo_o, hi_o, FIT_POINTS)
-        ge, go = (x.ravel() for x in np.meshgrid(e_axis, o_axis, indexing="ij"))
-        loss = np.zeros_like(ge)
-        for run in runs:
-            kern = kernels.get(run.accelerator) or step_ops.kernel_efficiency(run.accelerator)
-            acct = plan_run(run, kern, ge, go)
-            loss += np.log(np.asarray(acct.step_seconds, dtype=np.float64) / measured_seconds(run)) ** 2
-        i = int(np.argmin(loss))
-        best = (float(ge[i]), float(go[i]))
-        de, do = (hi_e - lo_e) / (FIT_POINTS - 1), (hi_o - lo_o) / (FIT_POINTS - 1)
-        lo_e, hi_e = max(best[0] - 2 * de, FIT_FRAMEWORK_EFFICIENCY[0]), min(best[0] + 2 * de, FIT_FRAMEWORK_EFFICIENCY[1])
-        lo_o, hi_o = max(best[1] - 2 * do, FIT_OVERLAP_COST[0]), min(best[1] + 2 * do, FIT_OVERLAP_COST[1])
-    return best
+
+    def plan(run: Run, share: Any, overlap: Any) -> parallel.ParallelAccount:
+        return plan_run(run, _kernels_of(run, kernels), share, overlap)
+    return _fit_two(runs, plan, FIT_FRAMEWORK_EFFICIENCY, FIT_OVERLAP_COST)
 
 
 def fit_overlap(sets: tuple[str, ...] | list[str], kernels: dict[str, step_ops.KernelEfficiency],
@@ -536,12 +532,13 @@ def _fit_one(runs: tuple[Any, ...], kernels: dict[str, step_ops.KernelEfficiency
     """The value on a grid over `bounds` of least mean squared log error of `plan(run, kernels, axis)`'s
     step against each run's measured step."""
     axis = np.linspace(bounds[0], bounds[1], 8 * FIT_POINTS)
-    loss = np.zeros_like(axis)
-    for run in runs:
-        kern = kernels.get(run.accelerator) or step_ops.kernel_efficiency(run.accelerator)
-        acct = plan(run, kern, axis)
-        loss += np.log(np.asarray(acct.step_seconds, dtype=np.float64) / measured_seconds(run)) ** 2
+    loss = _squared_log_errors(runs, lambda run: plan(run, _kernels_of(run, kernels), axis))
     return float(axis[int(np.argmin(loss))])
+
+
+def _kernels_of(run: Run, kernels: dict[str, step_ops.KernelEfficiency]) -> step_ops.KernelEfficiency:
+    """The run's accelerator's curve in `kernels` (a fit's), else the catalogue's."""
+    return kernels.get(run.accelerator) or step_ops.kernel_efficiency(run.accelerator)
 
 
 @dataclass(frozen=True)
@@ -585,8 +582,7 @@ def held_out_constants(others: list[str], frameworks: set[str], kernels: dict[st
     fitted = {fw: fit_framework(others, fw, kernels)
               for fw in {r.framework for s in others for r in runs_of(s)} if fw != REFERENCE_FRAMEWORK}
     measured = {fw: f for fw, f in fitted.items() if f is not None}
-    pooled = fit_overlap(others, kernels, {fw: f[0] for fw, f in measured.items()})
-    pooled = step_ops.overlap_cost() if pooled is None else pooled
+    pooled: float | None = None  # fitted only where a framework of the held-out set needs it
     out = {}
     for fw in frameworks:
         row = step_ops.framework(fw)
@@ -596,8 +592,13 @@ def held_out_constants(others: list[str], frameworks: set[str], kernels: dict[st
         elif fw in measured:
             share, overlap = measured[fw]
             out[fw] = (share, 0.0 if overlap is None else overlap, links)
+        elif not row.dp_overlap:
+            out[fw] = (ASSUMED_FRAMEWORK_EFFICIENCY, 0.0, links)
         else:
-            out[fw] = (ASSUMED_FRAMEWORK_EFFICIENCY, pooled if row.dp_overlap else 0.0, links)
+            if pooled is None:
+                fitted_pooled = fit_overlap(others, kernels, {key: f[0] for key, f in measured.items()})
+                pooled = step_ops.overlap_cost() if fitted_pooled is None else fitted_pooled
+            out[fw] = (ASSUMED_FRAMEWORK_EFFICIENCY, pooled, links)
     return out
 
 
