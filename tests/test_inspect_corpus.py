@@ -399,3 +399,23 @@ def test_a_file_named_twice_is_inspected_once(tmp_path, cli, extra):
     r = json.loads(res.stdout)
     assert len(r["files"]) == 1 and r["files_found"] == 1 and r["aggregate"]["frames"] == 24
     assert sum("named more than once" in x for x in res.stderr.splitlines()) == 1
+
+
+def test_units_named_through_links_are_one_file(tmp_path, monkeypatch):
+    """shards.once (the unit path and the distributed pass) keys a local file by its real path: a.mp4
+    named directly, through a link to it, through a linked folder and as ./a.mp4 relative to the working
+    folder is one file, named in one line; b.mp4 beside it is another."""
+    from trainplan.measure import shards
+
+    d = tmp_path / "real"
+    d.mkdir()
+    (d / "a.mp4").write_bytes(b"a")
+    (d / "b.mp4").write_bytes(b"b")
+    (d / "link.mp4").symlink_to(d / "a.mp4")
+    (tmp_path / "folder_link").symlink_to(d, target_is_directory=True)
+    monkeypatch.chdir(d)
+    named = [d / "a.mp4", d / "b.mp4", d / "link.mp4", tmp_path / "folder_link" / "a.mp4", Path("a.mp4")]
+    units = [u for p in named for u in shards.units([p])]
+    kept, repeated = shards.once(units)
+    assert [Path(u.entry.path).name for u in kept] == ["a.mp4", "b.mp4"]
+    assert repeated == [str((d / "a.mp4").resolve())]  # one line naming the file, however it was named
