@@ -26,6 +26,8 @@ LLAMA_TINY = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 68
     ["training.precision=bf16", "training.state_recipe=autocast_fp32"],  # HF Trainer's bf16=True
     ["training.attention=sdpa", "parallel.flash_attention=false"],
     ["training.attention=flash", "parallel.flash_attention=true"],
+    ["training.attention=sdpa", "parallel.flash_kernel=flash1"],  # SDPA's flash backend is a flash kernel
+    ["parallel.flash_attention=true", "parallel.flash_kernel=flash1"],
     ['cluster.cores="8 cores"', 'model.params="7B params"', 'training.tokens="2T tokens"'],
     ['model.params="7 billion parameters"', 'training.tokens="1.5T"'],
 ])

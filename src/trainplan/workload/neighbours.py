@@ -12,6 +12,8 @@ read second and what the first one says.
 - training.state_recipe and training.precision / training.optimizer: each recipe says the precisions
   it trains in and the optimizer whose state it holds (catalogue/state_recipes.toml).
 - training.attention and parallel.flash_attention: an eager kernel is not a flash one.
+- parallel.flash_kernel and parallel.flash_attention / training.attention: a flash kernel's generation
+  names a flash kernel, which an unfused (eager) attention does not run.
 
 model.mlp and model.norm beside model.hf_config are checked where the config's activation shape is read
 (planning/model_terms.py), against the config's own activation and norm.
@@ -32,6 +34,7 @@ def check_neighbours(w: Workload) -> None:
     _utilisation(w)
     _recipe(w)
     _attention(w)
+    _flash_kernel(w)
 
 
 def _sharding(w: Workload) -> None:
@@ -72,3 +75,15 @@ def _attention(w: Workload) -> None:
     if (flash and kind == "eager") or (not flash and kind == "flash"):
         raise UserError("parallel.flash_attention", f"expected {'false' if flash else 'true'} with training.attention "
                         f"= {kind!r}, got {'true' if flash else 'false'}; give one of the two")
+
+
+def _flash_kernel(w: Workload) -> None:
+    if not w.given("parallel.flash_kernel"):
+        return
+    kernel = w.parallel.flash_kernel
+    if w.given("parallel.flash_attention") and not w.parallel.flash_attention:
+        raise UserError("parallel.flash_kernel", f"expected no flash kernel with parallel.flash_attention = false "
+                        f"(the attention runs unfused), got {kernel!r}; give one of the two")
+    if w.given("training.attention") and w.training.attention == "eager":
+        raise UserError("parallel.flash_kernel", f"expected no flash kernel with training.attention = 'eager' "
+                        f"(the attention runs unfused), got {kernel!r}; give one of the two")
