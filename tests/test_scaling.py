@@ -131,6 +131,21 @@ def test_fit_a_subset_holds_the_rest() -> None:
         scaling.fit_scaling_law(runs, fixed=dict(E=1, A=1, B=1, alpha=1, beta=1))
 
 
+def test_runs_that_cannot_pin_the_constants_are_refused() -> None:
+    """Seven copies of one run are one equation for five unknowns; six runs of one size carry no slope in
+    N. A fit would report objective 0 and zero standard errors: refused, naming the file. With A and alpha
+    held, the one size is enough for E, B and beta."""
+    one = scaling.make_runs(np.full(7, 1e9), np.full(7, 2e10), np.full(7, 2.5), source="same.csv")
+    with pytest.raises(UserError, match="same.csv.*distinct .params, tokens. points to fit 5 constants, got 1"):
+        scaling.fit_scaling_law(one, grid=scaling.SMALL_GRID, drop_highest=0)
+    d = np.array([2e10, 4e10, 8e10, 1e11, 2e11, 3e11])
+    size = scaling.make_runs(np.full(6, 1e9), d, CH.loss(np.full(6, 1e9), d), source="size.csv")
+    with pytest.raises(UserError, match="two or more model sizes to fit A and alpha"):
+        scaling.fit_scaling_law(size, grid=scaling.SMALL_GRID, drop_highest=0)
+    held = scaling.fit_scaling_law(size, grid=scaling.SMALL_GRID, drop_highest=0, fixed={"A": CH.A, "alpha": CH.alpha})
+    assert held.law.beta == pytest.approx(CH.beta, rel=1e-2)
+
+
 @needs_runs
 def test_chinchilla_runs_small_grid_reproduces_replication() -> None:
     """245 runs, the 5 highest-loss dropped (240 kept), an 8-start grid. The replication

@@ -424,6 +424,23 @@ class ScalingFit:
     starts_run: int = 0  # starts L-BFGS-B ran from (the grid's best PRUNED_STARTS; all when not pruned)
 
 
+def _check_identifiable(kept: Runs, free: set[int], where: str) -> None:
+    """UserError unless the runs can pin the free constants: as many distinct (N, D) points as free
+    constants, two sizes N where A or alpha is free, two token counts D where B or beta is free (runs
+    repeated at one point carry one equation, and a power of a count that never changes has no slope:
+    a fit there reports an exact objective with zero standard errors, which is no measurement)."""
+    points = len({(float(n), float(d)) for n, d in zip(kept.params, kept.tokens)})
+    if points < len(free):
+        raise UserError(where, f"expected runs at {len(free)} or more distinct (params, tokens) points to fit "
+                        f"{len(free)} constants, got {points}")
+    if free & {0, 3} and len(np.unique(kept.params)) < 2:
+        raise UserError(where, "expected runs at two or more model sizes to fit A and alpha (or hold them with "
+                        "--fix), got one")
+    if free & {1, 4} and len(np.unique(kept.tokens)) < 2:
+        raise UserError(where, "expected runs at two or more token counts to fit B and beta (or hold them with "
+                        "--fix), got one")
+
+
 def _fixed_theta(fixed: Mapping[str, float] | None) -> dict[int, float]:
     """Map {'E': 1.69, 'alpha': 0.34} to theta indices and values (E, A, B go in as logs)."""
     out: dict[int, float] = {}
@@ -544,6 +561,7 @@ def fit_scaling_law(
     if len(kept) < len(free):
         raise UserError(runs.source or "runs", f"expected at least {len(free)} runs to fit {len(free)} constants, "
                         f"got {len(kept)}")
+    _check_identifiable(kept, set(int(i) for i in free), runs.source or "runs")
     base = np.zeros(5)
     for i, v in held.items():
         base[i] = v
