@@ -245,6 +245,7 @@ def test_usage_errors_exit_2(cli, args, key):
     ("params,loss\n1e8,3.1\n2e8,2.9\n4e8,2.7\n", "tokens"),  # a column missing
     ("tokens,loss\n1e9,3.1\n2e9,2.9\n", "params"),
     ("", "runs.csv"),  # empty file
+    ("params,tokens,loss\n" + "1e9,2e10,2.5\n" * 12, "runs.csv"),  # one point repeated: nothing to fit
 ])
 def test_scaling_fit_refuses_missing_columns(tmp_path, cli, csv, key):
     f = tmp_path / "runs.csv"
@@ -310,6 +311,8 @@ HARDENING = [
     (["solve", "cluster.cores", "--for", "pipeline.busy"], "--for", "comparison"),
     (["solve", "cluster.accelerator", "--for", "pipeline.busy"], "--for", "comparison"),
     (["solve", "cluster.accelerator", "--among", ","], "--among", ""),
+    (["solve", "cluster.accelerator", "--among", "h100-sxm,,a100-sxm-80gb"], "--among", "no empty item"),
+    (["solve", "cluster.accelerator", "--among", "h100-sxm,"], "--among", "no empty item"),
     (["solve", "cluster.cores", "--for", "pipeline.busy>=0.5", "--range", "a:b"], "--range", ""),
     # account arguments named as the flags the user typed
     (["data", "demos", "10", "--task", "-5 s"], "--task", ""),

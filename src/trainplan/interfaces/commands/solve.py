@@ -35,13 +35,14 @@ def solve_command(
     if output_format not in ("json", "table"):
         from trainplan.interfaces.options import check_format
         check_format(output_format, ("table", "json"))
-    if among is not None and not [a for a in among.split(",") if a.strip()]:
+    if among is not None and (not among.strip() or any(not a.strip() for a in among.split(","))):
+        # an empty item (a doubled or trailing comma) is a typo, not an entry to leave out quietly
         raise UserError("--among", f"expected comma-separated catalogue entries such as h100-sxm,a100-sxm-80gb, "
-                        f"got {among!r}")
+                        f"with no empty item, got {among!r}")
     if key == "cluster.accelerator":
         result = solve.cheapest_accelerator(file, set_ or [], for_ or [], calibration,
                                             solve.parse_prices(price or []),
-                                            [a.strip() for a in among.split(",") if a.strip()] if among else None)
+                                            [a.strip() for a in among.split(",")] if among else None)
     else:
         if cheapest:
             raise UserError("--cheapest", "only with cluster.accelerator")
