@@ -154,6 +154,10 @@ CASES = [
          sets=["training.attention=eager", "parallel.flash_kernel=flash2"]),
     Case("mlp-beside-config", '[model]\nhf_config = "cfg.json"\nmlp = "gelu"\n', "model.mlp",
          also="expected 'swiglu'", files={"cfg.json": LLAMA_TINY}),
+    Case("config-activation-unknown", '[model]\nhf_config = "cfg.json"\n', "hidden_act", also="got 'swish42'",
+         files={"cfg.json": LLAMA_TINY.replace("\"silu\"", "\"swish42\"")}),  # transformers' ACT2FN: KeyError
+    Case("config-activation-list", '[model]\nhf_config = "cfg.json"\n', "hidden_act", also="got ['silu']",
+         files={"cfg.json": LLAMA_TINY.replace("\"silu\"", "[\"silu\"]")}),
     Case("norm-beside-config", '[model]\nhf_config = "cfg.json"\nnorm = "layernorm"\n', "model.norm",
          also="expected 'rmsnorm_fp32'", files={"cfg.json": LLAMA_TINY}),
     # 8 sequences of 2,048 tokens on one device: a step is 16,384 tokens

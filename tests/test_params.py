@@ -547,3 +547,12 @@ def test_qwen2_moe_active_parameters_by_hand() -> None:
     count = count_from_hf_config(config)
     sparse_layers = 2  # layer 1 is in mlp_only_layers
     assert count.total - count.active == sparse_layers * (4 - 2) * 3 * 64 * 32
+
+
+def test_config_activation_names_are_transformers_own():
+    """The names catalogue/activation_traits.toml [hf_activations] accepts are exactly transformers' ACT2CLS
+    (what ACT2FN looks a config's hidden_act up in when the model is built)."""
+    activations = pytest.importorskip("transformers.activations")
+    from trainplan import catalogue
+
+    assert set(catalogue.table("activation_traits")["hf_activations"]["names"]) == set(activations.ACT2CLS)

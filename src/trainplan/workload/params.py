@@ -732,9 +732,25 @@ def _count_hf_config(config: dict[str, Any]) -> ParamCount:
     model_type = config.get("model_type")
     if model_type is not None and not isinstance(model_type, str):  # a list is not a family (issue 29)
         raise UserError("model_type", f"the name of a model family (text), got {type(model_type).__name__}")
+    _check_activation(config)
     count = _count_by_family(config, model_type)
     _check_token_ids(config, count.vocab)
     return count
+
+
+def _check_activation(config: dict[str, Any]) -> None:
+    """The config's activation is one transformers builds (catalogue/activation_traits.toml
+    [hf_activations]): a name outside ACT2CLS, or a list, builds no model (issue 29)."""
+    from trainplan import catalogue
+
+    table = catalogue.table("activation_traits")["hf_activations"]
+    for key in table["keys"]:
+        if key not in config or config[key] is None:
+            continue
+        value = config[key]
+        if not isinstance(value, str) or value not in table["names"]:
+            raise UserError(key, f"an activation transformers builds ({', '.join(table['names'][:6])}, ...), "
+                                 f"got {value!r}")
 
 
 def _check_token_ids(config: dict[str, Any], vocab: int) -> None:
