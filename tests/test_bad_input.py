@@ -317,6 +317,8 @@ HARDENING = [
     (["solve", "cluster.accelerator", "--among", ","], "--among", ""),
     (["solve", "cluster.accelerator", "--among", "h100-sxm,,a100-sxm-80gb"], "--among", "no empty item"),
     (["solve", "cluster.accelerator", "--among", "h100-sxm,"], "--among", "no empty item"),
+    (["plan", "--set", "model.width=1024", "--set", "model.layers=2", "--set", "model.width = 2048"], "model.width",
+     "'1024' and then '2048' from --set"),
     (["solve", "cluster.cores", "--for", "pipeline.busy>=0.5", "--range", "a:b"], "--range", ""),
     # account arguments named as the flags the user typed
     (["data", "demos", "10", "--task", "-5 s"], "--task", ""),

@@ -182,6 +182,16 @@ def test_malformed_request_is_422(client: TestClient, body: object) -> None:
     assert isinstance(res.json()["detail"], str)
 
 
+def test_a_key_set_twice_is_422(client: TestClient) -> None:
+    """"model.width" and "model.width " are one key: two values for it are refused, not the last one kept;
+    the same value twice is one setting."""
+    res = client.post("/api/plan", json={"set": {"model.width": 4096, "model.width ": 1024, "model.layers": 2}})
+    assert res.status_code == 422
+    assert res.json()["key"] == "model.width" and "'4096' and then '1024'" in res.json()["detail"]
+    same = client.post("/api/plan", json={"set": {"model.width": 1024, "model.width ": 1024, "model.layers": 2}})
+    assert same.status_code == 200 and same.json()["assumptions"]["model.width"]["value"] == 1024
+
+
 def test_not_json_is_422(client: TestClient) -> None:
     res = client.post("/api/plan", content="cores=16", headers={"content-type": "application/json"})
     assert res.status_code == 422

@@ -114,6 +114,16 @@ def _writes_calibration(ctx: Any) -> bool:
     return parent is not None and parent.command is not None and parent.command.name == "probe"
 
 
+def _check_set_params(ctx: Any) -> None:
+    """A key given twice by --set with different values is refused (workload/load.py check_each_key_once)."""
+    from trainplan.workload.load import check_each_key_once
+
+    for name in ("set_", "sets"):
+        given = ctx.params.get(name)
+        if isinstance(given, (list, tuple)) and all(isinstance(a, str) for a in given):
+            check_each_key_once(given)
+
+
 def _with_number_check(command: Any) -> Any:
     """`command` (and every subcommand of a group) checking its numeric parameters before it runs."""
     if command is None or getattr(command, "_numbers_checked", False):
@@ -121,6 +131,7 @@ def _with_number_check(command: Any) -> Any:
     original = command.invoke
 
     def invoke(ctx: Any) -> Any:
+        _check_set_params(ctx)
         _check_number_params(ctx)
         _check_output_params(ctx)
         return original(ctx)

@@ -152,6 +152,9 @@ def workload_of_request(settings: Any, config: Any = None, workload: Any = None,
     from trainplan.workload import schema
 
     overrides = overrides_from_json(settings)
+    from trainplan.workload.load import check_each_key_once
+
+    check_each_key_once(overrides, '"set"')  # "model.width" and "model.width " are one key
     files = files or {}
     if config is not None and workload is not None:
         raise UserError("request", "expected at most one of config (uploaded text) and workload (a file name)")

@@ -161,3 +161,20 @@ def _checked_intervals(doc: dict[str, Any], table: dict[str, Any], path: Any,
 
 # The model of the built-in default workload (the reference workload, docs/pipeline-and-bill.md), used only when the
 # workload names no model at all: a user's model.params or config.json must not inherit its shape.
+
+
+def check_each_key_once(overrides: list[str] | tuple[str, ...], flag: str = "--set") -> None:
+    """UserError for a key the user's --set (or a request's "set") gives twice with different values: which
+    one was meant is not ours to guess (the same value twice is one setting). Checked where the user's
+    settings come in (the command line, the page), not in load_workload: solve, sweep and simulate add
+    their own value of a key on top of the user's on purpose."""
+    seen: dict[str, str] = {}
+    for assignment in overrides:
+        if "=" not in assignment:
+            continue  # apply_override names that
+        key, _, raw = assignment.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if key in seen and seen[key] != raw:
+            raise UserError(key, f"expected one value, got {seen[key]!r} and then {raw!r} from {flag}; give the key "
+                                 "once")
+        seen.setdefault(key, raw)
