@@ -172,6 +172,13 @@ def inspect_cmd(
 
     if scheduler is not None and not full:
         raise UserError("--scheduler", "expected --full with it (the scheduler runs the full pass)")
+    for flag, value in (("--journal", journal), ("--batch", batch)):
+        if value is not None and not full:  # a --full option without --full would be silently unused
+            raise UserError(flag, "expected --full with it (an option of the distributed full pass)")
+    from trainplan.simulate.limits import MAX_SEED
+
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError("--seed", f"expected a whole number from 0 to 2^63-1, got {seed}")
     _check_token_options(dtype, eos, tokenizer)
     where = ", ".join(locations.display(p) for p in paths)
     options = dict(dtype=dtype, eos=eos, tokenizer=str(tokenizer) if tokenizer else None, near=near)
