@@ -319,6 +319,7 @@ HARDENING = [
     (["solve", "cluster.accelerator", "--among", "h100-sxm,"], "--among", "no empty item"),
     (["data", "inspect", ".", "--sample", "1", "--seed", "-1"], "--seed", "from 0"),
     (["data", "inspect", ".", "--batch", "5"], "--batch", "expected --full"),
+    (["probe", "collectives", "--ops", "allreduce,,allgather"], "--ops", "separated by single commas"),
     (["data", "inspect", ".", "--journal", "j.jsonl"], "--journal", "expected --full"),
     (["plan", "--set", "model.width=1024", "--set", "model.layers=2", "--set", "model.width = 2048"], "model.width",
      "'1024' and then '2048' from --set"),

@@ -58,10 +58,14 @@ def _call(torch: Any, dist: Any, op: str, buffer: Any, world: int) -> Any:
         return lambda: dist.all_reduce(buffer)
     shard = buffer.numel() // world
     part = buffer[:shard].clone()
+    # torch 2.13 names the one-buffer forms *_single and warns on the older names (a FutureWarning a
+    # person would read on every rank); the older names where a torch predates them
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
     if op == "all_gather":
-        return lambda: dist.all_gather_into_tensor(buffer, part)
+        return lambda: gather(buffer, part)
     if op == "reduce_scatter":
-        return lambda: dist.reduce_scatter_tensor(part, buffer)
+        return lambda: scatter(part, buffer)
     out = torch.empty_like(buffer)
     return lambda: dist.all_to_all_single(out, buffer)
 
@@ -210,10 +214,10 @@ def register_probe(probe_app: Any) -> None:
                 raise UserError("--format", f"expected table or json, got {format!r}")
             if tier not in TIERS:
                 raise UserError("--tier", f"expected one of {', '.join(TIERS)}, got {tier!r}")
-            names = [o.strip().replace("-", "").replace("_", "") for o in ops.split(",") if o.strip()]
+            names = [o.strip().replace("-", "").replace("_", "") for o in ops.split(",")]
             unknown = [n for n in names if n not in OPS]
-            if unknown or not names:
-                raise UserError("--ops", f"expected some of {', '.join(OPS)}, got {ops!r}")
+            if unknown:  # an empty item (a doubled or trailing comma) too: a typo, not an op to leave out
+                raise UserError("--ops", f"expected some of {', '.join(OPS)}, separated by single commas, got {ops!r}")
             nbytes = int(units.parse(size, "bytes", "--size"))
             try:
                 results = measure([OPS[n] for n in names], processes, nbytes, repeats, backend)
