@@ -223,11 +223,12 @@ def workload_keys(run: Run) -> list[str]:
             f"training.micro_batch={run.micro_batch}", f"training.grad_accum={run.micro_batches}",
             f"training.precision={run.precision}", f"training.zero={run.zero}", f"parallel.tensor={run.tensor}",
             f"parallel.pipeline={run.pipeline}", f"parallel.flash_attention={_flag(run.flash_attention)}",
-            f"parallel.flash_kernel={run.flash_kernel}", f"parallel.framework={run.framework}",
-            f"cluster.count={run.devices}",
+            f"parallel.framework={run.framework}", f"cluster.count={run.devices}",
             f"cluster.accelerator={run.accelerator}", "data.kind=tokens",
             # the step does not depend on the run's length: one step's tokens
             f"training.tokens={run.global_batch * run.seq_len}"]
+    if run.flash_attention:  # a kernel generation is written only for a flash kernel (workload/neighbours.py)
+        keys.append(f"parallel.flash_kernel={run.flash_kernel}")
     if run.gated:  # a gated, grouped-query block: the Llama family's layer
         keys.append("model.family=llama")
     return keys

@@ -117,6 +117,25 @@ def _run_inspection(paths: list[str], where: str, options: dict[str, Any], *, fu
             **options))
 
 
+def _check_inspect_options(sample_files: int | None, cameras: int | None, seed: int, full: bool,
+                           scheduler: str | None, journal: Path | None, batch: int | None) -> None:
+    """UserError for the first of `data inspect`'s options out of range or without the option it belongs to
+    (before the work, whichever route the inspection takes)."""
+    if sample_files is not None and sample_files < 1:
+        raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
+    if cameras is not None and cameras < 1:
+        raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
+    from trainplan.simulate.limits import MAX_SEED
+
+    if not 0 <= seed <= MAX_SEED:
+        raise UserError("--seed", f"expected a whole number from 0 to 2^63-1, got {seed}")
+    if scheduler is not None and not full:
+        raise UserError("--scheduler", "expected --full with it (the scheduler runs the full pass)")
+    for flag, value in (("--journal", journal), ("--batch", batch)):
+        if value is not None and not full:  # a --full option without --full would be silently unused
+            raise UserError(flag, "expected --full with it (an option of the distributed full pass)")
+
+
 @data_app.command("inspect")
 def inspect_cmd(
     paths: Annotated[list[str], typer.Argument(help="video or token files, folders of them, shards (.tar, .parquet, "
@@ -157,10 +176,7 @@ def inspect_cmd(
     if format not in ("table", "json"):
         from trainplan.interfaces.options import check_format
         check_format(format, ("table", "json"))
-    if sample_files is not None and sample_files < 1:
-        raise UserError("--sample", f"expected at least 1 file, got {sample_files}")
-    if cameras is not None and cameras < 1:  # before the work, whichever route the inspection takes
-        raise UserError("--cameras", f"expected at least 1 camera, got {cameras}")
+    _check_inspect_options(sample_files, cameras, seed, full, scheduler, journal, batch)
     from trainplan.measure import locations
 
     if output is not None:  # before the work: not a device, a FIFO, read-only, nor one of the inspected files
@@ -170,15 +186,6 @@ def inspect_cmd(
                          read=lambda f: f.suffix.lower() in insp.READ_SUFFIXES)
     from trainplan.measure import locations, shards
 
-    if scheduler is not None and not full:
-        raise UserError("--scheduler", "expected --full with it (the scheduler runs the full pass)")
-    for flag, value in (("--journal", journal), ("--batch", batch)):
-        if value is not None and not full:  # a --full option without --full would be silently unused
-            raise UserError(flag, "expected --full with it (an option of the distributed full pass)")
-    from trainplan.simulate.limits import MAX_SEED
-
-    if not 0 <= seed <= MAX_SEED:
-        raise UserError("--seed", f"expected a whole number from 0 to 2^63-1, got {seed}")
     _check_token_options(dtype, eos, tokenizer)
     where = ", ".join(locations.display(p) for p in paths)
     options = dict(dtype=dtype, eos=eos, tokenizer=str(tokenizer) if tokenizer else None, near=near)
