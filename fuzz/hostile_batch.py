@@ -1,9 +1,10 @@
 """A fresh batch of hostile inputs for the command line and the web page (issue 16).
 
-    PYTHONPATH=src python fuzz/hostile_batch.py [-j 2] [--second | --third]
+    PYTHONPATH=src python fuzz/hostile_batch.py [-j 2] [--second | --third | --fourth]
 
 --third runs only the batch of issue 29 (the numeric boundary, cross-checks, sizes, --output before the
-work, cross-site web requests); --second only that of the second round.
+work, cross-site web requests); --second only that of the second round; --fourth only the command-line cases
+of the fourth (keys given twice, neighbours, config activations, scaling-law runs, empty items).
 
 Each CLI case runs `python -m trainplan ...` in a fresh temporary folder, as a user would. It
 is correct when: exit status 2, stdout empty, exactly one stderr line `trainplan: ...` that
@@ -662,6 +663,11 @@ def web_cases_third() -> list[WebCase]:
         WebCase("POST", "/api/plan", 415, "request", body, {"content-type": "text/plain;charset=UTF-8"}),
         WebCase("POST", "/api/plan", 415, "request", b"set=1", {"content-type": "application/x-www-form-urlencoded"}),
         WebCase("POST", "/api/plan", 200, "", body, {**J, "origin": "http://127.0.0.1:8765"}),
+        # stop 40: one key written twice (a trailing space is the same key), a kernel beside unfused attention
+        WebCase("POST", "/api/plan", 422, "model.width",
+                b'{"set": {"model.width": 4096, "model.width ": 1024, "model.layers": 2}}', J),
+        WebCase("POST", "/api/plan", 422, "parallel.flash_kernel",
+                b'{"set": {"parallel.flash_kernel": "flash1", "parallel.flash_attention": false}}', J),
     ]
 
 
@@ -707,16 +713,40 @@ def run_web(second: bool = False, third: bool = False) -> tuple[int, int, list[s
                 correct += 1
     return len(cases), correct, failures
 
+#: The fourth round (issue 29, stop 40): keys given twice, a kernel generation beside an unfused attention,
+#: an activation transformers does not build, runs that cannot pin a scaling law, empty list items and
+#: options of --full without it.
+SAME_RUN = "params,tokens,loss\n" + "1e9,2e10,2.5\n" * 12
+FOURTH: list[Case] = [
+    S("model.width", "model.width=1024", "model.layers=2", "model.width=2048"),
+    S("parallel.flash_kernel", "parallel.flash_kernel=flash1", "parallel.flash_attention=false"),
+    S("parallel.flash_kernel", "training.attention=eager", "parallel.flash_kernel=flash2"),
+    W(CFG, "hidden_act", **{"cfg.json": json.dumps({**LLAMA, "hidden_act": "swish42"})}),
+    W(CFG, "hidden_act", **{"cfg.json": json.dumps({**LLAMA, "hidden_act": ["silu"]})}),
+    Case(["params", "cfg.json"], "activation_function",
+         {"cfg.json": json.dumps({"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4,
+                                  "vocab_size": 1000, "activation_function": "gelu_newest"})}),
+    Case(["scaling", "fit", "runs.csv", "--drop", "0"], "runs.csv", {"runs.csv": SAME_RUN}),
+    Case(["scaling", "fit", "runs.csv", "--drop", "0"], "runs.csv",
+         {"runs.csv": "params,tokens,loss\n" + "".join(f"1e9,{d}e10,{3 - d / 10}\n" for d in range(1, 8))}),
+    Case(["solve", "cluster.accelerator", "--among", "h100-sxm,,a100-sxm-80gb"], "--among"),
+    Case(["probe", "collectives", "--ops", "allreduce,"], "--ops"),
+    Case(["data", "inspect", "a.bin", "--journal", "j.jsonl"], "--journal", {"a.bin": bytes(range(256)) * 8}),
+    Case(["data", "inspect", "a.bin", "--batch", "4"], "--batch", {"a.bin": bytes(range(256)) * 8}),
+    Case(["data", "inspect", "a.bin", "--sample", "1", "--seed", "-1"], "--seed", {"a.bin": bytes(range(256)) * 8}),
+]
+
 
 def main() -> None:
     jobs = int(sys.argv[sys.argv.index("-j") + 1]) if "-j" in sys.argv else 2
     second = "--second" in sys.argv  # only the second batch
     third = "--third" in sys.argv  # only the third (issue 29)
-    cases = THIRD if third else SECOND if second else CASES + SECOND + THIRD
+    fourth = "--fourth" in sys.argv  # only the fourth (issue 29, stop 40)
+    cases = FOURTH if fourth else THIRD if third else SECOND if second else CASES + SECOND + THIRD + FOURTH
     with ThreadPoolExecutor(jobs) as pool:
         results = list(pool.map(run_cli, cases))
     cli_failures = [f"{' '.join(c.args)[:120]} {list(c.files)}: {r}" for c, r in zip(cases, results) if r]
-    batches = [run_web(third=True)] if third else [run_web(second=True)] if second else [
+    batches = [] if fourth else [run_web(third=True)] if third else [run_web(second=True)] if second else [
         run_web(), run_web(second=True), run_web(third=True)]
     web_tried, web_correct = sum(b[0] for b in batches), sum(b[1] for b in batches)
     web_failures = [f for b in batches for f in b[2]]
