@@ -1,10 +1,10 @@
 """A fresh batch of hostile inputs for the command line and the web page (issue 16).
 
-    PYTHONPATH=src python fuzz/hostile_batch.py [-j 2] [--second | --third | --fourth]
+    PYTHONPATH=src python fuzz/hostile_batch.py [-j 2] [--second | --third | --fifth]
 
 --third runs only the batch of issue 29 (the numeric boundary, cross-checks, sizes, --output before the
-work, cross-site web requests); --second only that of the second round; --fourth only the command-line cases
-of the fourth (keys given twice, neighbours, config activations, scaling-law runs, empty items).
+work, cross-site web requests); --second only that of the second round; --fifth only the command-line cases
+of the fifth (keys given twice, neighbours, config activations, scaling-law runs, empty items).
 
 Each CLI case runs `python -m trainplan ...` in a fresh temporary folder, as a user would. It
 is correct when: exit status 2, stdout empty, exactly one stderr line `trainplan: ...` that
@@ -713,11 +713,11 @@ def run_web(second: bool = False, third: bool = False) -> tuple[int, int, list[s
                 correct += 1
     return len(cases), correct, failures
 
-#: The fourth round (issue 29, stop 40): keys given twice, a kernel generation beside an unfused attention,
+#: The fifth round (issue 29, stop 40): keys given twice, a kernel generation beside an unfused attention,
 #: an activation transformers does not build, runs that cannot pin a scaling law, empty list items and
 #: options of --full without it.
 SAME_RUN = "params,tokens,loss\n" + "1e9,2e10,2.5\n" * 12
-FOURTH: list[Case] = [
+FIFTH: list[Case] = [
     S("model.width", "model.width=1024", "model.layers=2", "model.width=2048"),
     S("parallel.flash_kernel", "parallel.flash_kernel=flash1", "parallel.flash_attention=false"),
     S("parallel.flash_kernel", "training.attention=eager", "parallel.flash_kernel=flash2"),
@@ -741,12 +741,12 @@ def main() -> None:
     jobs = int(sys.argv[sys.argv.index("-j") + 1]) if "-j" in sys.argv else 2
     second = "--second" in sys.argv  # only the second batch
     third = "--third" in sys.argv  # only the third (issue 29)
-    fourth = "--fourth" in sys.argv  # only the fourth (issue 29, stop 40)
-    cases = FOURTH if fourth else THIRD if third else SECOND if second else CASES + SECOND + THIRD + FOURTH
+    fifth = "--fifth" in sys.argv  # only the fifth (issue 29, stop 40)
+    cases = FIFTH if fifth else THIRD if third else SECOND if second else CASES + SECOND + THIRD + FIFTH
     with ThreadPoolExecutor(jobs) as pool:
         results = list(pool.map(run_cli, cases))
     cli_failures = [f"{' '.join(c.args)[:120]} {list(c.files)}: {r}" for c, r in zip(cases, results) if r]
-    batches = [] if fourth else [run_web(third=True)] if third else [run_web(second=True)] if second else [
+    batches = [] if fifth else [run_web(third=True)] if third else [run_web(second=True)] if second else [
         run_web(), run_web(second=True), run_web(third=True)]
     web_tried, web_correct = sum(b[0] for b in batches), sum(b[1] for b in batches)
     web_failures = [f for b in batches for f in b[2]]
