@@ -207,7 +207,10 @@ def measure(cfg: vt.Config, run: Run, files: list[Path], workload: Path, cal: di
     stall = r.stall
     named = None
     if stall.get("fetch") is not None:
-        named = "read" if stall["fetch"] > stall["prep"] else "decode"
+        # a trainer that waits under NO_STALL of its time is not held up by any hop (which of two
+        # near-zero waits is larger is noise)
+        named = ("none" if stall["fetch"] + stall["prep"] < NO_STALL
+                 else "read" if stall["fetch"] > stall["prep"] else "decode")
     # the plan's rates are per CPU-second and give the trainer and each decoder a core; on a shared
     # machine they get shares s_step and s_decode of one, so the plan at those shares is
     # min(1, S s_decode / (D s_step)) (as in examples/video_training.py)
@@ -235,6 +238,7 @@ SETTINGS = [Run(1, 96, "sequential"), Run(1, 192, "sequential"), Run(1, 96, "ran
 QUICK = [Run(1, 96, "sequential"), Run(1, 512, "sequential", link=0.4e6)]
 PREFETCH = 4  # batches a worker may hold ready: a whole file's frames
 TARGET = 0.10  # issue 14: predicted busy within 10 % (relative) of the profiled busy, for >= 3 settings
+NO_STALL = 0.02  # a trainer waiting under this share of its time is named as held up by no hop
 
 
 def run_all(runs: list[Run], seconds: float, repeats: int, probe_seconds: float = 1.5,
