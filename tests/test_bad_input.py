@@ -327,6 +327,7 @@ HARDENING = [
     # account arguments named as the flags the user typed
     (["data", "demos", "10", "--task", "-5 s"], "--task", ""),
     (["scaling", "optimal", "--budget", "-1"], "--budget", ""),
+    (["scaling", "optimal", "--budget", "1e-10"], "--budget", "at least one parameter on one token"),
     (["data", "mix", "--tokens", "15T", "--source", "a:1T:-1"], "--source a", ""),
     (["plan", "--set", 'model.hf_config=""'], "model.hf_config", ""),
 ]

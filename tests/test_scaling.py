@@ -70,6 +70,11 @@ def test_parse_law() -> None:
         scaling.parse_law("1,2,3")
     with pytest.raises(UserError, match="five numbers"):
         scaling.parse_law("a,b,c,d,e")
+    # a law whose loss does not fall with N and D: zero terms, a negative exponent, E below zero
+    for text in ("0,0,0,0,0", "1.69,406.4,410.7,0.34,-0.28", "-1,406.4,410.7,0.34,0.28", "1.69,0,410.7,0.34,0.28"):
+        with pytest.raises(UserError, match="above 0"):
+            scaling.parse_law(text)
+    assert scaling.parse_law("0,406.4,410.7,0.34,0.28").E == 0  # no irreducible loss is a law
 
 
 def test_huber_matches_scipy() -> None:

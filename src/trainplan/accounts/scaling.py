@@ -187,6 +187,12 @@ def parse_law(text: str, key: str = "--law") -> ScalingLaw:
     except ValueError:
         raise UserError(key, f"expected five numbers E,A,B,ALPHA,BETA, got {text!r}") from None
     values = [units.number(p, key) for p in parts]  # finite, in float range, no subnormal (issue 29)
+    e, a, b, alpha, beta = values
+    if e < 0 or min(a, b, alpha, beta) <= 0:
+        # L = E + A/N^alpha + B/D^beta: a loss that falls towards E as N and D grow; a zero or negative
+        # term would have it stand still or grow with more data (and a negative E is below any loss)
+        raise UserError(key, f"expected E >= 0 and A, B, ALPHA, BETA above 0 (a loss that falls with N and D), "
+                        f"got {text!r}")
     return ScalingLaw(*values, source=f"{key} {text}")
 
 

@@ -74,6 +74,9 @@ def optimal_command(
     fitted = _law(law)
     with named_as({"budget": "--budget"}):  # the flag the user typed (issue 16)
         opt = scaling.compute_optimal(c, fitted)
+    if opt.params < 1 or opt.tokens < 1:  # the closed form goes on below one parameter or one token; no run does
+        raise UserError("--budget", f"expected a budget that trains at least one parameter on one token under "
+                        f"this law (its split gives N = {opt.params:.3g}, D = {opt.tokens:.3g}), got {budget}")
     _emit({
         "params": opt.params, "tokens": opt.tokens, "loss": opt.loss, "tokens_per_param": opt.tokens_per_param,
         "budget_flops": opt.budget_flops, "params_exponent": opt.params_exponent,
