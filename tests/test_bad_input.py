@@ -328,6 +328,8 @@ HARDENING = [
     (["data", "demos", "10", "--task", "-5 s"], "--task", ""),
     (["scaling", "optimal", "--budget", "-1"], "--budget", ""),
     (["scaling", "optimal", "--budget", "1e-10"], "--budget", "at least one parameter on one token"),
+    (["formats", "1e-400"], "values", "at least 4.9e-324"),  # parsed as 0: shown and stored as 0
+    (["formats", "--channel", "1,2,,3"], "--channel", "no empty item"),
     (["data", "mix", "--tokens", "15T", "--source", "a:1T:-1"], "--source a", ""),
     (["plan", "--set", 'model.hf_config=""'], "model.hf_config", ""),
 ]

@@ -4,6 +4,7 @@ Thin: the formulas are in trainplan.accounts.formats."""
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 from dataclasses import asdict
@@ -25,13 +26,17 @@ def _number(text: str, key: str) -> float:
         raise UserError(key, f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise UserError(key, f"expected a finite number, got {text!r}")
+    if value == 0 and decimal.Decimal(text.replace("_", "")) != 0:
+        # below the smallest float64 (4.9e-324): the value would be shown, and stored, as 0
+        raise UserError(key, f"expected a number of at least 4.9e-324 in size (or 0), got {text!r}")
     return value
 
 
 def _row(text: str) -> list[float]:
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
-        raise UserError("--channel", f"expected comma-separated numbers such as 0.1,-0.2,9.5, got {text!r}")
+    parts = text.split(",")
+    if not text.strip() or any(not p.strip() for p in parts):  # a doubled or trailing comma is a typo
+        raise UserError("--channel", f"expected comma-separated numbers such as 0.1,-0.2,9.5 (no empty item), "
+                        f"got {text!r}")
     return [_number(p.strip(), "--channel") for p in parts]
 
 
