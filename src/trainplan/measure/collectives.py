@@ -25,6 +25,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from trainplan import units
 from trainplan.accounts.collectives import bus_factor
 from trainplan.errors import UserError
 
@@ -171,21 +172,24 @@ def calibration_values(results: list[CollectiveResult], tier: str) -> list[dict[
         raise UserError("--tier", f"expected one of {', '.join(TIERS)}, got {tier!r}")
     by_op = {r.op: r for r in results}
     headline = by_op.get("all_reduce") or results[0]
-    others = "; ".join(f"{r.op} {r.bus_bytes_per_second / 1e9:.3g} GB/s" for r in results if r is not headline)
+    others = "; ".join(f"{r.op} {units.format_quantity(r.bus_bytes_per_second, 'byte_rate')}" for r in results
+                       if r is not headline)
     note = (f"{headline.op} bus bandwidth (M / t x {headline.bus_factor:.3g}), {headline.backend} over "
-            f"{headline.world_size} {headline.launched_by}, M = {headline.bytes / 1e6:.1f} MB, {tier}-node tier"
+            f"{headline.world_size} {headline.launched_by}, M = {units.format_quantity(headline.bytes, 'bytes')}, "
+            f"{tier}-node tier"
             + (f"; also {others}" if others else ""))
     return [{"key": TIERS[tier], "value": float(headline.bus_bytes_per_second), "note": note}]
 
 
 def table(results: list[CollectiveResult], tier: str) -> str:
     first = results[0]
+    # sizes and rates with their own prefix (a 1 KiB buffer read "0.0 MB", its rate "0.000 GB/s")
     lines = [f"collectives probe ({tier}-node tier): {first.backend}, {first.world_size} {first.launched_by}, "
-             f"{first.bytes / 1e6:.1f} MB buffer",
-             f"  {'op':<15} {'ms/call':>9} {'algbw GB/s':>11} {'factor':>7} {'busbw GB/s':>11}"]
+             f"{units.format_quantity(first.bytes, 'bytes')} buffer",
+             f"  {'op':<15} {'ms/call':>9} {'algbw':>12} {'factor':>7} {'busbw':>12}"]
     for r in results:
-        lines.append(f"  {r.op:<15} {r.seconds * 1e3:>9.3f} {r.algorithm_bytes_per_second / 1e9:>11.3f} "
-                     f"{r.bus_factor:>7.3f} {r.bus_bytes_per_second / 1e9:>11.3f}")
+        lines.append(f"  {r.op:<15} {r.seconds * 1e3:>9.3f} {units.format_quantity(r.algorithm_bytes_per_second, 'byte_rate'):>12} "
+                     f"{r.bus_factor:>7.3f} {units.format_quantity(r.bus_bytes_per_second, 'byte_rate'):>12}")
     return "\n".join(lines)
 
 
@@ -206,7 +210,6 @@ def register_probe(probe_app: Any) -> None:
             output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write or update this "
                                                            "calibration TOML file")] = None,
         ) -> None:
-            from trainplan import units
             from trainplan.measure import probe
             from trainplan.workload import calibration
 
