@@ -624,13 +624,13 @@ def verdict(report: dict[str, Any]) -> str:
         parts.append(text)
     elif p["bottleneck"] == "read":
         need = p["read_bytes_per_token"] * p["demand_tokens_per_second"]
-        parts.append(f"The read hop needs {need / 1e9:.2f} GB/s to keep up.")
+        parts.append(f"The read hop needs {format_figure(need, 'byte_rate')} to keep up.")
     elif p["bottleneck"] == "transfer":
         need = p["transfer_bytes_per_token"] * p["demand_tokens_per_second"]
-        parts.append(f"Host-to-device needs {need / 1e9:.2f} GB/s to keep up.")
+        parts.append(f"Host-to-device needs {format_figure(need, 'byte_rate')} to keep up.")
     if not m["fits"]:
-        parts.append(f"It does not fit: {m['per_device_bytes'] / 1e9:.1f} GB per device "
-                     f"against {m['device_memory'] / 1e9:.1f} GB.")
+        parts.append(f"It does not fit: {format_figure(m['per_device_bytes'], 'bytes')} per device "
+                     f"against {format_figure(m['device_memory'], 'bytes')}.")
     return " ".join(parts)
 
 
