@@ -48,6 +48,7 @@ from typing import Any, Iterator
 import tomli_w
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from trainplan import units
 from trainplan.errors import UserError, expected_wording
 from trainplan.workload.codecs import FRAME_KINDS
 
@@ -586,10 +587,10 @@ def decode_settings(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_values(result: dict[str, Any]) -> list[dict[str, Any]]:
-    note = (f"cold read of {result['bytes'] / 1e6:.0f} MB from {result['path']} in "
+    note = (f"cold read of {units.format_quantity(result['bytes'], 'bytes')} from {result['path']} in "
             f"{result['block_bytes'] // 2**20} MiB blocks ({result['cold_method']}); warm "
             f"{result['warm_bytes_per_second'] / 1e9:.2f} GB/s")
-    warm = (f"warm read (the file's pages in the page cache) of {result['bytes'] / 1e6:.0f} MB from "
+    warm = (f"warm read (the file's pages in the page cache) of {units.format_quantity(result['bytes'], 'bytes')} from "
             f"{result['path']}: the rate of cached bytes in the cache what-if")
     return [{"key": "cluster.link", "value": float(result["cold_bytes_per_second"]), "note": note},
             {"key": "storage.cache_rate", "value": float(result["warm_bytes_per_second"]), "note": warm}]
@@ -607,14 +608,14 @@ def location_read_values(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def allreduce_values(result: dict[str, Any]) -> list[dict[str, Any]]:
     note = (f"ring all-reduce bus bytes/s, 2(N-1)/N M / t, {result['backend']} over {result['world_size']} "
-            f"{result['launched_by']}, M = {result['bytes'] / 1e6:.1f} MB")
+            f"{result['launched_by']}, M = {units.format_quantity(result['bytes'], 'bytes')}")
     tier = LOOPBACK if result.get("launched_by") == "local processes" else "intra"
     return [{"key": "cluster.interconnect", "value": float(result["bus_bytes_per_second"]), "note": note,
              "tier": tier}]
 
 
 def transfer_values(result: dict[str, Any]) -> list[dict[str, Any]]:
-    note = f"pinned host-to-device copies of {result['bytes'] / 1e6:.0f} MB to {result['device']}"
+    note = f"pinned host-to-device copies of {units.format_quantity(result['bytes'], 'bytes')} to {result['device']}"
     return [{"key": "cluster.host_to_device", "value": float(result["pinned_bytes_per_second"]), "note": note}]
 
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
+from trainplan import units
 from trainplan.workload import calibration
 from trainplan.measure import probe
 from trainplan.errors import UserError
@@ -52,8 +53,6 @@ def _rate(value: float | None, unit: str) -> str:
 
 
 def _parse(value: str | None, dimension: str, key: str) -> float | None:
-    from trainplan import units
-
     return None if value is None else units.parse(value, dimension, key)  # type: ignore[arg-type]
 
 
@@ -314,13 +313,13 @@ def write_read(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None:
 def read_table(d: dict[str, Any]) -> str:
     if "location" in d:
         return location_read_table(d)
-    return (f"read probe: {d['bytes'] / 1e6:.0f} MB from {d['path']}{' (written by the probe)' if d['created'] else ''}\n"
+    return (f"read probe: {units.format_quantity(d['bytes'], 'bytes')} from {d['path']}{' (written by the probe)' if d['created'] else ''}\n"
             f"  cold {_rate(d['cold_bytes_per_second'], 'B/s')}   warm {_rate(d['warm_bytes_per_second'], 'B/s')}\n"
             f"  cold means: {d['cold_method']}")
 
 
 def location_read_table(d: dict[str, Any]) -> str:
-    lines = [f"read probe: {d['object']} ({d['object_bytes'] / 1e6:.3g} MB{', written by the probe' if d['created'] else ''})",
+    lines = [f"read probe: {d['object']} ({units.format_quantity(d['object_bytes'], 'bytes')}{', written by the probe' if d['created'] else ''})",
              f"  time to first byte {d['first_byte_seconds'] * 1e3:.3g} ms; one connection "
              f"{_rate(d['per_connection_bytes_per_second'], 'B/s')} on whole objects",
              "  by request size: " + ", ".join(f"{r['request_bytes'] / 2**10:.0f} KiB {_rate(r['bytes_per_second'], 'B/s')}"
@@ -371,12 +370,12 @@ def matmul_table(d: dict[str, Any]) -> str:
 
 
 def transfer_table(d: dict[str, Any]) -> str:
-    return (f"transfer probe: host to {d['device']}, {d['bytes'] / 1e6:.0f} MB copies\n"
+    return (f"transfer probe: host to {d['device']}, {units.format_quantity(d['bytes'], 'bytes')} copies\n"
             f"  pinned {_rate(d['pinned_bytes_per_second'], 'B/s')}   pageable {_rate(d['pageable_bytes_per_second'], 'B/s')}")
 
 
 def allreduce_table(d: dict[str, Any]) -> str:
-    return (f"allreduce probe: {d['backend']}, {d['world_size']} {d['launched_by']}, {d['bytes'] / 1e6:.1f} MB message\n"
+    return (f"allreduce probe: {d['backend']}, {d['world_size']} {d['launched_by']}, {units.format_quantity(d['bytes'], 'bytes')} message\n"
             f"  {d['seconds_per_allreduce'] * 1e3:.2f} ms each; algorithm {_rate(d['algorithm_bytes_per_second'], 'B/s')}; "
             f"bus (2(N-1)/N M / t) {_rate(d['bus_bytes_per_second'], 'B/s')}")
 
