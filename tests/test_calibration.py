@@ -305,6 +305,24 @@ def test_a_device_figure_applies_only_to_its_kind_of_accelerator(tmp_path):
     assert "gpu: NVIDIA H200" in w.provenance["cluster.host_to_device"].source
 
 
+@pytest.mark.parametrize("key,value", [("cluster.accelerator.peak_flops", 5.7e9), ("cluster.mfu", 0.03)])
+def test_a_cpu_measured_rate_does_not_stand_in_for_a_gpu(tmp_path, key, value):
+    """A matmul peak (`probe matmul --as-peak`) or an MFU (`profile`) measured on a CPU is the CPU's: a
+    cpu-core plan uses it, an H100 plan keeps its own figure and says what it left out (applied, a CPU's
+    5.7 GFLOP/s made the default 3.9-day run 234,879 days)."""
+    from trainplan.workload.load import load_workload
+
+    cal = tmp_path / "cal.toml"
+    calibration.write(cal, "matmul", settings={}, results={}, values=[{"key": key, "value": value, "note": "probe"}],
+                      machine={"hostname": "laptop", "cpu_model": "a laptop CPU"})
+    gpu = load_workload(None, [], calibration=cal)  # the default plan: an H100-SXM
+    assert "cpu: a laptop CPU" in gpu.left_out[key] and "h100-sxm" in gpu.left_out[key]
+    assert gpu.accelerator.peak_flops["bf16"] > 1e14 and gpu.cluster.mfu != 0.03
+    cpu = load_workload(None, ['cluster.accelerator="cpu-core"'], calibration=cal)
+    got = cpu.accelerator.peak_flops["fp32"] if key.endswith("peak_flops") else cpu.cluster.mfu
+    assert got == value
+
+
 # ---------------------------------------------------------------- a model's activations apply at their settings (issue 24)
 
 

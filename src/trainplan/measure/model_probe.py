@@ -39,6 +39,9 @@ def _imports() -> tuple[Any, Any]:
         import transformers
     except ImportError:
         raise UserError("probe model", f"expected {EXTRA_HINT}") from None
+    # transformers' own warnings (a token id past a small test vocabulary, an unset loss type) are not the
+    # probe's to print: a refusal stays one line, and the probe states what it measured itself
+    transformers.logging.set_verbosity_error()
     return torch, transformers
 
 
@@ -50,11 +53,16 @@ def build_config(config: dict[str, Any]) -> Any:
         raise UserError("model_type", "a config with a model_type (llama, gpt2, ...)")
     kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
     try:
+        from huggingface_hub.errors import StrictDataclassClassValidationError as ClassError
         from huggingface_hub.errors import StrictDataclassFieldValidationError as FieldError
     except ImportError:  # pragma: no cover - an older huggingface_hub: no strict config fields
-        FieldError = ValueError  # noqa: N806
+        FieldError = ClassError = ValueError  # noqa: N806
     try:
         return transformers.AutoConfig.for_model(model_type, **kwargs)
+    except ClassError as err:  # the class's own validators (heads dividing the width, layer_types, rope)
+        cause = str(err).splitlines()[-1].strip() if str(err).strip() else type(err).__name__
+        cause = cause.split(":", 1)[1].strip() if cause.startswith(("ValueError:", "TypeError:")) else cause
+        raise UserError("config", f"expected a config transformers' {model_type} class accepts ({cause})") from None
     except FieldError as err:  # transformers 5 checks each field's type: name the key, in one line
         field, _, cause = str(err).partition(":")
         key = field.rsplit(" ", 1)[-1].strip("'\"") or "config"

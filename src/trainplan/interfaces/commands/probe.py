@@ -58,6 +58,10 @@ def _parse(value: str | None, dimension: str, key: str) -> float | None:
 
 # ---------------------------------------------------------------- sizes (issue 29)
 
+#: x264's presets (x264.h x264_preset_names), the names libx264 opens an encoder with
+X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
+                "placebo")
+
 # Memory a probe's sizes lead to, checked (workload/limits.check_allocation) before it runs.
 #: matmul: a, b and out in float32 (4 bytes each) and the float64 normal sample each is cast from (8):
 #: 20 bytes per element of an n x n matrix.
@@ -436,6 +440,8 @@ def decode_cmd(
         raise UserError("--postprocess", f"expected one of {', '.join(probe.POSTPROCESS_TEXT)}, got {postprocess!r}")
     if handoff not in probe.HANDOFF_TEXT:
         raise UserError("--handoff", f"expected one of {', '.join(probe.HANDOFF_TEXT)}, got {handoff!r}")
+    if preset not in X264_PRESETS:  # libx264 refuses any other name when the encoder opens: an internal error
+        raise UserError("--preset", f"expected one of x264's presets ({', '.join(X264_PRESETS)}), got {preset!r}")
     if samples < 1:
         raise UserError("--samples", f"expected at least 1, got {samples}")
     if frames is not None and frames < 1:
