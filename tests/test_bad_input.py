@@ -330,6 +330,7 @@ HARDENING = [
     (["scaling", "optimal", "--budget", "1e-10"], "--budget", "at least one parameter on one token"),
     (["formats", "1e-400"], "values", "at least 4.9e-324"),  # parsed as 0: shown and stored as 0
     (["formats", "--channel", "1,2,,3"], "--channel", "no empty item"),
+    (["probe", "decode", "--width", "64", "--height", "64", "--preset", "bogus"], "--preset", "x264's presets"),
     (["data", "mix", "--tokens", "15T", "--source", "a:1T:-1"], "--source a", ""),
     (["plan", "--set", 'model.hf_config=""'], "model.hf_config", ""),
 ]

@@ -164,3 +164,23 @@ def test_calibration_matches_names_what_differs() -> None:
     assert calibration.calibration_matches(measured_at, "eager", "fp32", "full") == [
         "attention sdpa measured, eager planned", "precision bf16 measured, fp32 planned",
         "recompute none measured, full planned"]
+
+
+def test_a_config_its_class_validators_reject_is_one_line(capsys):
+    """transformers' config classes validate across fields (the width a multiple of the heads): a config
+    they reject is the config's fault, in one line, not an internal error."""
+    sets = ["--set", "model_type=llama", "--set", "num_hidden_layers=2", "--set", "hidden_size=64",
+            "--set", "intermediate_size=128", "--set", "num_attention_heads=5", "--set", "vocab_size=256"]
+    assert main(["probe", "model", *sets, "--batch", "1", "--seq-len", "16", "--flop-seq-lens", "16"]) == 2
+    line = _one_line(capsys)
+    assert line.startswith("trainplan: config: expected a config transformers' llama class accepts")
+    assert "not a multiple of the number of attention heads (5)" in line
+
+
+def test_transformers_warnings_stay_off_stderr(capsys):
+    """gpt2's default token ids (50256) past a 256-token test vocabulary make transformers warn; the probe's
+    refusal of the heads is still the one line on stderr."""
+    sets = ["--set", "model_type=gpt2", "--set", "n_layer=2", "--set", "n_embd=64", "--set", "n_head=5",
+            "--set", "vocab_size=256"]
+    assert main(["probe", "model", *sets, "--batch", "1", "--seq-len", "16", "--flop-seq-lens", "16"]) == 2
+    assert _one_line(capsys).startswith("trainplan: n_head:")
