@@ -420,3 +420,24 @@ def test_a_replica_over_two_nodes_shares_their_nics() -> None:
     # inside one node: NVLink's rate and latency
     inside = tensor_parallel_seconds(model, 32, 8, (360e9, 5e-6, 8, 50e9, 1e-5))
     assert inside == pytest.approx(2 * 80 * (2 * 7 / 8 * message / 360e9 + 14 * 5e-6))
+
+
+def test_a_replica_given_too_few_devices_or_too_short_a_context_is_refused() -> None:
+    """serving.tensor = 1 for 70.6 B parameters in bf16 (141 GB on an 85.5 GB H100) serves nothing: refused
+    rather than a plan of 0 tokens/s and 0 replicas (the account itself still reports such a replica as not
+    fitting, above). A request generating more tokens than serving.context holds has no room in the KV cache;
+    the default 500 generated tokens stops at a shorter context."""
+    from pathlib import Path
+
+    from trainplan.errors import UserError
+    from trainplan.planning.evaluate import serving_estimate, tokens_per_request
+    from trainplan.workload.load import load_workload
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "llama3-70b-512gpu.toml"
+    with pytest.raises(UserError, match=r"serving.tensor.*141 GB.*got 1"):
+        serving_estimate(load_workload(example, ["serving.tensor=1"]))
+    assert serving_estimate(load_workload(example, ["serving.tensor=2"])).fits
+    with pytest.raises(UserError, match=r"serving.tokens_per_request: expected at most serving.context \(16\)"):
+        serving_estimate(load_workload(example, ["serving.context=16", "serving.tokens_per_request=100000"]))
+    short = load_workload(example, ["serving.context=256"])
+    assert tokens_per_request(short, "decode") == 256

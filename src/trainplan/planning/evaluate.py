@@ -690,15 +690,30 @@ def serving_estimate(w: Any, model: Any | None = None, training_cost: float | No
     if training_cost is None:
         training_cost = s.training_cost if s.training_cost is not None else training_bill_of(w).budget
     mode = serving_mode(w)
-    return serving_mod.estimate_serving(
+    generated = tokens_per_request(w, mode)
+    if mode == "decode" and s.tokens_per_request is not None and generated > s.context:
+        # each generated token joins the KV cache: a request longer than the context has no room in it
+        raise UserError("serving.tokens_per_request", f"expected at most serving.context ({int(s.context):,}) "
+                        f"tokens generated a request (the KV cache holds the context), got {generated:,.0f}")
+    estimate = serving_mod.estimate_serving(
         served if served is not None else served_model(model),
-        dtype=dtype or s.dtype, context=int(s.context), tokens_per_request=tokens_per_request(w, mode), mode=mode,
+        dtype=dtype or s.dtype, context=int(s.context), tokens_per_request=generated, mode=mode,
         peak_flops=acc.peak("bf16") if "bf16" in acc.peak_flops else acc.peak(w.training.precision),
         device_memory=acc.memory, memory_bandwidth=acc.memory_bandwidth,
         dollars_per_device_hour=w.prices.accelerator_hour, mfu=s.mfu, requests_per_day=s.requests_per_day,
         training_cost=training_cost, batch=int(s.batch),
         devices=None if s.tensor is None else int(s.tensor), tier=serving_tier(w),
     )
+    if s.tensor is not None and not estimate.fits and dtype is None:
+        # a replica the user sized too small to hold the weights and one sequence serves nothing: a plan of
+        # 0 tokens/s and 0 replicas is no plan (the ladder, dtype given, lists such rows as not fitting)
+        from trainplan.units import format_figure
+
+        raise UserError("serving.tensor", f"expected enough devices a replica to hold the weights "
+                        f"({format_figure(estimate.weights_bytes, 'bytes')}) and one {int(s.context):,}-token "
+                        f"sequence's KV cache: {int(s.tensor)} x {format_figure(acc.memory, 'bytes')} do not, got "
+                        f"{int(s.tensor)}")
+    return estimate
 
 
 #: Tokens a decode request generates when serving.tokens_per_request is not given (assumed: a chat answer
@@ -727,7 +742,7 @@ def tokens_per_request(w: Any, mode: str) -> float:
         return float(w.serving.tokens_per_request)
     if mode == "encode":
         return float(pipeline_mod.tokens_per_frame(w.data.side, w.data.patch))
-    return float(GENERATED_TOKENS_PER_REQUEST)
+    return float(min(GENERATED_TOKENS_PER_REQUEST, w.serving.context))  # the KV cache holds at most the context
 
 
 def serving_tier(w: Any) -> tuple[float, float, int, float, float]:

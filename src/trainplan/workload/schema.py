@@ -734,8 +734,9 @@ class ServingSection(Section):
         "pass over a frame's tokens a request, no KV cache); decode for a model with a vocabulary or a token "
         "workload's (tokens generated one at a time from a KV cache)",
         feeds=("serving.cost_per_request",))
-    tokens_per_request: Whole | None = Q(None, "derived: 500 generated tokens a request (decode, assumed); one "
-                                         "frame's tokens, (data.side / data.patch)^2 (encode)", gt=0,
+    tokens_per_request: Whole | None = Q(None, "derived: 500 generated tokens a request, at most serving.context "
+                                         "(decode, assumed); one frame's tokens, (data.side / data.patch)^2 "
+                                         "(encode)", gt=0,
         plausible=(None, 1e9), feeds=("serving.cost_per_request",))
     requests_per_day: PerDay = Q(1e6, "assumed: one million requests a day", gt=0,
         plausible=(None, 1e15), feeds=("decisions.cost_per_request_paid", "decisions.recurring.serving_per_year",
