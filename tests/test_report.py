@@ -110,6 +110,21 @@ def test_first_screen_answers_in_forty_lines_of_eighty_columns():
     assert "cluster.core_fps_1080p" in text and "cluster.mfu" in text
 
 
+def test_more_cores_are_a_fix_only_where_they_pay_and_the_next_hop_is_named():
+    """A 1,000-parameter model wants 2.15 M cores: their cost is above the idle accelerator they remove
+    (net saving below 0), so the first screen does not call them a fix. At 1e6 parameters 2,140 cores pay,
+    but the read (11.5 M tokens/s) is below the demand (66 M tokens/s), so it binds next, at 11.52 / 65.97 =
+    17.5 % busy: named after the fix."""
+    tiny = build_report(load_workload(None, ["model.params=1000"]))
+    text = " ".join(" ".join(first_screen(tiny)).split())
+    assert tiny["bill"]["add_cores"]["net_saving"] < 0
+    assert "Cheapest fix" not in text and "costs more than the $0.275 of idle accelerator it removes" in text
+    small = build_report(load_workload(None, ["model.params=1e6"]))
+    text = " ".join(" ".join(first_screen(small)).split())
+    assert "Cheapest fix: add 2,140 CPU cores" in text
+    assert "With them read binds: the accelerator busy 17.5 %." in text
+
+
 def test_a_run_that_does_not_fit_says_so_first():
     # 1e11 parameters x 16 bytes of state (bf16 + fp32 master and Adam) = 1.6 TB on one 80 GB card
     report = build_report(load_workload(None, ["model.params=1e11"]))

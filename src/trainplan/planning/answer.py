@@ -115,6 +115,21 @@ def data_unit(kind: str) -> str:
     return f"{SECONDS_PER_HOUR * IMAGES_PER_SECOND:,.0f} images" if kind == "images" else "hour of video"
 
 
+#: Below this busy fraction after the cores are added, the first screen names the hop that binds next.
+BUSY_AFTER_SAID = 0.99
+
+
+def _binding_after_decode(p: dict[str, Any]) -> str | None:
+    """The hop slower than the accelerator's demand once decode keeps up (the slowest other stage), if any."""
+    demand = p.get("demand_tokens_per_second")
+    rates = {name: st.get("tokens_per_second") for name, st in (p.get("stages") or {}).items() if name != "decode"}
+    rates = {k: v for k, v in rates.items() if v is not None}
+    if not demand or not rates:
+        return None
+    name = min(rates, key=lambda k: rates[k])
+    return name if rates[name] < demand else None
+
+
 def _waits(report: dict[str, Any]) -> str:
     p, b = report["pipeline"], report.get("bill", {})
     busy = fmt(p["busy"], "fraction")
@@ -123,13 +138,24 @@ def _waits(report: dict[str, Any]) -> str:
     text = f"{p['bottleneck']} (the accelerator is busy {busy})."
     a = b.get("add_cores")
     if p["bottleneck"] == "decode" and a:
-        text += (f" Cheapest fix: add {a['cores_added']} CPU cores ({fmt(p['cores_needed'], 'count')} needed, "
+        removed, net = a.get("idle_removed"), a.get("net_saving")
+        unit = data_unit(p.get("kind", "video"))
+        cores = (f"{a['cores_added']:,} CPU cores ({fmt(p['cores_needed'], 'count')} needed, "
                  f"{fmt(p['cores'], 'count')} present)")
-        removed = a.get("idle_removed")
-        if removed is not None:
-            text += (f": {fmt(a['extra_core_cost'], 'dollars')} of cores removes "
-                     f"{fmt(removed, 'dollars')} of idle accelerator per {data_unit(p.get('kind', 'video'))}, each epoch")
-        text += "."
+        if removed is not None and net is not None and net <= 0:
+            # more cores keep the decoders up but cost more than the idle time they save: not a fix
+            text += (f" Adding {cores} would keep the decoders up, but {fmt(a['extra_core_cost'], 'dollars')} of "
+                     f"cores costs more than the {fmt(removed, 'dollars')} of idle accelerator it removes per "
+                     f"{unit}.")
+        else:
+            text += f" Cheapest fix: add {cores}"
+            if removed is not None:
+                text += (f": {fmt(a['extra_core_cost'], 'dollars')} of cores removes "
+                         f"{fmt(removed, 'dollars')} of idle accelerator per {unit}, each epoch")
+            text += "."
+        after = _binding_after_decode(p)
+        if after is not None and a.get("busy_after") is not None and a["busy_after"] < BUSY_AFTER_SAID:
+            text += f" With them {after} binds: the accelerator busy {fmt(a['busy_after'], 'fraction')}."
     elif p["bottleneck"] == "read":
         text += f" The read hop needs {fmt(p['read_bytes_per_token'] * p['demand_tokens_per_second'], 'byte_rate')}."
     elif p["bottleneck"] == "transfer":
