@@ -281,3 +281,16 @@ def test_a_named_framework_refuses_what_it_does_not_have(cli):
         assert res.returncode == 2 and res.stderr.strip() == line and res.stdout == ""
     ok = cli("plan", "--set", "training.zero=3", "--set", "cluster.count=2", "-f", "json")
     assert ok.returncode == 0, ok.stderr
+
+
+def test_a_bubble_longer_than_the_work_is_said_as_a_multiple():
+    """(p - 1)/(m v) of the ideal step: 4 stages, 2 micro-batches, no interleaving is 3/2 = 1.5 of it. The
+    reason says the pipeline idles 1.5x the compute, not that it "cuts the bubble to 150 %"; 4 micro-batches
+    give 3/4, which it does cut to."""
+    from trainplan.planning.layout import reason
+
+    row = dict(tensor=1, sequence=False, pipeline=4, interleave=1, embedding_stages=0, context=1, zero=0,
+               recompute="none", micro_batches=2, bubble_share=3 / 2, seq_tokens=128, expert=1)
+    text = reason(row, None, 8)
+    assert "PP 4 with 2 micro-batches idles 1.5x the compute in its bubble" in text and "cuts" not in text
+    assert "PP 4 cuts the bubble to 75" in reason(dict(row, micro_batches=4, bubble_share=3 / 4), None, 8)

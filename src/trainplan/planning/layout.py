@@ -213,7 +213,12 @@ def reason(row: dict[str, Any], best: dict[str, Any] | None, devices_per_node: i
     if row["pipeline"] > 1:
         v = f" x {row['interleave']} virtual" if row["interleave"] > 1 else ""
         uneven = ", embedding and head as stages" if row["embedding_stages"] else ""
-        parts.append(f"PP {row['pipeline']}{v} cuts the bubble to {percent(row['bubble_share'])}{uneven}")
+        if row["bubble_share"] < 1:
+            parts.append(f"PP {row['pipeline']}{v} cuts the bubble to {percent(row['bubble_share'])}{uneven}")
+        else:  # fewer micro-batches than stages: the bubble outlasts the work; "cuts it to 150 %" reads as nonsense
+            parts.append(f"PP {row['pipeline']}{v} with {row['micro_batches']} micro-batch"
+                         f"{'es' if row['micro_batches'] != 1 else ''} idles {row['bubble_share']:.3g}x the compute "
+                         f"in its bubble{uneven}")
     if row["context"] > 1:
         parts.append(f"CP {row['context']} splits the {row['seq_tokens']}-token sequence "
                      f"({row['seq_tokens'] // row['context']} tokens a rank)")
