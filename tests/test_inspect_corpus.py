@@ -419,3 +419,14 @@ def test_units_named_through_links_are_one_file(tmp_path, monkeypatch):
     kept, repeated = shards.once(units)
     assert [Path(u.entry.path).name for u in kept] == ["a.mp4", "b.mp4"]
     assert repeated == [str((d / "a.mp4").resolve())]  # one line naming the file, however it was named
+
+
+def test_a_file_name_with_control_characters_keeps_the_table_one_row_a_file(tmp_path, cli):
+    """A name holding a tab, a line break and an escape sequence is shown with them replaced: the row stays
+    one line, and no escape reaches the terminal."""
+    write_clip(tmp_path / "a\tb\nc\x1b[31m.mp4", 64, 64, 24, {0})
+    res = cli("data", "inspect", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    rows = [line for line in res.stdout.splitlines() if ".mp4" in line]
+    assert len(rows) == 1 and "\t" not in rows[0] and "\x1b" not in res.stdout
+    assert "a b c?.mp4" in rows[0]

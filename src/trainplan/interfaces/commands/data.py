@@ -14,7 +14,7 @@ import typer
 
 from trainplan.accounts import datamix
 from trainplan import units
-from trainplan.errors import UserError, named_as
+from trainplan.errors import UserError, named_as, printable
 from trainplan.interfaces.cli import COMMANDS
 from trainplan.interfaces.options import OutputOpt, check_format, figures_markdown, format_option
 
@@ -134,6 +134,12 @@ def _check_inspect_options(sample_files: int | None, cameras: int | None, seed: 
     for flag, value in (("--journal", journal), ("--batch", batch)):
         if value is not None and not full:  # a --full option without --full would be silently unused
             raise UserError(flag, "expected --full with it (an option of the distributed full pass)")
+
+
+def _shown_name(path: str) -> str:
+    """A file's name as the table shows it: a tab, a line break or an escape sequence in a name would break
+    the table's row (and reach the terminal), so each is shown as printable() shows it."""
+    return printable(Path(path).name, one_line=True)
 
 
 @data_app.command("inspect")
@@ -310,7 +316,7 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
     if r["kind"] == "image":
         if files:
             for f in r["files"]:
-                lines.append(f"  {Path(f['path']).name[-36:]:<36} {f['codec']:<5} {f['width']}x{f['height']:<6} "
+                lines.append(f"  {_shown_name(f['path'])[-36:]:<36} {f['codec']:<5} {f['width']}x{f['height']:<6} "
                              f"{f['mode']:<5} {f['bytes']:>10,} B {f['bits_per_pixel']:>7.3f} bits/px")
         lines.append(f"  corpus: {a['images']:,} images, mostly {a['codec']} {a['width']}x{a['height']}; "
                      f"{a['pixels_per_frame'] / 1e6:.3g} Mpx and {a['bytes_per_image'] / 1e3:.3g} kB an image "
@@ -324,7 +330,7 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
             lines.append(f"  {'file':<28} {'codec':<6} {'size':>10} {'fps':>6} {'frames':>7} {'Mbit/s':>7} "
                          f"{'bits/px':>8} {'GOP med':>7} {'min-max':>8}")
             for f in r["files"]:
-                lines.append(f"  {Path(f['path']).name[-28:]:<28} {f['codec']:<6} {f['width']}x{f['height']:<5} "
+                lines.append(f"  {_shown_name(f['path'])[-28:]:<28} {f['codec']:<6} {f['width']}x{f['height']:<5} "
                              f"{f['fps']:>6.2f} {f['frames']:>7} {f['bitrate'] / 1e6:>7.2f} {f['bits_per_pixel']:>8.4f} "
                              f"{_num(f['gop_median'], 'g'):>7} {_num(f['gop_min'], 'd')}-{_num(f['gop_max'], 'd'):<4}")
         lines.append(f"  corpus: {a['codec']} {a['width']}x{a['height']} at {a['fps']:g} fps "
@@ -354,7 +360,7 @@ def inspect_table(r: dict[str, Any], files: bool = True) -> str:
     else:
         if files:
             for f in r["files"]:
-                lines.append(f"  {Path(f['path']).name[-40:]:<40} {f['documents']:>8} docs {f['tokens']:>12,} tokens "
+                lines.append(f"  {_shown_name(f['path'])[-40:]:<40} {f['documents']:>8} docs {f['tokens']:>12,} tokens "
                              f"{_num(f['bytes_per_token'], '.3g'):>6} B/token")
         lines.append(f"  {a['documents']:,} documents, {a['tokens']:,} tokens ({a['tokens_counted_as']}), "
                      f"{_num(a['bytes_per_token'])} bytes per token stored")
