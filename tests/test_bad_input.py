@@ -304,6 +304,14 @@ HARDENING = [
     (["plan", "--set", "cluster.cores=true"], "cluster.cores", ""),
     # simulate's flags
     (["simulate", "--seed", "-1"], "--seed", ""),
+    # options another choice makes meaningless (they ran as lognormal, or were left unread)
+    (["simulate", "--decode-dist", "deterministic", "--cv", "1.5"], "--cv", "no spread"),
+    (["simulate", "--decode-dist", "exponential", "--empirical", "/nonexistent/e.txt"], "--empirical",
+     "--decode-dist empirical"),
+    (["simulate", "--keyframe-interval", "5"], "--keyframe-interval", "--keyframe-cost"),
+    # model.params beside a shape that counts itself (32 layers of 4096 with a 32,000 vocabulary: 6.57 B), not 1 B
+    (["plan", "--set", "model.layers=32", "--set", "model.width=4096", "--set", "model.vocab=32000",
+      "--set", "model.params=1e9"], "model.params", "what the shape counts"),
     (["simulate", "--frames", "99999999999999999999"], "--frames", ""),
     (["simulate", "--buffers", "99999999999999999999"], "--buffers", ""),
     (["simulate", "--read-latency", "1e308 s"], "--read-latency", ""),

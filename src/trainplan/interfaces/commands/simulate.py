@@ -56,6 +56,15 @@ def _variability(decode_dist: str | None, cv: float | None, empirical: Path | No
         dist = "empirical" if empirical is not None else ("lognormal" if cv else "deterministic")
     if dist not in DISTRIBUTIONS:
         raise UserError("--decode-dist", f"one of {', '.join(DISTRIBUTIONS)}, got {dist!r}")
+    # options that another choice makes meaningless are refused, not run as something else or left unread
+    if cv and dist in ("deterministic", "empirical"):
+        why = "deterministic times have no spread" if dist == "deterministic" else "the file's times are the spread"
+        raise UserError("--cv", f"expected no --cv with --decode-dist {dist} ({why}), got {cv:g}")
+    if empirical is not None and dist != "empirical":
+        raise UserError("--empirical", f"expected --decode-dist empirical with it (or no --decode-dist), got {dist}")
+    if keyframe_interval is not None and keyframe_cost is None:
+        raise UserError("--keyframe-interval", "expected --keyframe-cost with it (the interval places costlier "
+                        "keyframes; without a cost every frame costs the same)")
     if dist == "exponential" and cv is None:
         cv = 1.0
     if dist == "lognormal" and not cv:
