@@ -339,6 +339,8 @@ HARDENING = [
     (["formats", "1e-400"], "values", "at least 4.9e-324"),  # parsed as 0: shown and stored as 0
     (["formats", "--channel", "1,2,,3"], "--channel", "no empty item"),
     (["probe", "decode", "--width", "64", "--height", "64", "--preset", "bogus"], "--preset", "x264's presets"),
+    (["sweep", "--vary", "cluster.cores=1:2", "--against", "cluster.cores"], "--against", "--plot"),
+    (["validate-against", "foo"], "SUITE", "megatron"),
     (["data", "mix", "--tokens", "15T", "--source", "a:1T:-1"], "--source a", ""),
     (["plan", "--set", 'model.hf_config=""'], "model.hf_config", ""),
 ]

@@ -385,6 +385,7 @@ def test_a_vision_encoder_is_served_one_forward_pass_a_request(capsys: pytest.Ca
 
     rc, out, err = _main(["serve", "-f", "json"], capsys)
     assert rc == 0, err
+    assert out, (rc, err)
     data = json.loads(out)
     params = data["params"]
     peak = load_workload(None).accelerator.peak("bf16")

@@ -783,12 +783,13 @@ def inspect_paths(paths: Iterable[str | Path], *, sample_files: int | None = Non
     suffixes = VIDEO_SUFFIXES | TOKEN_ID_SUFFIXES | TEXT_SUFFIXES | IMAGE_SUFFIXES
     files = collect(paths, suffixes)
     repeated = once([f for raw in paths for f in collect([raw], suffixes)], lambda f: f.resolve())[1]
+    where = ", ".join(str(p) for p in paths) or "PATH"  # the locations the person named, not the word PATH
     if not files:
-        raise UserError("PATH", "expected video files (.mp4, .mkv, ...), images (.jpg, .png, .webp) or token files "
+        raise UserError(where, "expected video files (.mp4, .mkv, ...), images (.jpg, .png, .webp) or token files "
                         "(.bin, .npy, .jsonl, .txt)")
     kinds = {"tokens" if kind_of(f) in ("token_ids", "text") else kind_of(f) for f in files}
     if len(kinds) > 1:
-        raise UserError("PATH", f"expected one kind of file in one inspection (video, images or tokens), got "
+        raise UserError(where, f"expected one kind of file in one inspection (video, images or tokens), got "
                         f"{' and '.join(sorted(kinds))}")
     total = len(files)
     chosen = sample(files, sample_files, seed)

@@ -51,7 +51,8 @@ def resolve_model(w: Workload) -> ModelFacts:
             raise UserError("model", f"expected a consistent shape ({err})") from None
         source = f"counted from the shape ({count.family})"
     if m.params is not None:
-        if count is not None and m.hf_config is None and count.total > 0:
+        if count is not None and m.hf_config is None and count.total > 0 and w.given("model.params"):
+            # a count the person wrote (the built-in default's 93 M is the reference workload's, not theirs)
             _check_params_against_shape(float(m.params), count)
         params = active = float(m.params)
         if count is not None and count.total > 0:

@@ -425,8 +425,8 @@ def is_baseline(set_name: str) -> bool:
 def validate(suite: str = "megatron", kernels: dict[str, step_ops.KernelEfficiency] | None = None) -> Validation:
     """Plan every run of `suite` with the catalogue's kernel constants (or `kernels` by accelerator), and
     find where each published layout stands in the layout search."""
-    if suite not in SUITES:
-        raise UserError("set", f"expected one of {', '.join(SUITES)}, got {suite!r}")
+    if suite not in SUITES:  # SUITE, the argument's name on the command line
+        raise UserError("SUITE", f"expected one of {', '.join(SUITES)}, got {suite!r}")
     rows = []
     for run in _suite_runs(suite):
         kern = (kernels or {}).get(run.accelerator)

@@ -42,6 +42,8 @@ def sweep_command(
             raise UserError("--output", f"--plot needs --output PATH ending in .{', .'.join(PLOT_FORMATS)}")
         if against is None:
             raise UserError("--against", "--plot needs --against KEY, one of the varied keys")
+    elif against is not None:  # --against names the x axis of --plot: without a plot it would be unused
+        raise UserError("--against", "expected --plot FIGURE with it (the varied key on the plot's x axis)")
     elif output_format == "parquet" and output is None:
         raise UserError("--output", "parquet is binary: give --output PATH")
     keep = [f.strip() for f in figures.split(",")] if figures is not None else None
