@@ -734,6 +734,16 @@ FIFTH: list[Case] = [
     Case(["data", "inspect", "a.bin", "--journal", "j.jsonl"], "--journal", {"a.bin": bytes(range(256)) * 8}),
     Case(["data", "inspect", "a.bin", "--batch", "4"], "--batch", {"a.bin": bytes(range(256)) * 8}),
     Case(["data", "inspect", "a.bin", "--sample", "1", "--seed", "-1"], "--seed", {"a.bin": bytes(range(256)) * 8}),
+    # the stop-40 helper's audit: an x264 preset, a replica too small to serve, a count beside a shape, options
+    # another one makes meaningless, an argument's own name
+    Case(["probe", "decode", "--width", "64", "--height", "64", "--preset", "bogus"], "--preset"),
+    Case(["serve", "--set", "model.layers=80", "--set", "model.width=8192", "--set", "model.vocab=32000",
+          "--set", "serving.tensor=1"], "serving.tensor"),
+    S("model.params", "model.layers=32", "model.width=4096", "model.vocab=32000", "model.params=1e9"),
+    Case(["simulate", "--decode-dist", "deterministic", "--cv", "1.5"], "--cv"),
+    Case(["simulate", "--keyframe-interval", "5"], "--keyframe-interval"),
+    Case(["sweep", "--vary", "cluster.cores=1:2", "--against", "cluster.cores"], "--against"),
+    Case(["validate-against", "foo"], "SUITE"),
 ]
 
 
