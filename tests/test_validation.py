@@ -80,7 +80,7 @@ def test_cli_json_rows(cli):
 def test_cli_unknown_suite(cli):
     res = cli("validate-against", "calculon")
     assert res.returncode == 2
-    assert res.stderr.strip().startswith("trainplan: set: expected one of megatron, korthikanti, narayanan2021")
+    assert res.stderr.strip().startswith("trainplan: SUITE: expected one of megatron, korthikanti, narayanan2021")
     assert "got 'calculon'" in res.stderr
 
 
