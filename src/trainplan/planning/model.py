@@ -27,6 +27,7 @@ class ModelFacts:
 def resolve_model(w: Workload) -> ModelFacts:
     """model.params is the count when given; a shape or a config.json sizes activations and KV."""
     from trainplan.workload import params as params_mod
+    from trainplan.workload.model_source import check_params_against_count
 
     m = w.model
     count = None
@@ -52,8 +53,10 @@ def resolve_model(w: Workload) -> ModelFacts:
         source = f"counted from the shape ({count.family})"
     if m.params is not None:
         if count is not None and m.hf_config is None and count.total > 0 and w.given("model.params"):
-            # a count the person wrote (the built-in default's 93 M is the reference workload's, not theirs)
-            _check_params_against_shape(float(m.params), count)
+            # a count the person wrote (the built-in default's 93 M is the reference workload's, not theirs):
+            # memory follows the count given and FLOPs the shape's terms, two models at once unless they agree
+            check_params_against_count(float(m.params), count,
+                                       "what the shape counts from model.layers, model.width, ...")
         params = active = float(m.params)
         if count is not None and count.total > 0:
             active = params * count.active / count.total
@@ -76,21 +79,3 @@ def resolve_model(w: Workload) -> ModelFacts:
     vocab = count.vocab if count is not None and m.vocab is None else m.vocab
     return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source, count)
 
-
-def _check_params_against_shape(given: float, count: Any) -> None:
-    """model.params beside a shape that counts its parameters (layers, width and a vocabulary, or a named
-    family): the two must agree within the tolerance a config.json's count is held to. The memory follows
-    the count given and the FLOPs the shape's terms, so a count far from the shape's would plan two models
-    at once (70.6 B of FLOPs on 1 B of weights)."""
-    from trainplan.workload.model_source import PARAMS_CONFIG_TOLERANCE
-
-    candidates = {"total": float(count.total)}
-    if count.active != count.total:  # a mixture of experts is also named by its active count
-        candidates["active"] = float(count.active)
-    misses = {which: abs(given - n) / n for which, n in candidates.items()}
-    which = min(misses, key=misses.__getitem__)
-    if misses[which] > PARAMS_CONFIG_TOLERANCE:
-        shown = f"{count.total:,.0f} parameters" + (f", {count.active:,.0f} active" if "active" in candidates else "")
-        raise UserError("model.params", f"expected a count within {PARAMS_CONFIG_TOLERANCE * 100:.0f} % of what "
-                        f"the shape counts (model.layers, model.width, ...: {shown}), got {given:,.0f} "
-                        f"({misses[which] * 100:.1f} % off); give one of the two")

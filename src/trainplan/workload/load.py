@@ -159,10 +159,6 @@ def _checked_intervals(doc: dict[str, Any], table: dict[str, Any], path: Any,
     return out
 
 
-# The model of the built-in default workload (the reference workload, docs/pipeline-and-bill.md), used only when the
-# workload names no model at all: a user's model.params or config.json must not inherit its shape.
-
-
 def check_each_key_once(overrides: list[str] | tuple[str, ...], flag: str = "--set") -> None:
     """UserError for a key the user's --set (or a request's "set") gives twice with different values: which
     one was meant is not ours to guess (the same value twice is one setting). Checked where the user's
@@ -178,3 +174,7 @@ def check_each_key_once(overrides: list[str] | tuple[str, ...], flag: str = "--s
             raise UserError(key, f"expected one value, got {seen[key]!r} and then {raw!r} from {flag}; give the key "
                                  "once")
         seen.setdefault(key, raw)
+
+
+# The model of the built-in default workload (the reference workload, docs/pipeline-and-bill.md), used only when the
+# workload names no model at all: a user's model.params or config.json must not inherit its shape.

@@ -80,22 +80,30 @@ def reconcile_params_with_config(workload: Workload, count: ParamCount | None = 
     if given is None:
         return workload
     name = workload.model.hf_config
+    which, miss = check_params_against_count(given, count, f"model.hf_config {name}")
+    planned = workload.model_copy(update={"model": workload.model.model_copy(update={"params": None})})
+    planned._provenance = dict(workload.provenance)
+    planned._provenance["model.params"] = Provenance(
+        "derived", f"exact count from {name} ({count.family}); the given {given:,.0f} agrees with its "
+        f"{which} count within {miss * 100:.1f} %")
+    return planned
+
+
+def check_params_against_count(given: float, count: ParamCount, counted_by: str) -> tuple[str, float]:
+    """(which count it agrees with, "total" or "active", and how far off): a given model.params against the
+    count of a config.json or a shape (`counted_by` names it); UserError beyond PARAMS_CONFIG_TOLERANCE of
+    both. A mixture of experts is also named by its active count."""
     candidates = {"total": float(count.total)}
-    if count.active != count.total:  # a mixture of experts is also named by its active count
+    if count.active != count.total:
         candidates["active"] = float(count.active)
     misses = {which: abs(given - n) / n for which, n in candidates.items()}
     which = min(misses, key=misses.__getitem__)
     if misses[which] > PARAMS_CONFIG_TOLERANCE:
         shown = f"{count.total:,} parameters" + (f", {count.active:,} active" if "active" in candidates else "")
         raise UserError("model.params", f"expected a count within {PARAMS_CONFIG_TOLERANCE * 100:.0f} % of "
-                        f"model.hf_config {name} ({shown}), got {given:,.0f} ({misses[which] * 100:.1f} % off); "
+                        f"{counted_by} ({shown}), got {given:,.0f} ({misses[which] * 100:.1f} % off); "
                         "give one of the two")
-    planned = workload.model_copy(update={"model": workload.model.model_copy(update={"params": None})})
-    planned._provenance = dict(workload.provenance)
-    planned._provenance["model.params"] = Provenance(
-        "derived", f"exact count from {name} ({count.family}); the given {given:,.0f} agrees with its "
-        f"{which} count within {misses[which] * 100:.1f} %")
-    return planned
+    return which, misses[which]
 
 
 def _user_given(workload: Workload, key: str) -> bool:
