@@ -455,7 +455,8 @@ def bill_decisions(ctx: PlanContext) -> dict[str, Any] | None:
                 bill_now = bill_account(inputs, p_now, c.cores)
                 bill_after = bill_account(inputs, full, c.cores + added)
                 dec = bill_mod.add_cores_decision(bill_now, bill_after, c.cores, added, f["pipeline.busy"],
-                                                  float(full["busy"]))
+                                                  float(full["busy"]),
+                                                  pipeline_mod.BOTTLENECKS[int(full["bottleneck_index"])])
                 out["add_cores"] = asdict(dec)
         if w.sources:
             out["sources"] = rank_sources(inputs)
@@ -683,8 +684,10 @@ def training_bill_for(w: Any, seconds: float) -> cost_mod.TrainingBill:
 
 def serving_estimate(w: Any, model: Any | None = None, training_cost: float | None = None,
                      served: serving_mod.ServedModel | None = None,
-                     dtype: str | None = None) -> serving_mod.ServingEstimate:
-    """The workload's serving section on its accelerator, priced at prices.accelerator_hour."""
+                     dtype: str | None = None, refuse_unfit: bool = True) -> serving_mod.ServingEstimate:
+    """The workload's serving section on its accelerator, priced at prices.accelerator_hour. With
+    `refuse_unfit`, a serving.tensor too small to hold the weights and one sequence is refused (the
+    ladder passes False: it lists such rungs as not fitting)."""
     model = model if model is not None else resolve_model(w)
     s, acc = w.serving, w.accelerator
     if training_cost is None:
@@ -704,9 +707,9 @@ def serving_estimate(w: Any, model: Any | None = None, training_cost: float | No
         training_cost=training_cost, batch=int(s.batch),
         devices=None if s.tensor is None else int(s.tensor), tier=serving_tier(w),
     )
-    if s.tensor is not None and not estimate.fits and dtype is None:
+    if refuse_unfit and s.tensor is not None and not estimate.fits:
         # a replica the user sized too small to hold the weights and one sequence serves nothing: a plan of
-        # 0 tokens/s and 0 replicas is no plan (the ladder, dtype given, lists such rows as not fitting)
+        # 0 tokens/s and 0 replicas is no plan
         from trainplan.units import format_figure
 
         raise UserError("serving.tensor", f"expected enough devices a replica to hold the weights "

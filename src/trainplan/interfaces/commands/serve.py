@@ -54,7 +54,7 @@ def ladder(w: Any, model: Any | None = None) -> list[serving_mod.ServingEstimate
     model = model if model is not None else _facts(w)
     s = w.serving
     training = s.training_cost if s.training_cost is not None else training_bill_of(w).budget
-    return [serving_estimate(w, model, training, served=m, dtype=d)
+    return [serving_estimate(w, model, training, served=m, dtype=d, refuse_unfit=False)
             for m in ladder_models(model) for d in ("fp32", "bf16", "int8", "int4")]
 
 
