@@ -100,10 +100,12 @@ class CoresDecision:
     extra_core_cost: float  # dollars per hour of data, per epoch
     idle_removed: float  # dollars per hour of data, per epoch
     net_saving: float
+    bottleneck_after: str = "accelerator"  # what binds with the cores added (the pipeline account's bottleneck)
 
 
 def add_cores_decision(bill_now: BillAccount, bill_after: BillAccount, cores_now: float, cores_added: int,
-                       busy_now: float, busy_after: float) -> CoresDecision:
+                       busy_now: float, busy_after: float, bottleneck_after: str = "accelerator") -> CoresDecision:
     extra = bill_after.cores - bill_now.cores
     removed = bill_now.idle_accelerator - bill_after.idle_accelerator
-    return CoresDecision(cores_now, cores_added, busy_now, busy_after, extra, removed, removed - extra)
+    return CoresDecision(cores_now, cores_added, busy_now, busy_after, extra, removed, removed - extra,
+                         bottleneck_after)

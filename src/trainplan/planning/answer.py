@@ -119,17 +119,6 @@ def data_unit(kind: str) -> str:
 BUSY_AFTER_SAID = 0.99
 
 
-def _binding_after_decode(p: dict[str, Any]) -> str | None:
-    """The hop slower than the accelerator's demand once decode keeps up (the slowest other stage), if any."""
-    demand = p.get("demand_tokens_per_second")
-    rates = {name: st.get("tokens_per_second") for name, st in (p.get("stages") or {}).items() if name != "decode"}
-    rates = {k: v for k, v in rates.items() if v is not None}
-    if not demand or not rates:
-        return None
-    name = min(rates, key=lambda k: rates[k])
-    return name if rates[name] < demand else None
-
-
 def _waits(report: dict[str, Any]) -> str:
     p, b = report["pipeline"], report.get("bill", {})
     busy = fmt(p["busy"], "fraction")
@@ -153,8 +142,8 @@ def _waits(report: dict[str, Any]) -> str:
                 text += (f": {fmt(a['extra_core_cost'], 'dollars')} of cores removes "
                          f"{fmt(removed, 'dollars')} of idle accelerator per {unit}, each epoch")
             text += "."
-        after = _binding_after_decode(p)
-        if after is not None and a.get("busy_after") is not None and a["busy_after"] < BUSY_AFTER_SAID:
+        after = a.get("bottleneck_after", "accelerator")
+        if after != "accelerator" and a.get("busy_after") is not None and a["busy_after"] < BUSY_AFTER_SAID:
             text += f" With them {after} binds: the accelerator busy {fmt(a['busy_after'], 'fraction')}."
     elif p["bottleneck"] == "read":
         text += f" The read hop needs {fmt(p['read_bytes_per_token'] * p['demand_tokens_per_second'], 'byte_rate')}."

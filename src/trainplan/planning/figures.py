@@ -270,6 +270,7 @@ D("bill.add_cores.busy_after", "fraction", "busy after", "accelerator busy share
 D("bill.add_cores.extra_core_cost", "dollars", "extra core cost", "per hour of data", sweep=False)
 D("bill.add_cores.idle_removed", "dollars", "idle time removed", "per hour of data", sweep=False)
 D("bill.add_cores.net_saving", "dollars", "net saving", "idle removed - extra cores, per hour of data", sweep=False)
+D("bill.add_cores.bottleneck_after", "text", "binds after", "what binds with the cores added", sweep=False)
 # ---- training cost, energy, serving (docs/serving-scaling-energy.md): section builders in planning/evaluate.py
 D("training_cost.accelerator_hours", "hours", "accelerator-hours", "wall time x devices", sweep=False)
 D("training_cost.dollars_per_accelerator_hour", "dollars_per_hour", "price", "per accelerator-hour", sweep=False)
