@@ -34,7 +34,7 @@ def _number(text: str, key: str) -> float:
 
 def _row(text: str) -> list[float]:
     parts = text.split(",")
-    if not text.strip() or any(not p.strip() for p in parts):  # a doubled or trailing comma is a typo
+    if any(not p.strip() for p in parts):  # a doubled or trailing comma is a typo ("" splits to [""] too)
         raise UserError("--channel", f"expected comma-separated numbers such as 0.1,-0.2,9.5 (no empty item), "
                         f"got {text!r}")
     return [_number(p.strip(), "--channel") for p in parts]

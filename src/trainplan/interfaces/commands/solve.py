@@ -35,7 +35,7 @@ def solve_command(
     if output_format not in ("json", "table"):
         from trainplan.interfaces.options import check_format
         check_format(output_format, ("table", "json"))
-    if among is not None and (not among.strip() or any(not a.strip() for a in among.split(","))):
+    if among is not None and any(not a.strip() for a in among.split(",")):  # "" splits to [""] too
         # an empty item (a doubled or trailing comma) is a typo, not an entry to leave out quietly
         raise UserError("--among", f"expected comma-separated catalogue entries such as h100-sxm,a100-sxm-80gb, "
                         f"with no empty item, got {among!r}")
