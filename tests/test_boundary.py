@@ -83,6 +83,8 @@ def test_parse_refuses_a_product_past_float_range():
     ('[data]\npixels_per_frame = "5e-324"\n', "data.pixels_per_frame"),
     ('[energy]\npue = "1e400"\n', "energy.pue"),
     ("[data]\npixels_per_frame = 0.5\n", "data.pixels_per_frame"),  # a frame has at least one pixel
+    ("[[sources]]\nname = \"\"\n", "sources.0.name"),  # a source is referred to by its name
+    ("[[sources]]\nname = \" \\t\"\n", "sources.0.name"),
 ])
 def test_workload_numbers_past_the_boundary(cli, tmp_path, toml, key):
     refused(cli, tmp_path, ["plan", "w.toml", "--output", "out.json"], key, {"w.toml": toml})
@@ -94,6 +96,10 @@ def test_workload_numbers_past_the_boundary(cli, tmp_path, toml, key):
     (["serve", "--set", f"serving.context={BIG}"], "serving.context", ""),
     # a line break in a --set value would be a second TOML key: one --set sets one key
     (["plan", "--set", "cluster.cores=8\ncluster.count=3"], "cluster.cores", "one line"),
+    # digits of other scripts: float() reads "٣" as 3, TOML and a reader of the file do not
+    (["plan", "--set", "cluster.count=\u0663"], "cluster.count", "a number"),
+    (["plan", "--set", "data.hours=\u0661\u0660 h"], "data.hours", "a duration"),
+    (["plan", "--set", "cluster.cores=\uff11\uff16"], "cluster.cores", "a number"),
     (["scaling", "optimal", "--budget", "5e-324"], "--budget", "subnormal"),
     (["scaling", "optimal", "--budget", "1" + "0" * 400], "--budget", "float range"),
     (["layout", "--devices", str(BIG)], "--devices", "2^53"),
@@ -107,6 +113,11 @@ def test_workload_numbers_past_the_boundary(cli, tmp_path, toml, key):
     (["simulate", "--vary", "buffer=1:1000000000", "--frames", "2000"], "--vary buffer", "1,000,000,000"),
     (["simulate", "--vary", "seed=0:999999", "--frames", "2000"], "--vary seed", "at most 100,000"),
     (["simulate", "--vary", "seed=0,,1", "--frames", "2000"], "--vary seed", "empty item"),
+    # one value twice is a slip, not two identical rows (a helper's audit, issue 29)
+    (["simulate", "--buffers", "4,4,16", "--frames", "2000"], "--buffers", "4 twice"),
+    (["simulate", "--vary", "seed=0,1,0", "--frames", "2000"], "--vary seed", "0 twice"),
+    (["sweep", "--vary", "cluster.cores=8,16,8.0"], "cluster.cores", "8 twice"),
+    (["sweep", "--vary", "cluster.accelerator=h100-sxm,a100-sxm,h100-sxm"], "cluster.accelerator", "h100-sxm twice"),
     (["simulate", "--vary", "buffer=1:400", "--vary", "seed=0:400", "--frames", "2000"], "--vary",
      "160,400"),
 ])

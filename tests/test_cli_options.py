@@ -131,6 +131,13 @@ def test_human_reports_leave_out_keys_of_other_kinds_of_data(tmp_path) -> None:
     assert "data.fps" in _json.loads(render.to_json(report))["assumptions"]
     given = build_report(load_workload("examples/llama2-7b-pretrain.toml", ["data.fps=25"]))
     assert "data.fps" in {k for k, _ in render.shown_assumptions(given)[0]}
+    # and the first screen says that a key the user wrote is not read, rather than showing it as applied
+    assert "unused" not in report["answer"]
+    assert given["answer"]["unused"] == "data.fps is given but not used: data.kind = 'tokens' does not read it."
+    two = build_report(load_workload("examples/llama2-7b-pretrain.toml", ["data.fps=25", "data.bitrate=5e6"]))
+    assert two["answer"]["unused"].startswith("data.") and " and data." in two["answer"]["unused"]
+    assert {"data.fps", "data.bitrate"} <= set(two["answer"]["unused"].replace(" and ", ", ").split(" are ")[0]
+                                               .split(", "))
 
 
 @pytest.mark.parametrize("argv", [

@@ -184,3 +184,36 @@ def test_transformers_warnings_stay_off_stderr(capsys):
             "--set", "vocab_size=256"]
     assert main(["probe", "model", *sets, "--batch", "1", "--seq-len", "16", "--flop-seq-lens", "16"]) == 2
     assert _one_line(capsys).startswith("trainplan: n_head:")
+
+
+GPT2_77 = Path(__file__).resolve().parent / "fixtures" / "hf_configs" / "tiny-gpt2-untied.json"  # n_positions 77
+
+
+def test_learned_position_tables_are_found_on_the_module():
+    # GPT-2's wpe and OPT's embed_positions (96 + its 2 offset rows) bound the sequence; a rotary model has no table
+    assert mp.learned_position_rows(json.loads(GPT2_77.read_text())) == 77
+    opt = mp.load_config(None, ["model_type=opt", "num_hidden_layers=1", "hidden_size=64", "ffn_dim=128",
+                                "num_attention_heads=4", "vocab_size=256", "max_position_embeddings=96",
+                                "word_embed_proj_dim=64"])
+    assert mp.learned_position_rows(opt) == 96
+    assert mp.learned_position_rows(TINY) is None
+
+
+@pytest.mark.parametrize("args,key,also", [
+    (["--seq-len", "4096"], "--seq-len", "at most 77 tokens"),
+    (["--seq-len", "64", "--flop-seq-lens", "32,100"], "--flop-seq-lens", "got 100"),
+    (["--seq-len", "64", "--flop-seq-lens", "32,,64"], "--flop-seq-lens", "no empty item"),
+])
+def test_a_sequence_past_the_learned_position_table_is_refused(capsys, args, key, also):
+    """Past GPT-2's n_positions the position lookup indexes outside its table: the module runs on no device,
+    so a measurement there (on the meta device, which checks no index) would describe nothing (issue 29)."""
+    assert main(["probe", "model", str(GPT2_77), "--batch", "1", *args]) == 2
+    line = _one_line(capsys)
+    assert line.startswith(f"trainplan: {key}: ") and also in line
+
+
+def test_the_defaults_past_the_table_are_cut_to_it(capsys):
+    # the default S=128 and FLOP lengths 512, 2048, 8192 all pass 77 rows: the probe measures at 77 instead
+    assert main(["probe", "model", str(GPT2_77), "--batch", "1", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)["measured"]
+    assert out["seq_len"] == 77 and set(out["flops_per_token"]) == {"77"}

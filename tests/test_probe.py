@@ -213,6 +213,22 @@ def test_cli_decode_json_and_calibration(cli, tmp_path):
     assert wl.provenance["cluster.core_fps_1080p"].kind == "measured"
 
 
+@pytest.mark.parametrize("width,height,far", [(64, 64, "506x fewer pixels"), (640, 360, None)])
+def test_cli_decode_table_says_when_the_1080p_column_means_nothing(cli, width, height, far):
+    """At 64x64 a frame's fixed costs and the resize to the model side dominate: the 1080p-equivalent
+    (pixel scaling) says nothing about 1080p, and the table says so (2,073,600 / 4,096 = 506 times fewer
+    pixels). At 640x360 (9 times fewer) it stays within the 16x the table leaves unremarked."""
+    res = cli("probe", "decode", "--width", str(width), "--height", str(height), "--frames", "20", "--samples", "2",
+              "--side", "32")
+    assert res.returncode == 0, res.stderr
+    assert "(the plan assumes 120)" in res.stdout  # the schema's default of cluster.core_fps_1080p
+    if far:
+        assert f"measured at {width}x{height}, {far} than 1080p" in res.stdout
+        assert f"applies this rate only to {width}x{height} frames" in res.stdout
+    else:
+        assert "measured at" not in res.stdout
+
+
 def test_cli_decode_bad_input(cli):
     res = cli("probe", "decode", "--postprocess", "sepia")
     assert res.returncode == 2 and "--postprocess" in res.stderr and "Traceback" not in res.stderr

@@ -438,6 +438,14 @@ def test_a_replica_given_too_few_devices_or_too_short_a_context_is_refused() -> 
     with pytest.raises(UserError, match=r"serving.tensor.*141 GB.*got 1"):
         serving_estimate(load_workload(example, ["serving.tensor=1"]))
     assert serving_estimate(load_workload(example, ["serving.tensor=2"])).fits
+    # the weights fit on two devices; a million-token context's KV cache does not: the key to lower is the
+    # context, and the longest that fits is (2 x memory x 0.9 - 2 bytes x 70,553,706,496) / (80 layers x 8 KV
+    # heads x 128 x K and V x 2 bytes) = 39,154 tokens on the catalogue's 85,520,809,984-byte H100
+    w2 = load_workload(example, ["serving.tensor=2", "serving.context=1000000"])
+    longest = int((2 * w2.accelerator.memory * 0.9 - 2 * 70_553_706_496) / (80 * 8 * 128 * 2 * 2))
+    assert longest == 39_154
+    with pytest.raises(UserError, match=rf"serving.context: expected at most {longest:,} tokens.*got 1,000,000"):
+        serving_estimate(w2)
     with pytest.raises(UserError, match=r"serving.tokens_per_request: expected at most serving.context \(16\)"):
         serving_estimate(load_workload(example, ["serving.context=16", "serving.tokens_per_request=100000"]))
     short = load_workload(example, ["serving.context=256"])

@@ -113,3 +113,14 @@ def expected_wording(msg: str) -> str:
     """A pydantic message in the wording every refusal here uses: "Input should be X" reads "expected X"."""
     prefix = "Input should be "
     return "expected " + msg[len(prefix):] if msg.startswith(prefix) else msg
+
+
+def refuse_repeats(where: str, values: Iterable[object], text: str) -> None:
+    """A list of values, each a row of its own, that names one value twice is a slip ("4,4,16"):
+    refused, naming the value, rather than shown as two identical rows."""
+    seen: set[object] = set()
+    for value in values:
+        if value in seen:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            raise UserError(where, f"each value once, got {shown} twice in {text!r}")
+        seen.add(value)

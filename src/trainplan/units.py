@@ -64,8 +64,10 @@ TIME_UNITS = {
     "d": 86400.0, "day": 86400.0, "days": 86400.0,
 }
 
-_NUMBER = r"[-+]?(?:\d+(?:_\d+)*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)"
-_GROUPED = re.compile(r"^([-+]?\d{1,3}(?:,\d{3})+)(?![\d,])")
+# ASCII digits only: Python's float() would read "٣" or "１０" as 3 and 10, which neither TOML nor a
+# person checking the file would (issue 29)
+_NUMBER = r"[-+]?(?:[0-9]+(?:_[0-9]+)*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:inf|nan)"
+_GROUPED = re.compile(r"^([-+]?[0-9]{1,3}(?:,[0-9]{3})+)(?![0-9,])")
 _QUANTITY = re.compile(rf"^\s*(?P<num>{_NUMBER})\s*(?P<unit>[^\d\s].*?)?\s*$", re.IGNORECASE)
 
 EXPECTED = {

@@ -364,6 +364,21 @@ def announce(config: dict[str, Any], micro_batch: int, seq_len: int, attention: 
             f"after one real step per parameter dtype on CPU{gpu}.")
 
 
+def learned_position_rows(config: dict[str, Any]) -> int | None:
+    """Rows of the model's learned position embedding (GPT-2's wpe, OPT's embed_positions), or None for a
+    model without one (rotary or ALiBi positions): a sequence longer than the table indexes past it and
+    runs on no device. Found on the built module (one layer, meta device), not from a list of families."""
+    torch, _ = _imports()
+    model = build_model(_one_layer_copy(config), device="meta")
+    positions = getattr(model.config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or positions < 1:
+        return None
+    tokens = model.get_input_embeddings()
+    rows = [m.num_embeddings for m in model.modules()
+            if isinstance(m, torch.nn.Embedding) and m is not tokens and positions <= m.num_embeddings <= positions + 2]
+    return positions if rows else None  # OPT's table keeps 2 rows of offset: the usable length is the config's
+
+
 def _one_layer_copy(config: dict[str, Any]) -> dict[str, Any]:
     """The config with one decoder layer (and the layer-type lists cut to it)."""
     out = dict(config)

@@ -1,7 +1,7 @@
 """The answer a person came for, in words: the lines of the first screen as report fields.
 
 `answer(report)` returns {"fits", "time", "cost", "waits_on", "measure", "layout", "network",
-"decide", "range"} (absent where a line does not apply), each one sentence or a few, every number through
+"decide", "range", "unused"} (absent where a line does not apply), each one sentence or a few, every number through
 the one formatter by its declared dimension. The terminal's first screen (present/summary.py),
 markdown, HTML, JSON (`answer`) and the web page show these same lines.
 """
@@ -18,7 +18,8 @@ from trainplan.workload.schema import IMAGES_PER_SECOND, input_dimensions
 
 #: the label each line carries on the first screen and in the reports
 LABELS = {"fits": "Fits?", "time": "Time", "cost": "Cost", "waits_on": "Waits on", "measure": "Measure",
-          "layout": "Layout", "network": "Network", "decide": "Decide", "range": "Sampled"}
+          "layout": "Layout", "network": "Network", "decide": "Decide", "range": "Sampled",
+          "unused": "Unused"}
 
 
 # the assumed workload key behind each bottleneck, and the command that measures it
@@ -164,13 +165,34 @@ def _measure(report: dict[str, Any]) -> str:
         a = assumptions.get(key)
         if bottleneck == "accelerator" and predicted:
             picks.append(f"the step (predicted, not measured: `{how}` measures cluster.mfu)")
-        elif a and a.get("provenance") == "assumed" and not str(a.get("source", "")).startswith(
-                ("workload file", "--set")):
+        elif a and a.get("provenance") == "assumed" and not written_by_user(a):
             shown = format_assumption(key, a["value"], input_dimensions())  # with its unit
             picks.append(f"{key} (assumed {shown}; `{how}`)")
     if not picks:
         return "the figures that drive this plan are given or measured."
     return " and ".join(picks) + "."
+
+
+def written_by_user(assumption: dict[str, Any]) -> bool:
+    """Whether a workload key's value was written by the user, in the workload file or with --set."""
+    return str(assumption.get("source", "")).startswith(("workload file", "--set"))
+
+
+def _unused_line(report: dict[str, Any]) -> str | None:
+    """The keys the user wrote that this kind of data does not use (a bit rate in a token workload): said,
+    because a figure typed and silently ignored reads as a figure applied. Not refused: a sweep over
+    data.kind keeps one file for every kind."""
+    from trainplan.workload.schema import KEY_ROLES
+
+    assumptions = report.get("assumptions", {})
+    kind = str(assumptions.get("data.kind", {}).get("value", "video"))
+    unused = [key for key, a in assumptions.items()
+              if (role := KEY_ROLES.get(key)) is not None and not role.applies_to(kind) and written_by_user(a)]
+    if not unused:
+        return None
+    names = ", ".join(unused[:-1]) + (" and " if len(unused) > 1 else "") + unused[-1]
+    return (f"{names} {'is' if len(unused) == 1 else 'are'} given but not used: "
+            f"data.kind = '{kind}' does not read {'it' if len(unused) == 1 else 'them'}.")
 
 
 def _layout_line(report: dict[str, Any]) -> str | None:
@@ -223,5 +245,6 @@ def answer(report: dict[str, Any]) -> dict[str, str]:
     said = sentences(report)
     lines = {"fits": _fit(report), "time": _time(report), "cost": _cost(report), "waits_on": _waits(report),
              "measure": _measure(report), "layout": _layout_line(report), "network": _network_line(report),
-             "decide": " ".join(said) if said else None, "range": _range_line(report)}
+             "decide": " ".join(said) if said else None, "range": _range_line(report),
+             "unused": _unused_line(report)}
     return {k: v for k, v in lines.items() if v}

@@ -712,10 +712,16 @@ def serving_estimate(w: Any, model: Any | None = None, training_cost: float | No
         # 0 tokens/s and 0 replicas is no plan
         from trainplan.units import format_figure
 
+        room = f"{int(s.tensor)} x {format_figure(acc.memory, 'bytes')}"
+        if estimate.weights_bytes < estimate.usable_memory_bytes and estimate.kv_bytes_per_token:
+            # the weights fit: the context is what does not, and the key to name is the one to lower
+            longest = int((estimate.usable_memory_bytes - estimate.weights_bytes) / estimate.kv_bytes_per_token)
+            raise UserError("serving.context", f"expected at most {longest:,} tokens, the longest sequence whose KV "
+                            f"cache fits beside the weights ({format_figure(estimate.weights_bytes, 'bytes')}) on "
+                            f"serving.tensor = {room}, or more devices a replica; got {int(s.context):,}")
         raise UserError("serving.tensor", f"expected enough devices a replica to hold the weights "
                         f"({format_figure(estimate.weights_bytes, 'bytes')}) and one {int(s.context):,}-token "
-                        f"sequence's KV cache: {int(s.tensor)} x {format_figure(acc.memory, 'bytes')} do not, got "
-                        f"{int(s.tensor)}")
+                        f"sequence's KV cache: {room} do not, got {int(s.tensor)}")
     return estimate
 
 

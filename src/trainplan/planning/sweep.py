@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from pydantic import ValidationError
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, refuse_repeats
 from trainplan.planning import evaluate as plan_mod
 from trainplan.planning import execution, model_terms
 from trainplan.planning import inputs as inputs_mod
@@ -134,6 +134,7 @@ def parse_vary(spec: str) -> Axis:
             for item in items:
                 parse_value(key, parse_override_value(item))
         values = tuple(items)
+    refuse_repeats(f"--vary {key}", values, grid)
     return Axis(key, values, numeric and not key.startswith("cluster.accelerator."))
 
 

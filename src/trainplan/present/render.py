@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from trainplan.planning.answer import data_unit
+from trainplan.planning.answer import data_unit, written_by_user
 from trainplan.planning.figures import FIGURES, SECTION_ORDER
 from trainplan.quantities import format_assumption, format_input
 from trainplan.units import format_figure
@@ -120,9 +120,7 @@ def _console(width: int | None):  # noqa: ANN202 - rich.console.Console
 
 def given(assumption: dict[str, Any]) -> bool:
     """Whether a workload key was written by the user (file or --set) or measured, not a default."""
-    source = str(assumption.get("source", ""))
-    return (assumption.get("provenance") in ("given", "measured") or source == "--set on the command line"
-            or source.startswith("workload file"))
+    return assumption.get("provenance") in ("given", "measured") or written_by_user(assumption)
 
 
 def provenance_word(a: dict[str, Any]) -> str:

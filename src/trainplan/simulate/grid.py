@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, refuse_repeats
 from trainplan.simulate.limits import MAX_BUFFER_FRAMES, MAX_CV, MAX_KEYFRAME_COST, MAX_SEED, MAX_SIMULATIONS
 from trainplan.simulate.queue import QueueSpec, ServiceTimes, Variability, sample_service_times, simulate
 
@@ -120,6 +120,7 @@ def parse_vary(text: str) -> Vary:
             if any(not item for item in items):
                 raise UserError(f"--vary {key}", f"values separated by single commas, got an empty item in {spec!r}")
             values = tuple(_number(key, item, whole) for item in items)
+            refuse_repeats(f"--vary {key}", values, spec)
     except ValueError:
         raise UserError(f"--vary {key}", f"numbers separated by commas, or LO:HI[:STEP] in whole numbers, "
                         f"got {spec!r}") from None

@@ -760,11 +760,18 @@ class ServingSection(Section):
           "decisions.recurring.total_per_year"))
 
 
+def _named(text: str) -> str:
+    if not text.strip():
+        raise PydanticCustomError("blank_name", "expected a name with at least one visible character")
+    return text
+
+
 class SourceSpec(Section):
     """One data source of a mixture: its format, its price per hour bought, and how many
     useful hours one hour of it yields (docs/pipeline-and-bill.md)."""
 
-    name: str
+    # the name is how the mix table, the bill and a second source refer to this one: blank is no name
+    name: Annotated[str, AfterValidator(_named)]
     format: Literal["video", "decoded", "tokens"] = Q("video", "assumed: stored video")
     price_hour: PerHourPrice = Q(0.0, "dollars per hour of data bought", ge=0, plausible=(None, 1e9))
     exchange_rate: Fraction = Q(1.0, "useful hours per hour of data", gt=0, plausible=(None, 1e3))

@@ -141,6 +141,11 @@ def write_decode(path: Path, d: dict[str, Any], machine: dict[str, Any]) -> None
                       values=calibration.decode_values(d), machine=machine)
 
 
+#: A probe's frame this many times smaller or larger (in pixels) than 1080p is told apart in the table: pixel
+#: scaling is an approximation near 1080p, not a law at 64x64 (issue 29).
+FAR_FROM_1080P = 16
+
+
 def decode_table(d: dict[str, Any]) -> str:
     lines = [
         f"decode probe: {d['width']}x{d['height']} H.264, {d['fps']:g} fps, {d['bitrate'] / 1e6:g} Mbit/s "
@@ -157,8 +162,21 @@ def decode_table(d: dict[str, Any]) -> str:
         lines.append(f"  {name:<11} {r['frames_per_cpu_second']:>13.1f} {r['frames_per_cpu_second_1080p']:>9.1f} "
                      f"{r['frames_per_wall_second']:>14.1f} {r['frames_decoded_per_frame_used']:>13.2f} "
                      f"{r['expected_frames_decoded_per_frame_used']:>9.2f} {r['frames_used_per_cpu_second']:>11.1f}")
+    from trainplan.measure.decode import PIXELS_1080P
+    from trainplan.workload.schema import ClusterSection
+
+    assumed = ClusterSection.model_fields["core_fps_1080p"].default
     lines.append(f"  cluster.core_fps_1080p for the plan ({d['access']}): {d['core_fps_1080p']:.1f} frames/s "
-                 f"(the plan assumes 120)")
+                 f"(the plan assumes {assumed:g})")
+    pixels = d["width"] * d["height"]
+    if not PIXELS_1080P / FAR_FROM_1080P <= pixels <= PIXELS_1080P * FAR_FROM_1080P:
+        # a frame's fixed costs (and the resize to the model side) do not shrink with its pixels: at 64x64 the
+        # 1080p-equivalent is no statement about 1080p, and the plan applies it only at the size it was measured
+        lines.append(f"  measured at {d['width']}x{d['height']}, {PIXELS_1080P / pixels:.3g}x fewer pixels than "
+                     f"1080p" if pixels < PIXELS_1080P else
+                     f"  measured at {d['width']}x{d['height']}, {pixels / PIXELS_1080P:.3g}x the pixels of 1080p")
+        lines[-1] += (": cost is not in proportion to pixels this far from 1080p, so the 1080p column says nothing "
+                      f"about 1080p; a plan applies this rate only to {d['width']}x{d['height']} frames")
     return "\n".join(lines)
 
 

@@ -123,6 +123,31 @@ def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attentio
                             f"{batch:,} x {seq_len:,} tokens through {count.layers:,} layers of width {count.width:,}")
 
 
+DEFAULT_FLOP_SEQ_LENS = "512,2048,8192"
+
+
+def _within_positions(config: dict[str, Any], seq_len: int, lens: tuple[int, ...],
+                      flop_lens_given: bool) -> tuple[int, tuple[int, ...]]:
+    """A model with a learned position table (GPT-2's n_positions) runs on no device at a longer sequence:
+    a --seq-len or --flop-seq-lens given past it is refused; the defaults past it are cut to the table's
+    length, so that the probe of a 77-position model still measures where it can run."""
+    from trainplan.measure.model_probe import learned_position_rows
+
+    rows = learned_position_rows(config)
+    if rows is None:
+        return seq_len, lens
+    if seq_len > rows and seq_len == DEFAULT_SEQ_LEN:
+        seq_len = max(rows, 4)
+    elif seq_len > rows:
+        raise UserError("--seq-len", f"expected at most {rows:,} tokens, the rows of this model's learned position "
+                        f"embedding (max_position_embeddings); got {seq_len:,}")
+    past = [s for s in lens if s > rows]
+    if past and flop_lens_given:
+        raise UserError("--flop-seq-lens", f"expected lengths of at most {rows:,} tokens, the rows of this model's "
+                        f"learned position embedding (max_position_embeddings); got {past[0]:,}")
+    return seq_len, tuple(dict.fromkeys(min(s, rows) for s in lens))
+
+
 def register(probe_app: typer.Typer) -> None:
     @probe_app.command("model")
     def model_cmd(
@@ -137,7 +162,7 @@ def register(probe_app: typer.Typer) -> None:
         = "bf16",
         recompute: Annotated[str, typer.Option(help="none, selective or full")] = "none",
         flop_seq_lens: Annotated[str, typer.Option("--flop-seq-lens", help="comma-separated S for FLOP counts")]
-        = "512,2048,8192",
+        = DEFAULT_FLOP_SEQ_LENS,
         format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",  # noqa: A002
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write or update this calibration "
                                                        "TOML file")] = None,
@@ -150,8 +175,14 @@ def register(probe_app: typer.Typer) -> None:
             check_format(format, ("table", "json"))
         if attention not in ("sdpa", "eager"):
             raise UserError("--attention", f"expected sdpa or eager, got {attention!r}")
+        items = [x.strip() for x in flop_seq_lens.split(",")]
+        if not all(items):  # "512,,2048" is a slip, not the lengths 512 and 2048 (issue 29)
+            raise UserError("--flop-seq-lens", f"comma-separated whole numbers with no empty item, got "
+                            f"{flop_seq_lens!r}")
         try:
-            lens = tuple(int(x) for x in flop_seq_lens.split(",") if x.strip())
+            lens = tuple(int(x) for x in items if x.isascii())
+            if len(lens) < len(items):
+                raise ValueError
         except ValueError:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers, got {flop_seq_lens!r}") from None
         from trainplan import units
@@ -167,6 +198,7 @@ def register(probe_app: typer.Typer) -> None:
             raise UserError("--recompute", f"expected none, selective or full, got {recompute!r}")
         cfg = model_probe.load_config(config, sets or [])
         _check_model_size(cfg, batch, seq_len, attention, lens, sets_given=bool(sets))
+        seq_len, lens = _within_positions(cfg, seq_len, lens, flop_lens_given=flop_seq_lens != DEFAULT_FLOP_SEQ_LENS)
         typer.echo(model_probe.announce(cfg, batch, seq_len, attention, precision, recompute, lens), err=True)
         measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens, precision, recompute)
         d = {"measured": measured.as_dict(), "formula": formula_beside(cfg, measured, attention)}

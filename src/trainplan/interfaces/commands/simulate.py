@@ -27,7 +27,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, refuse_repeats
 
 FORMATS = ("table", "json")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -147,6 +147,7 @@ def _buffers(text: str | None) -> tuple[int, ...]:
         raise UserError("--buffers", f"expected buffer sizes from 1 to {MAX_BUFFER_FRAMES:,} frames, got {text!r}")
     if len(out) > MAX_BUFFER_SIZES:
         raise UserError("--buffers", f"expected at most {MAX_BUFFER_SIZES} buffer sizes, got {len(out)}")
+    refuse_repeats("--buffers", out, text)
     return out
 
 
