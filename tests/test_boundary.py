@@ -100,6 +100,10 @@ def test_workload_numbers_past_the_boundary(cli, tmp_path, toml, key):
     (["plan", "--set", "cluster.count=\u0663"], "cluster.count", "a number"),
     (["plan", "--set", "data.hours=\u0661\u0660 h"], "data.hours", "a duration"),
     (["plan", "--set", "cluster.cores=\uff11\uff16"], "cluster.cores", "a number"),
+    # and on options click would read with int() or float()
+    (["layout", "--devices", "\u0663"], "--devices", "digits 0-9"),
+    (["simulate", "--frames=\uff11\uff10\uff10\uff10"], "--frames", "digits 0-9"),
+    (["data", "demos", "\u0663"], "argument", "digits 0-9"),
     (["scaling", "optimal", "--budget", "5e-324"], "--budget", "subnormal"),
     (["scaling", "optimal", "--budget", "1" + "0" * 400], "--budget", "float range"),
     (["layout", "--devices", str(BIG)], "--devices", "2^53"),
