@@ -1,10 +1,12 @@
 """A fresh batch of hostile inputs for the command line and the web page (issue 16).
 
-    PYTHONPATH=src python fuzz/hostile_batch.py [-j 2] [--second | --third | --fifth]
+    PYTHONPATH=src python fuzz/hostile_batch.py [-j 2] [--second | --third | --fifth | --sixth]
 
 --third runs only the batch of issue 29 (the numeric boundary, cross-checks, sizes, --output before the
 work, cross-site web requests); --second only that of the second round; --fifth only the command-line cases
-of the fifth (keys given twice, neighbours, config activations, scaling-law runs, empty items).
+of the fifth (keys given twice, neighbours, config activations, scaling-law runs, empty items); --sixth
+only those of the sixth (a value twice in a list, blank names, other scripts' digits, a context too long,
+a sequence past a learned position table).
 
 Each CLI case runs `python -m trainplan ...` in a fresh temporary folder, as a user would. It
 is correct when: exit status 2, stdout empty, exactly one stderr line `trainplan: ...` that
@@ -746,17 +748,44 @@ FIFTH: list[Case] = [
     Case(["validate-against", "foo"], "SUITE"),
 ]
 
+#: The sixth round (issue 29, stop 41): the stop-40 helper's findings left open then: a value twice in a
+#: list of rows, a blank source name, digits of other scripts, a context too long beside weights that fit,
+#: and a sequence past a learned position table.
+GPT2_77 = json.dumps({"model_type": "gpt2", "n_embd": 48, "n_head": 4, "n_layer": 2, "n_inner": 100,
+                      "n_positions": 77, "bos_token_id": 0, "eos_token_id": 0, "vocab_size": 211})
+SIXTH: list[Case] = [
+    Case(["simulate", "--buffers", "4,4,16", "--frames", "2000"], "--buffers"),
+    Case(["simulate", "--vary", "seed=0,1,0", "--frames", "2000"], "--vary seed"),
+    Case(["sweep", "--vary", "cluster.cores=8,16,8.0"], "cluster.cores"),
+    Case(["sweep", "--vary", "cluster.accelerator=h100-sxm,a100-sxm,h100-sxm"], "cluster.accelerator"),
+    W('[[sources]]\nname = ""\n', "sources.0.name"),
+    W('[[sources]]\nname = "  "\n', "sources.0.name"),
+    S("cluster.count", "cluster.count=\u0663"),
+    S("data.hours", "data.hours=\u0661\u0660 h"),
+    Case(["layout", "--devices", "\u0663"], "--devices"),
+    Case(["simulate", "--frames=\uff11\uff10\uff10\uff10"], "--frames"),
+    Case(["serve", str(ROOT / "examples" / "llama3-70b-512gpu.toml"), "--set", "serving.tensor=2", "--set",
+          "serving.context=1000000"], "serving.context"),
+    Case(["probe", "model", "cfg.json", "--batch", "1", "--seq-len", "4096"], "--seq-len", {"cfg.json": GPT2_77}),
+    Case(["probe", "model", "cfg.json", "--batch", "1", "--seq-len", "64", "--flop-seq-lens", "32,100"],
+         "--flop-seq-lens", {"cfg.json": GPT2_77}),
+    Case(["probe", "model", "cfg.json", "--batch", "1", "--flop-seq-lens", "32,,64"], "--flop-seq-lens",
+         {"cfg.json": GPT2_77}),
+]
+
 
 def main() -> None:
     jobs = int(sys.argv[sys.argv.index("-j") + 1]) if "-j" in sys.argv else 2
     second = "--second" in sys.argv  # only the second batch
     third = "--third" in sys.argv  # only the third (issue 29)
     fifth = "--fifth" in sys.argv  # only the fifth (issue 29, stop 40)
-    cases = FIFTH if fifth else THIRD if third else SECOND if second else CASES + SECOND + THIRD + FIFTH
+    sixth = "--sixth" in sys.argv  # only the sixth (issue 29, stop 41)
+    cases = (SIXTH if sixth else FIFTH if fifth else THIRD if third else SECOND if second
+             else CASES + SECOND + THIRD + FIFTH + SIXTH)
     with ThreadPoolExecutor(jobs) as pool:
         results = list(pool.map(run_cli, cases))
     cli_failures = [f"{' '.join(c.args)[:120]} {list(c.files)}: {r}" for c, r in zip(cases, results) if r]
-    batches = [] if fifth else [run_web(third=True)] if third else [run_web(second=True)] if second else [
+    batches = [] if fifth or sixth else [run_web(third=True)] if third else [run_web(second=True)] if second else [
         run_web(), run_web(second=True), run_web(third=True)]
     web_tried, web_correct = sum(b[0] for b in batches), sum(b[1] for b in batches)
     web_failures = [f for b in batches for f in b[2]]
