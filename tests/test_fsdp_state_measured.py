@@ -96,6 +96,17 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
                 {"bytes": sum(p.numel() * p.element_size() for p in m.parameters()),
                  "dtypes": sorted({str(p.dtype) for p in m.parameters()})}))
         fully_shard(model, mp_policy=policy)
+        # the backward transient: when a unit's backward is done, FSDP copies its unsharded gradients into a
+        # reduce-scatter input of the reduce dtype; both exist at that moment (measured at the copy-in itself)
+        from torch.distributed.fsdp._fully_shard import _fsdp_collectives as collectives
+
+        copy_in, copies = collectives.foreach_reduce_scatter_copy_in, []
+
+        def measured_copy_in(unsharded_grads, reduce_scatter_input, world_size):
+            copies.append({"grads": _bytes(list(unsharded_grads)), "input": _bytes([reduce_scatter_input])})
+            return copy_in(unsharded_grads, reduce_scatter_input, world_size)
+
+        collectives.foreach_reduce_scatter_copy_in = measured_copy_in
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         torch.manual_seed(1 + rank)  # each rank its own batch, as data parallelism has it
         out = model(torch.randn(8, WIDTH))
@@ -111,7 +122,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
                   "sharded": all(hasattr(p, "to_local") for p in params),
                   "state_keys": sorted({k for p in params for k in opt.state[p]}),
                   "compute_dtype": str(out.dtype),
-                  "gathered": gathered}
+                  "gathered": gathered, "copies": copies}
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result))
     finally:
         dist.destroy_process_group()
@@ -209,10 +220,27 @@ def test_gathered_unit_matches_trainplan_per_unit(measured):
     in flight (its gathered bytes are that times the units in flight, which this does not measure)."""
     r = ts.recipe("mixed_fp32_master")
     account = ts.sharded(total_params(), r, "fsdp", WORLD, block_params())
-    per_unit = account.gathered_bytes / ts.table()["gathered"]["fsdp_units_in_flight"]
+    per_unit = (account.gathered_bytes / block_params() - ts.fsdp_backward_transient_bytes(r)) * block_params() \
+        / ts.table()["gathered"]["fsdp_units_in_flight"]
     for rank in measured:
         assert len(rank["gathered"]) == BLOCKS
         for unit in rank["gathered"]:
             assert unit["dtypes"] == ["torch.bfloat16"]
             assert unit["bytes"] == 2 * block_params()
             assert unit["bytes"] == pytest.approx(per_unit, rel=1e-3)
+
+
+def test_backward_transient_matches_trainplan_per_unit(measured):
+    """At each unit's reduce-scatter, FSDP holds its unsharded gradient in the parameters' dtype (bf16) and
+    the reduce-scatter input in the reduce dtype (fp32) at once: 2 + 4 bytes a parameter of the unit, what
+    trainplan books beside the gathered weights (its backward transient, recipe grads + reduce bytes)."""
+    r = ts.recipe("mixed_fp32_master")
+    unit = block_params()
+    for rank in measured:
+        blocks = [c for c in rank["copies"] if c["grads"]["numel"] == unit]
+        assert len(blocks) == BLOCKS
+        for c in blocks:
+            assert c["grads"]["dtypes"] == ["torch.bfloat16"] and c["input"]["dtypes"] == ["torch.float32"]
+            assert c["grads"]["elements"] == 2 * unit and c["input"]["elements"] == 4 * unit
+            assert c["grads"]["elements"] + c["input"]["elements"] == pytest.approx(
+                ts.fsdp_backward_transient_bytes(r) * unit, rel=1e-3)

@@ -118,8 +118,16 @@ def sharded(params: float, r: Recipe, sharding: str, devices: int, largest_layer
         stored = r.master or r.weights
         w, gr = stored * params / n, (r.master or r.grads) * params / n
         opt = r.moments * params / n
-        gathered = g["fsdp_units_in_flight"] * r.weights * largest_layer_params
+        gathered = (g["fsdp_units_in_flight"] * r.weights + fsdp_backward_transient_bytes(r)) * largest_layer_params
     return StateAccount(w, gr, opt, gathered, params, 0.0)
+
+
+def fsdp_backward_transient_bytes(r: Recipe) -> float:
+    """Bytes a parameter of the largest unit that FSDP's backward holds beside the gathered weights: the unit's
+    unsharded gradient (the compute dtype, r.weights) and its reduce-scatter input (the reduce dtype). On a
+    GPU the reduce-scatter runs on its own stream while the next unit's backward computes, so both overlap
+    the two units in flight: 2 x 2 + 2 + 4 = 10 bytes a parameter of the unit for bf16 with fp32 reduction."""
+    return r.weights + float(table()["gathered"]["fsdp_reduce_bytes"])
 
 
 sharding_of_zero = schema_sharding_of_zero  # declared with training.zero (workload/schema.py)
