@@ -220,7 +220,7 @@ def test_gathered_unit_matches_trainplan_per_unit(measured):
     in flight (its gathered bytes are that times the units in flight, which this does not measure)."""
     r = ts.recipe("mixed_fp32_master")
     account = ts.sharded(total_params(), r, "fsdp", WORLD, block_params())
-    per_unit = (account.gathered_bytes / block_params() - ts.fsdp_backward_transient_bytes(r)) * block_params() \
+    per_unit = (account.gathered_bytes - ts.fsdp_backward_transient_bytes(r) * block_params()) \
         / ts.table()["gathered"]["fsdp_units_in_flight"]
     for rank in measured:
         assert len(rank["gathered"]) == BLOCKS

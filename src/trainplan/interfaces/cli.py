@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -284,17 +283,22 @@ def validate(file: WorkloadArg = None, set_: SetOpt = None, calibration: Calibra
                      output)
 
 
-# A number in any script's digits ("٣", "１６"): click's int() and float() read them as 3 and 16, which a
-# person checking the command line, TOML and the workload's own parser do not (issue 29)
-_UNICODE_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def check_ascii_numbers(argv: list[str]) -> None:
-    """Refuse a number written in other than ASCII digits, naming the option it was given to."""
+    """Refuse a number written in other than ASCII digits ("٣", "１６"), naming the option it was given to:
+    click reads options with int() and float(), which take any script's digits (as 3 and 16), where a person
+    checking the command line, TOML and the workload's own parser do not (issue 29)."""
     for i, token in enumerate(argv):
         option, value = (token.split("=", 1) if token.startswith("--") and "=" in token
                          else (argv[i - 1] if i and argv[i - 1].startswith("-") else "argument", token))
-        if not value.isascii() and _UNICODE_NUMBER.fullmatch(value.strip()):
+        if not value.isascii() and _reads_as_number(value):
             raise UserError(option, f"expected a number in the digits 0-9, got {value!r}")
 
 
@@ -312,8 +316,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         from trainplan.outputs import check_output_arguments
 
-        check_output_arguments(list(sys.argv[1:] if argv is None else argv))
-        check_ascii_numbers(list(sys.argv[1:] if argv is None else argv))
+        given = list(sys.argv[1:] if argv is None else argv)
+        check_output_arguments(given)
+        check_ascii_numbers(given)
         code = app(args=argv, standalone_mode=False)
         # typer returns the status of an Exit it caught, and turns Ctrl-C (KeyboardInterrupt) into
         # Exit(130): the status is kept, not dropped for 0 (issue 29)

@@ -374,9 +374,10 @@ def learned_position_rows(config: dict[str, Any]) -> int | None:
     if not isinstance(positions, int) or positions < 1:
         return None
     tokens = model.get_input_embeddings()
-    rows = [m.num_embeddings for m in model.modules()
-            if isinstance(m, torch.nn.Embedding) and m is not tokens and positions <= m.num_embeddings <= positions + 2]
-    return positions if rows else None  # OPT's table keeps 2 rows of offset: the usable length is the config's
+    # OPT's table keeps 2 rows of offset: the usable length is the config's
+    learned = any(isinstance(m, torch.nn.Embedding) and m is not tokens and positions <= m.num_embeddings <= positions + 2
+                  for m in model.modules())
+    return positions if learned else None
 
 
 def _one_layer_copy(config: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from trainplan.planning.figures import section_figures
 from trainplan.units import SECONDS_PER_HOUR
 from trainplan.units import format_figure as fmt
 from trainplan.quantities import format_assumption
-from trainplan.workload.schema import IMAGES_PER_SECOND, input_dimensions
+from trainplan.workload.schema import IMAGES_PER_SECOND, KEY_ROLES, input_dimensions
 
 #: the label each line carries on the first screen and in the reports
 LABELS = {"fits": "Fits?", "time": "Time", "cost": "Cost", "waits_on": "Waits on", "measure": "Measure",
@@ -178,15 +178,17 @@ def written_by_user(assumption: dict[str, Any]) -> bool:
     return str(assumption.get("source", "")).startswith(("workload file", "--set"))
 
 
+def data_kind(report: dict[str, Any]) -> str:
+    """The report's data.kind (video where the report has no assumptions table)."""
+    return str(report.get("assumptions", {}).get("data.kind", {}).get("value", "video"))
+
+
 def _unused_line(report: dict[str, Any]) -> str | None:
     """The keys the user wrote that this kind of data does not use (a bit rate in a token workload): said,
     because a figure typed and silently ignored reads as a figure applied. Not refused: a sweep over
     data.kind keeps one file for every kind."""
-    from trainplan.workload.schema import KEY_ROLES
-
-    assumptions = report.get("assumptions", {})
-    kind = str(assumptions.get("data.kind", {}).get("value", "video"))
-    unused = [key for key, a in assumptions.items()
+    kind = data_kind(report)
+    unused = [key for key, a in report.get("assumptions", {}).items()
               if (role := KEY_ROLES.get(key)) is not None and not role.applies_to(kind) and written_by_user(a)]
     if not unused:
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from trainplan.planning.answer import data_unit, written_by_user
+from trainplan.planning.answer import data_kind, data_unit, written_by_user
 from trainplan.planning.figures import FIGURES, SECTION_ORDER
 from trainplan.quantities import format_assumption, format_input
 from trainplan.units import format_figure
@@ -135,7 +135,7 @@ def shown_assumptions(report: dict[str, Any]) -> tuple[list[tuple[str, dict[str,
     another kind of data (a camera's fps in a token workload, KeyRole.kinds) is left out unless the user
     gave it or it was measured. JSON keeps every key."""
     assumptions = report.get("assumptions", {})
-    kind = str(assumptions.get("data.kind", {}).get("value", "video"))
+    kind = data_kind(report)
     words = {"video": "video", "images": "image", "tokens": "token"}
     shown, left = [], []
     for key, a in assumptions.items():

@@ -172,11 +172,11 @@ def decode_table(d: dict[str, Any]) -> str:
     if not PIXELS_1080P / FAR_FROM_1080P <= pixels <= PIXELS_1080P * FAR_FROM_1080P:
         # a frame's fixed costs (and the resize to the model side) do not shrink with its pixels: at 64x64 the
         # 1080p-equivalent is no statement about 1080p, and the plan applies it only at the size it was measured
-        lines.append(f"  measured at {d['width']}x{d['height']}, {PIXELS_1080P / pixels:.3g}x fewer pixels than "
-                     f"1080p" if pixels < PIXELS_1080P else
-                     f"  measured at {d['width']}x{d['height']}, {pixels / PIXELS_1080P:.3g}x the pixels of 1080p")
-        lines[-1] += (": cost is not in proportion to pixels this far from 1080p, so the 1080p column says nothing "
-                      f"about 1080p; a plan applies this rate only to {d['width']}x{d['height']} frames")
+        size = f"{d['width']}x{d['height']}"
+        scale = (f"{PIXELS_1080P / pixels:.3g}x fewer pixels than 1080p" if pixels < PIXELS_1080P
+                 else f"{pixels / PIXELS_1080P:.3g}x the pixels of 1080p")
+        lines.append(f"  measured at {size}, {scale}: cost is not in proportion to pixels this far from 1080p, so "
+                     f"the 1080p column says nothing about 1080p; a plan applies this rate only to {size} frames")
     return "\n".join(lines)
 
 

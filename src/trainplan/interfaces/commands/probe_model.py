@@ -137,7 +137,7 @@ def _within_positions(config: dict[str, Any], seq_len: int, lens: tuple[int, ...
     if rows is None:
         return seq_len, lens
     if seq_len > rows and seq_len == DEFAULT_SEQ_LEN:
-        seq_len = max(rows, 4)
+        seq_len = rows
     elif seq_len > rows:
         raise UserError("--seq-len", f"expected at most {rows:,} tokens, the rows of this model's learned position "
                         f"embedding (max_position_embeddings); got {seq_len:,}")
@@ -180,9 +180,9 @@ def register(probe_app: typer.Typer) -> None:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers with no empty item, got "
                             f"{flop_seq_lens!r}")
         try:
-            lens = tuple(int(x) for x in items if x.isascii())
-            if len(lens) < len(items):
+            if not flop_seq_lens.isascii():  # int() reads any script's digits
                 raise ValueError
+            lens = tuple(int(x) for x in items)
         except ValueError:
             raise UserError("--flop-seq-lens", f"comma-separated whole numbers, got {flop_seq_lens!r}") from None
         from trainplan import units
