@@ -569,3 +569,32 @@ def test_a_wrong_name_is_refused_in_the_one_wording(tmp_path, cli):
     cal = tmp_path / "c.toml"
     cal.write_text('format = 1\nvalues = "abc"\n')
     assert_refused(cli("plan", "--calibration", str(cal)), "values", "expected a valid list")
+
+
+# Every comma-separated option and --vary list is read by one reader (errors.comma_items): a doubled or
+# trailing comma is refused with one message naming the option, whatever the command.
+COMMA_LISTS = [
+    (["sweep", "--vary", "cluster.cores=8,,16"], "--vary"),
+    (["sweep", "--vary", "cluster.cores=8,16", "--figures", "pipeline.busy,,bill.total"], "--figures"),
+    (["simulate", "--vary", "seed=0,1,", "--frames", "2000"], "--vary seed"),
+    (["simulate", "--buffers", "4,,16", "--frames", "2000"], "--buffers"),
+    (["solve", "cluster.accelerator", "--among", "h100-sxm,,a100-sxm-80gb"], "--among"),
+    (["formats", "--channel", "0.1,,0.2"], "--channel"),
+    (["scaling", "optimal", "--budget", "1e21", "--law", "1.69,406.4,,0.34,0.28"], "--law"),
+    (["probe", "collectives", "--ops", "allreduce,"], "--ops"),
+]
+
+
+@pytest.mark.parametrize("args,where", COMMA_LISTS, ids=[a[0] + " " + w for a, w in COMMA_LISTS])
+def test_every_comma_list_refuses_an_empty_item_in_the_same_words(args, where):
+    refused_in_process(args, where, "separated by single commas with no empty item")
+
+
+def test_the_comma_reader_strips_spaces_and_keeps_order():
+    from trainplan.errors import UserError, comma_items
+
+    assert comma_items("--x", " 4, 16 ,2", "numbers") == ["4", "16", "2"]
+    for text in ("", ",", "4,", ",4", "4,,16", "4, ,16"):
+        with pytest.raises(UserError) as err:
+            comma_items("--x", text, "numbers")
+        assert err.value.where == "--x" and err.value.expected.startswith("numbers, separated by single commas")

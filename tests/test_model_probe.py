@@ -201,6 +201,9 @@ def test_learned_position_tables_are_found_on_the_module():
 
 @pytest.mark.parametrize("args,key,also", [
     (["--seq-len", "4096"], "--seq-len", "at most 77 tokens"),
+    # the defaults' own values, written out, are the user's: refused past the table, not cut to it
+    (["--seq-len", "128"], "--seq-len", "at most 77 tokens"),
+    (["--seq-len", "64", "--flop-seq-lens", "512,2048,8192"], "--flop-seq-lens", "got 512"),
     (["--seq-len", "64", "--flop-seq-lens", "32,100"], "--flop-seq-lens", "got 100"),
     (["--seq-len", "64", "--flop-seq-lens", "32,,64"], "--flop-seq-lens", "no empty item"),
 ])

@@ -169,7 +169,8 @@ def test_an_empty_figure_list_or_item_is_refused_not_every_figure(cli, tmp_path,
     out = tmp_path / "rows.csv"
     res = cli("sweep", "--vary", "cluster.cores=8,16", "--figures", figures, "--output", str(out))
     assert res.returncode == 2 and res.stdout == "" and not out.exists()
-    assert res.stderr.count("\n") == 1 and res.stderr.startswith("trainplan: --figures: expected comma-separated")
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("trainplan: --figures: expected figure names")
+    assert "no empty item" in res.stderr
     assert "Traceback" not in res.stderr
 
 

@@ -115,6 +115,16 @@ def expected_wording(msg: str) -> str:
     return "expected " + msg[len(prefix):] if msg.startswith(prefix) else msg
 
 
+def comma_items(where: str, text: str, expected: str) -> list[str]:
+    """The items of a comma-separated list, each stripped of spaces. An empty item ("1,,2", a trailing
+    comma, or an empty list) is a slip, not a value to leave out: refused, naming `where` and what an item
+    is (`expected`). The one reader of every comma-separated option and --vary list."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise UserError(where, f"{expected}, separated by single commas with no empty item, got {text!r}")
+    return items
+
+
 def refuse_repeats(where: str, values: Iterable[object], text: str) -> None:
     """A list of values, each a row of its own, that names one value twice is a slip ("4,4,16"):
     refused, naming the value, rather than shown as two identical rows."""

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from trainplan.errors import UserError, require_positive
+from trainplan.errors import UserError, comma_items, require_positive
 
 # ---------------------------------------------------------------- constants
 
@@ -177,7 +177,7 @@ def compute_optimal(budget_flops: float, law: ScalingLaw = CHINCHILLA_APPROACH3)
 
 def parse_law(text: str, key: str = "--law") -> ScalingLaw:
     """'E,A,B,ALPHA,BETA' -> ScalingLaw."""
-    parts = [p.strip() for p in text.split(",")]
+    parts = comma_items(key, text, "expected five numbers E,A,B,ALPHA,BETA")
     if len(parts) != 5:
         raise UserError(key, f"expected five numbers E,A,B,ALPHA,BETA such as 1.69,406.4,410.7,0.34,0.28, got {text!r}")
     from trainplan import units

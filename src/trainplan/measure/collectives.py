@@ -27,7 +27,7 @@ import typer
 
 from trainplan import units
 from trainplan.accounts.collectives import bus_factor
-from trainplan.errors import UserError
+from trainplan.errors import UserError, comma_items
 
 # the probe's names (CLI) and the names of accounts/collectives.py
 OPS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
@@ -217,9 +217,10 @@ def register_probe(probe_app: Any) -> None:
                 raise UserError("--format", f"expected table or json, got {format!r}")
             if tier not in TIERS:
                 raise UserError("--tier", f"expected one of {', '.join(TIERS)}, got {tier!r}")
-            names = [o.strip().replace("-", "").replace("_", "") for o in ops.split(",")]
+            names = [o.replace("-", "").replace("_", "")
+                     for o in comma_items("--ops", ops, f"expected some of {', '.join(OPS)}")]
             unknown = [n for n in names if n not in OPS]
-            if unknown:  # an empty item (a doubled or trailing comma) too: a typo, not an op to leave out
+            if unknown:
                 raise UserError("--ops", f"expected some of {', '.join(OPS)}, separated by single commas, got {ops!r}")
             nbytes = int(units.parse(size, "bytes", "--size"))
             try:

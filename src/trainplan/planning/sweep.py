@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 from pydantic import ValidationError
 
-from trainplan.errors import UserError, refuse_repeats
+from trainplan.errors import UserError, comma_items, refuse_repeats
 from trainplan.planning import evaluate as plan_mod
 from trainplan.planning import execution, model_terms
 from trainplan.planning import inputs as inputs_mod
@@ -120,11 +120,9 @@ def parse_vary(spec: str) -> Axis:
         if not numeric:
             raise UserError("--vary", f"{key}: not a number; give its values as a list a,b,c")
         return Axis(key, tuple(_range(key, grid)), True)
-    items = [s.strip() for s in grid.split(",")]
+    items = comma_items("--vary", grid, f"{key}: expected values")
     if len(items) > MAX_POINTS:
         raise UserError("--vary", f"{key}: {len(items):,} values; expected at most {MAX_POINTS:,}")
-    if any(not item for item in items):  # "1,,2" or a trailing comma: a value left out, not a list
-        raise UserError("--vary", f"{key}: expected values separated by single commas, got an empty item in {grid!r}")
     if numeric and not key.startswith("cluster.accelerator."):
         values = tuple(float(parse_value(key, s)) for s in items)
     else:

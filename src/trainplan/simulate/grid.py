@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from trainplan.errors import UserError, refuse_repeats
+from trainplan.errors import UserError, comma_items, refuse_repeats
 from trainplan.simulate.limits import MAX_BUFFER_FRAMES, MAX_CV, MAX_KEYFRAME_COST, MAX_SEED, MAX_SIMULATIONS
 from trainplan.simulate.queue import QueueSpec, ServiceTimes, Variability, sample_service_times, simulate
 
@@ -113,12 +113,10 @@ def parse_vary(text: str) -> Vary:
                                 f"{SIMULATIONS_ENV} to change it), got {count:,} from {spec!r}")
             values: tuple[int | float, ...] = tuple(range(lo, hi + 1, step))
         else:
-            items = spec.split(",")
+            items = comma_items(f"--vary {key}", spec, "numbers")
             if len(items) > cap:
                 raise UserError(f"--vary {key}", f"at most {cap:,} values (the grid's limit of simulations, "
                                 f"{SIMULATIONS_ENV} to change it), got {len(items):,}")
-            if any(not item for item in items):
-                raise UserError(f"--vary {key}", f"values separated by single commas, got an empty item in {spec!r}")
             values = tuple(_number(key, item, whole) for item in items)
             refuse_repeats(f"--vary {key}", values, spec)
     except ValueError:

@@ -14,7 +14,7 @@ import typer
 
 from trainplan import units
 from trainplan.accounts import formats as fmt_mod
-from trainplan.errors import UserError
+from trainplan.errors import UserError, comma_items
 
 OUTPUTS = ("table", "json")
 
@@ -33,11 +33,7 @@ def _number(text: str, key: str) -> float:
 
 
 def _row(text: str) -> list[float]:
-    parts = text.split(",")
-    if any(not p.strip() for p in parts):  # a doubled or trailing comma is a typo ("" splits to [""] too)
-        raise UserError("--channel", f"expected comma-separated numbers such as 0.1,-0.2,9.5 (no empty item), "
-                        f"got {text!r}")
-    return [_number(p.strip(), "--channel") for p in parts]
+    return [_number(p, "--channel") for p in comma_items("--channel", text, "expected numbers such as 0.1,-0.2,9.5")]
 
 
 def _plain(x: float | None, digits: int = 10) -> str:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, comma_items
 
 
 def formula_beside(config: dict[str, Any], probe: Any, attention: str) -> dict[str, Any]:
@@ -126,7 +126,7 @@ def _check_model_size(config: dict[str, Any], batch: int, seq_len: int, attentio
 DEFAULT_FLOP_SEQ_LENS = "512,2048,8192"
 
 
-def _within_positions(config: dict[str, Any], seq_len: int, lens: tuple[int, ...],
+def _within_positions(config: dict[str, Any], seq_len: int, lens: tuple[int, ...], seq_len_given: bool,
                       flop_lens_given: bool) -> tuple[int, tuple[int, ...]]:
     """A model with a learned position table (GPT-2's n_positions) runs on no device at a longer sequence:
     a --seq-len or --flop-seq-lens given past it is refused; the defaults past it are cut to the table's
@@ -136,7 +136,7 @@ def _within_positions(config: dict[str, Any], seq_len: int, lens: tuple[int, ...
     rows = learned_position_rows(config)
     if rows is None:
         return seq_len, lens
-    if seq_len > rows and seq_len == DEFAULT_SEQ_LEN:
+    if seq_len > rows and not seq_len_given:
         seq_len = rows
     elif seq_len > rows:
         raise UserError("--seq-len", f"expected at most {rows:,} tokens, the rows of this model's learned position "
@@ -155,14 +155,16 @@ def register(probe_app: typer.Typer) -> None:
         sets: Annotated[Optional[list[str]], typer.Option("--set", help="config key: KEY=VALUE (JSON values)")] = None,
         batch: Annotated[int, typer.Option("--batch", help="sequences in the measured micro-batch", min=1)]
         = DEFAULT_BATCH,
-        seq_len: Annotated[int, typer.Option("--seq-len", help="tokens per measured sequence", min=2)]
-        = DEFAULT_SEQ_LEN,
+        seq_len_given: Annotated[Optional[int], typer.Option(
+            "--seq-len", help=f"tokens per measured sequence  [default: {DEFAULT_SEQ_LEN}, or the rows of a "
+            "learned position table if fewer]", min=2, show_default=False)] = None,
         attention: Annotated[str, typer.Option(help="sdpa or eager")] = "sdpa",
         precision: Annotated[str, typer.Option(help="bf16, fp32, or autocast (bf16 autocast over fp32 weights)")]
         = "bf16",
         recompute: Annotated[str, typer.Option(help="none, selective or full")] = "none",
-        flop_seq_lens: Annotated[str, typer.Option("--flop-seq-lens", help="comma-separated S for FLOP counts")]
-        = DEFAULT_FLOP_SEQ_LENS,
+        flop_seq_lens_given: Annotated[Optional[str], typer.Option(
+            "--flop-seq-lens", help=f"comma-separated S for FLOP counts  [default: {DEFAULT_FLOP_SEQ_LENS}, each cut "
+            "to the rows of a learned position table]", show_default=False)] = None,
         format: Annotated[str, typer.Option("--format", "-f", help="table or json")] = "table",  # noqa: A002
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="write or update this calibration "
                                                        "TOML file")] = None,
@@ -170,15 +172,15 @@ def register(probe_app: typer.Typer) -> None:
         """Saved activations per layer and outside, FLOPs per token, optimizer state, GPU peak: measured beside the plan's formulas."""
         from trainplan.measure import model_probe
 
+        # None: not given, so a learned position table may cut the default (a value given is refused past it)
+        seq_len = DEFAULT_SEQ_LEN if seq_len_given is None else seq_len_given
+        flop_seq_lens = DEFAULT_FLOP_SEQ_LENS if flop_seq_lens_given is None else flop_seq_lens_given
         if format not in ("table", "json"):
             from trainplan.interfaces.options import check_format
             check_format(format, ("table", "json"))
         if attention not in ("sdpa", "eager"):
             raise UserError("--attention", f"expected sdpa or eager, got {attention!r}")
-        items = [x.strip() for x in flop_seq_lens.split(",")]
-        if not all(items):  # "512,,2048" is a slip, not the lengths 512 and 2048 (issue 29)
-            raise UserError("--flop-seq-lens", f"comma-separated whole numbers with no empty item, got "
-                            f"{flop_seq_lens!r}")
+        items = comma_items("--flop-seq-lens", flop_seq_lens, "whole numbers")
         try:
             if not flop_seq_lens.isascii():  # int() reads any script's digits
                 raise ValueError
@@ -198,7 +200,8 @@ def register(probe_app: typer.Typer) -> None:
             raise UserError("--recompute", f"expected none, selective or full, got {recompute!r}")
         cfg = model_probe.load_config(config, sets or [])
         _check_model_size(cfg, batch, seq_len, attention, lens, sets_given=bool(sets))
-        seq_len, lens = _within_positions(cfg, seq_len, lens, flop_lens_given=flop_seq_lens != DEFAULT_FLOP_SEQ_LENS)
+        seq_len, lens = _within_positions(cfg, seq_len, lens, seq_len_given=seq_len_given is not None,
+                                          flop_lens_given=flop_seq_lens_given is not None)
         typer.echo(model_probe.announce(cfg, batch, seq_len, attention, precision, recompute, lens), err=True)
         measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens, precision, recompute)
         d = {"measured": measured.as_dict(), "formula": formula_beside(cfg, measured, attention)}

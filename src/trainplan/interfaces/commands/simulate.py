@@ -27,7 +27,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from trainplan.errors import UserError, refuse_repeats
+from trainplan.errors import UserError, comma_items, refuse_repeats
 
 FORMATS = ("table", "json")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -136,9 +136,7 @@ def read_sample(path: Path) -> tuple[float, ...]:
 def _buffers(text: str | None) -> tuple[int, ...]:
     if not text:
         return ()
-    items = text.replace(" ", "").split(",")
-    if not all(items):  # "1,,2" is a slip, not the sizes 1 and 2 (issue 29)
-        raise UserError("--buffers", f"whole numbers of frames separated by commas, got an empty item in {text!r}")
+    items = comma_items("--buffers", text, "whole numbers of frames")
     try:
         out = tuple(int(x) for x in items)
     except ValueError:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, comma_items
 
 
 def solve_command(
@@ -35,14 +35,12 @@ def solve_command(
     if output_format not in ("json", "table"):
         from trainplan.interfaces.options import check_format
         check_format(output_format, ("table", "json"))
-    if among is not None and any(not a.strip() for a in among.split(",")):  # "" splits to [""] too
-        # an empty item (a doubled or trailing comma) is a typo, not an entry to leave out quietly
-        raise UserError("--among", f"expected comma-separated catalogue entries such as h100-sxm,a100-sxm-80gb, "
-                        f"with no empty item, got {among!r}")
+    entries = None if among is None else comma_items(
+        "--among", among, "expected catalogue entries such as h100-sxm,a100-sxm-80gb")
     if key == "cluster.accelerator":
         result = solve.cheapest_accelerator(file, set_ or [], for_ or [], calibration,
                                             solve.parse_prices(price or []),
-                                            [a.strip() for a in among.split(",")] if among else None)
+                                            entries)
     else:
         if cheapest:
             raise UserError("--cheapest", "only with cluster.accelerator")

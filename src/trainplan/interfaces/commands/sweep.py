@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainplan.errors import UserError
+from trainplan.errors import UserError, comma_items
 
 FORMATS = ("csv", "parquet", "json", "table", "markdown")
 #: Rows a table for people shows at most (the file formats keep every row).
@@ -46,10 +46,9 @@ def sweep_command(
         raise UserError("--against", "expected --plot FIGURE with it (the varied key on the plot's x axis)")
     elif output_format == "parquet" and output is None:
         raise UserError("--output", "parquet is binary: give --output PATH")
-    keep = [f.strip() for f in figures.split(",")] if figures is not None else None
-    if keep is not None and not all(keep):  # `--figures ,` or `--figures ''` is no figure, not every figure
-        raise UserError("--figures", f"expected comma-separated figure names such as pipeline.busy,bill.total, "
-                        f"got an empty name in {figures!r}")
+    # `--figures ,` or `--figures ''` is no figure, not every figure
+    keep = None if figures is None else comma_items(
+        "--figures", figures, "expected figure names such as pipeline.busy,bill.total")
     if keep is not None and plot is not None and plot not in keep:
         keep.append(plot)
     result = sweep.sweep(file, set_ or [], vary or [], calibration, keep)
