@@ -6,7 +6,7 @@ N small clips (96x64 H.264, 24 frames at 24 fps, a keyframe every 12; encoded he
 20 distinct clips written N/20 times each under distinct names) in a local folder. The one-process
 pass is `data inspect` without --full (shards.inspect_units); the cluster pass is
 `distributed.full_pass` on `distributed.local_cluster(2)` (two single-threaded workers) started before the clock,
-100 clips a task, after a warm-up pass of 4 clips (the workers' imports). The two passes run in turn,
+in tasks of `distributed.auto_batch` clips (250 here, as `--full` without `--batch` chooses), after a warm-up pass of 4 clips (the workers' imports). The two passes run in turn,
 twice each, after the clips are written back to disk (os.sync), and each side's fastest round is
 compared (a burst of other load then has to hit both rounds of one side to move the ratio). Both must
 give the same figures (checked). Target: the cluster at least 1.6x the
@@ -56,8 +56,7 @@ def main() -> int:
             try:  # warm-up: each worker imports the inspection (PyAV, numpy) before the clock
                 distributed.full_pass(units[:4], where=str(folder), scheduler=cluster.scheduler_address)
                 t = time.perf_counter()
-                full = distributed.full_pass(units, where=str(folder), scheduler=cluster.scheduler_address,
-                                             batch=100)
+                full = distributed.full_pass(units, where=str(folder), scheduler=cluster.scheduler_address)
                 full_times.append(time.perf_counter() - t)
                 from dask.distributed import Client
 

@@ -167,14 +167,15 @@ def test_full_pass_on_s3_with_a_local_cluster_it_starts(corpus):
 
 
 def test_the_automatic_batch():
-    """--batch not given: 16 tasks a worker where the units allow, at most 100 units a task, at least 1."""
+    """--batch not given: 16 tasks a worker where the units allow, at most 250 units a task, at least 1."""
     from trainplan.measure.distributed import auto_batch
 
-    assert auto_batch(10_000, 2) == 100  # 10,000 // 32 = 312, capped
+    assert auto_batch(10_000, 2) == 250  # 10,000 // 32 = 312, capped
+    assert auto_batch(5_000, 2) == 156  # 5,000 // 32
     assert auto_batch(1_000, 2) == 31  # 1,000 // 32
     assert auto_batch(100, 2) == 3
     assert auto_batch(10, 2) == 1 and auto_batch(0, 2) == 1
-    assert auto_batch(10_000, 0) == 100  # a scheduler with no worker yet counts as one
+    assert auto_batch(10_000, 0) == 250  # a scheduler with no worker yet counts as one
 
 
 def test_full_pass_skips_a_bad_file_as_the_one_machine_pass(cluster, tmp_path):
