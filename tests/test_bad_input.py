@@ -505,17 +505,19 @@ def _range_edges() -> list[tuple[str, float]]:
     from trainplan.workload.schema import PLAUSIBLE_RANGES, SECTIONS
 
     edges = []
-    for key, (_, high) in PLAUSIBLE_RANGES.items():
+    for key, (plausible_low, high) in PLAUSIBLE_RANGES.items():
         section, name = key.split(".")
         if section == "sources":
             continue
         info = SECTIONS[section].model_fields[name]
         lows = [float(getattr(c, a)) for c in info.metadata for a in ("gt", "ge") if hasattr(c, a)]
-        low = max(lows) if lows else 0.0
+        low = max(lows + ([float(plausible_low)] if plausible_low is not None else [])) if lows or \
+            plausible_low is not None else 0.0
         whole = "int" in str(info.annotation)
-        top = math.floor(high * 0.999) if whole else high * 0.999
         bottom = max(1, math.ceil(low * 1.001)) if whole else (low * 1.001 if low > 0 else 1e-6)
-        edges += [(key, top), (key, bottom)]
+        if high is not None:  # a range with a floor only (cluster.mfu) has no top edge
+            edges.append((key, math.floor(high * 0.999) if whole else high * 0.999))
+        edges.append((key, bottom))
     return edges
 
 

@@ -121,7 +121,7 @@ def test_workload_numbers_past_the_boundary(cli, tmp_path, toml, key):
     (["simulate", "--buffers", "4,4,16", "--frames", "2000"], "--buffers", "4 twice"),
     (["simulate", "--vary", "seed=0,1,0", "--frames", "2000"], "--vary seed", "0 twice"),
     (["sweep", "--vary", "cluster.cores=8,16,8.0"], "cluster.cores", "8 twice"),
-    (["sweep", "--vary", "cluster.accelerator=h100-sxm,a100-sxm,h100-sxm"], "cluster.accelerator", "h100-sxm twice"),
+    (["sweep", "--vary", "cluster.accelerator=h100-sxm,a100-sxm-80gb,h100-sxm"], "cluster.accelerator", "h100-sxm twice"),
     (["simulate", "--vary", "buffer=1:400", "--vary", "seed=0:400", "--frames", "2000"], "--vary",
      "160,400"),
 ])

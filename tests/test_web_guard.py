@@ -41,6 +41,9 @@ def _refused(res, status, key):
     ({"content-type": "text/plain;charset=UTF-8"}, 415, "request"),
     ({"content-type": "application/x-www-form-urlencoded"}, 415, "request"),
     ({"content-type": "multipart/form-data; boundary=x"}, 415, "request"),
+    # a body is JSON, said so: no type, or another one, is not read as JSON (issue 29)
+    ({}, 415, "request"),
+    ({"content-type": "application/xml"}, 415, "request"),
 ])
 def test_cross_site_posts_are_refused(client, headers, status, key):
     _refused(client.post("/api/plan", content=BODY, headers=headers), status, key)

@@ -166,16 +166,17 @@ def test_hostile_bodies_get_422(client, body):
 
 
 def test_body_cap(client):
-    res = client.post("/api/plan", content=b" " * (MAX_BODY_BYTES + 1))
+    json_type = {"content-type": "application/json"}
+    res = client.post("/api/plan", content=b" " * (MAX_BODY_BYTES + 1), headers=json_type)
     assert res.status_code == 413
-    res = client.post("/api/plan", content=b"{}", headers={"content-length": str(10**12)})
+    res = client.post("/api/plan", content=b"{}", headers={**json_type, "content-length": str(10**12)})
     assert res.status_code == 413
 
     def chunks():  # no Content-Length: the cap still holds
         for _ in range(MAX_BODY_BYTES // 65536 + 2):
             yield b" " * 65536
 
-    assert client.post("/api/plan", content=chunks()).status_code == 413
+    assert client.post("/api/plan", content=chunks(), headers=json_type).status_code == 413
 
 
 # ---------------------------------------------------------------- paths

@@ -151,7 +151,7 @@ def read_text(path: str | Path, kind: str, remember: bool = True) -> str:
     if len(data) > cap:
         raise UserError(where, f"expected a {what} of at most {cap // 2**20} MiB")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark (Excel's CSV, Notepad's TOML) is not the first key
     except UnicodeDecodeError:
         raise UserError(where, f"expected a UTF-8 text {what}") from None
     if remember:

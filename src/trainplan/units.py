@@ -406,6 +406,12 @@ def parse_months(value: object, key: str = "value") -> float:
             from None
 
 
+#: What counts of parameters and of tokens may be followed by ("7B params", "1.4T tokens"); any other count noun
+#: ("7B tokens" for a model size) is refused by parse_counted.
+PARAM_NOUNS = ("parameters", "parameter", "params", "param")
+TOKEN_NOUNS = ("tokens", "token")
+
+
 def parse_counted(value: object, nouns: tuple[str, ...], key: str = "value") -> float:
     """A count that may name what it counts: "8 cores", "3 epochs", "1M requests/day"."""
     if isinstance(value, str):

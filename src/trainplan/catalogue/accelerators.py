@@ -136,7 +136,7 @@ def resolve_accelerator(spec: str | dict[str, Any], key: str = "cluster.accelera
         if f == "video_decoders" and v != int(v):
             raise UserError(f"{key}.{f}", f"expected a whole number, got {v:g}")
     if "name" in spec:
-        base = resolve_accelerator(str(spec["name"]), f"{key}.name")
+        base = resolve_accelerator(str(spec["name"]), key)  # the key a person writes: cluster.accelerator
         changes: dict[str, Any] = {}
         for f, v in figures.items():
             if f == "peak_flops":

@@ -302,6 +302,53 @@ def check_ascii_numbers(argv: list[str]) -> None:
             raise UserError(option, f"expected a number in the digits 0-9, got {value!r}")
 
 
+def refuse_repeated_options(argv: list[str]) -> None:
+    """An option that takes one value given twice (`--calibration a.toml --calibration b.toml`, `-f json -f
+    table`) is refused, naming it: click keeps the last one silently (issue 29). Options that collect values
+    (--set, --vary, --price ...) are left to their own readers; a script's own arguments after `--` or after
+    `profile SCRIPT` are not read."""
+    command: Any = typer.main.get_command(app)
+    tokens = list(argv)
+    i = 0
+    while hasattr(command, "list_commands") and i < len(tokens):  # the (sub)command the line names
+        if tokens[i].startswith("-"):
+            break
+        try:
+            sub = command.get_command(command.context_class(command), tokens[i])
+        except Exception:  # noqa: BLE001 - a lazy command that fails to load is reported by the run itself
+            return
+        if sub is None:
+            break
+        command, i = sub, i + 1
+    # (typer carries its own click: options are told by their kind, not by click's classes)
+    single = {opt: param.opts[0] for param in getattr(command, "params", ())
+              if getattr(param, "param_type_name", "") == "option" and not param.multiple
+              and not getattr(param, "count", False) and not getattr(param, "is_flag", False)
+              for opt in (*param.opts, *param.secondary_opts)}
+    seen: dict[str, str] = {}
+    for token in tokens[i:]:
+        if token == "--" or (getattr(command, "name", "") == "profile" and token.endswith(".py")):
+            break
+        name = token.split("=", 1)[0] if token.startswith("--") else token
+        if name in single:
+            canonical = single[name]
+            if canonical in seen:
+                also = "" if seen[canonical] == name else f" (as {seen[canonical]} and as {name})"
+                raise UserError(canonical, f"expected one value, got it twice{also}: only the last would be used")
+            seen[canonical] = name
+
+
+def _replace_unencodable() -> None:
+    """A terminal or pipe in a legacy encoding (PYTHONIOENCODING=ascii, latin-1) cannot write the report's
+    '×' or '§': such a character is shown as '?' instead of ending the run in an internal error. A UTF-8
+    stream is unchanged."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # a stream that is not a text file (a test's capture)
+            pass
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors -> one line on stderr and exit 2; internal errors -> exit 1."""
     import warnings
@@ -309,6 +356,7 @@ def main(argv: list[str] | None = None) -> None:
     from trainplan.limits import forget_inputs, os_error_text, printable
 
     forget_inputs()  # --output may not replace a file this run reads (issue 16)
+    _replace_unencodable()
     # numpy's overflow/invalid warnings are never the user's business: the figures they would
     # flag are refused at the boundary or shown as "n.a." (issue 16)
     warnings.simplefilter("ignore", RuntimeWarning)
@@ -319,6 +367,7 @@ def main(argv: list[str] | None = None) -> None:
         given = list(sys.argv[1:] if argv is None else argv)
         check_output_arguments(given)
         check_ascii_numbers(given)
+        refuse_repeated_options(given)
         code = app(args=argv, standalone_mode=False)
         # typer returns the status of an Exit it caught, and turns Ctrl-C (KeyboardInterrupt) into
         # Exit(130): the status is kept, not dropped for 0 (issue 29)

@@ -403,7 +403,11 @@ def _cross_site(method: str, headers: dict[bytes, bytes], hosts: frozenset[str])
     if headers.get(b"sec-fetch-site", b"").strip().lower() == b"cross-site":
         return 403, "origin: this page answers requests from its own origin only (Sec-Fetch-Site: cross-site)"
     kind = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
-    if kind in FORM_TYPES:
+    length = headers.get(b"content-length", b"0").strip()
+    has_body = (not length.isdigit() or int(length) > 0) or b"transfer-encoding" in headers
+    # a body is JSON, said so (a body sent as application/xml or without a type is not read as JSON: issue 29);
+    # an empty POST plans the default workload
+    if kind in FORM_TYPES or (has_body and kind != b"application/json"):
         return 415, "request: expected content-type application/json"
     return None
 

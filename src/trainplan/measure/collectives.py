@@ -27,7 +27,7 @@ import typer
 
 from trainplan import units
 from trainplan.accounts.collectives import bus_factor
-from trainplan.errors import UserError, comma_items
+from trainplan.errors import UserError, comma_items, refuse_repeats
 
 # the probe's names (CLI) and the names of accounts/collectives.py
 OPS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
@@ -219,6 +219,7 @@ def register_probe(probe_app: Any) -> None:
                 raise UserError("--tier", f"expected one of {', '.join(TIERS)}, got {tier!r}")
             names = [o.replace("-", "").replace("_", "")
                      for o in comma_items("--ops", ops, f"expected some of {', '.join(OPS)}")]
+            refuse_repeats("--ops", names, ops)  # an op named twice would be measured twice
             unknown = [n for n in names if n not in OPS]
             if unknown:
                 raise UserError("--ops", f"expected some of {', '.join(OPS)}, separated by single commas, got {ops!r}")

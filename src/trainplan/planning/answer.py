@@ -188,13 +188,33 @@ def _unused_line(report: dict[str, Any]) -> str | None:
     because a figure typed and silently ignored reads as a figure applied. Not refused: a sweep over
     data.kind keeps one file for every kind."""
     kind = data_kind(report)
-    unused = [key for key, a in report.get("assumptions", {}).items()
+    assumptions = report.get("assumptions", {})
+    unused = [key for key, a in assumptions.items()
               if (role := KEY_ROLES.get(key)) is not None and not role.applies_to(kind) and written_by_user(a)]
-    if not unused:
-        return None
-    names = ", ".join(unused[:-1]) + (" and " if len(unused) > 1 else "") + unused[-1]
-    return (f"{names} {'is' if len(unused) == 1 else 'are'} given but not used: "
-            f"data.kind = '{kind}' does not read {'it' if len(unused) == 1 else 'them'}.")
+    parts = []
+    if unused:
+        names = ", ".join(unused[:-1]) + (" and " if len(unused) > 1 else "") + unused[-1]
+        parts.append(f"{names} {'is' if len(unused) == 1 else 'are'} given but not used: "
+                     f"data.kind = '{kind}' does not read {'it' if len(unused) == 1 else 'them'}.")
+    def value(key: str) -> Any:
+        return assumptions.get(key, {}).get("value")
+
+    # keys another key's value makes unread (issue 29): (key, unread when, why)
+    unread = (
+        ("data.random_decodes", kind == "video" and value("data.access") != "random",
+         f"data.access = '{value('data.access')}' reads frames in order"),
+        ("training.selective_keep", value("training.recompute") != "selective",
+         f"training.recompute = '{value('training.recompute')}' keeps no selected share"),
+        ("training.lora_rank", value("training.method") == "full",
+         "training.method = 'full' trains every weight, with no adapter"),
+        ("cluster.nvdec_fps_1080p", value("cluster.nvdec") is False, "cluster.nvdec = false decodes on CPU cores only"),
+        ("energy.region", value("energy.grid_intensity") is not None and written_by_user(
+            assumptions.get("energy.grid_intensity", {})), "energy.grid_intensity is given and used instead"),
+    )
+    for key, unread_now, why in unread:
+        if unread_now and key in assumptions and written_by_user(assumptions[key]):
+            parts.append(f"{key} is given but not used: {why}.")
+    return " ".join(parts) or None
 
 
 def _layout_line(report: dict[str, Any]) -> str | None:

@@ -77,5 +77,11 @@ def resolve_model(w: Workload) -> ModelFacts:
     if m.head_dim is not None:
         head_dim = m.head_dim
     vocab = count.vocab if count is not None and m.vocab is None else m.vocab
+    tensor = w.parallel.tensor
+    if heads is not None and m.heads is None and tensor > 1 and heads % tensor:
+        # the schema checks a model.heads the person wrote; heads derived here (width / 64, or the config's)
+        # are split over the same ranks, so the same rule holds (issue 29: TP 5 on 12 derived heads was planned)
+        basis = f"model.hf_config's {heads}" if m.hf_config is not None else f"{heads}, model.width / 64"
+        raise UserError("parallel.tensor", f"expected a divisor of the model's attention heads ({basis}), got {tensor}")
     return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source, count)
 

@@ -340,6 +340,8 @@ def parse_prices(items: list[str]) -> dict[str, float]:
         if not 0 <= value <= MAX_PRICE_HOUR:  # a negative price would rank first (issue 16)
             raise UserError(f"--price {name.strip()}", f"expected dollars per accelerator-hour from 0 to "
                             f"{MAX_PRICE_HOUR:g}, got {raw.strip()!r}")
+        if name.strip().lower() in out:  # the first price would be dropped without a word (issue 29)
+            raise UserError(f"--price {name.strip()}", "expected one price for each kind, got it twice")
         out[name.strip().lower()] = value  # any case
     return out
 

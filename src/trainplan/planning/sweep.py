@@ -131,8 +131,14 @@ def parse_vary(spec: str) -> Axis:
             # refusal naming the key, not a row marked "no plan" (those are rules between keys: a layout)
             for item in items:
                 parse_value(key, parse_override_value(item))
+        if key == "cluster.accelerator":  # each name in the catalogue: a typo is refused, not a row of n/a
+            from trainplan.catalogue.accelerators import resolve_accelerator
+
+            for item in items:
+                resolve_accelerator(item, f"--vary {key}")
         values = tuple(items)
-    refuse_repeats(f"--vary {key}", values, grid)
+    # names differ only in case are one value ("h100-sxm,H100-SXM", "fr,FR"): the same row twice
+    refuse_repeats(f"--vary {key}", tuple(v.lower() if isinstance(v, str) else v for v in values), grid)
     return Axis(key, values, numeric and not key.startswith("cluster.accelerator."))
 
 
@@ -374,8 +380,9 @@ def _grid_axes(varies: list[str], figures: list[str] | None) -> list[Axis]:
     if not axes:
         raise UserError("--vary", "expected at least one KEY=START:STOP[:STEP]")
     names = [a.key for a in axes]
-    if len(set(names)) != len(names):
-        raise UserError("--vary", "each key may be varied once")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise UserError("--vary", f"each key may be varied once, got {twice} twice")
     _check_figures(figures, names)
     total = math.prod(len(a.values) for a in axes)
     if total > MAX_POINTS:

@@ -73,6 +73,26 @@ KNOWN_KEYS: dict[str, str] = {
     "data.loader_cpu_per_frame": "s",  # the hand-over probe: a loader worker's CPU per frame besides decoding
 }
 
+# The dimension of each stored unit, for an entry that writes its value in another unit of it ("kB/s").
+UNIT_DIMENSIONS: dict[str, units.Dimension] = {"frames/s": "frequency", "B/s": "byte_rate", "FLOP/s": "flop_rate",
+                                               "fraction": "fraction", "B": "bytes", "s": "time"}
+
+
+def _in_stored_unit(entry: CalibrationValue, path: str | Path, i: int) -> CalibrationValue:
+    """The entry with its value in the key's stored unit (KNOWN_KEYS): an entry's `unit` is the unit its
+    value is written in, converted here ("100000" with unit "kB/s" is 1e8 B/s), never read as the stored
+    one; a unit of another dimension, or none known, is refused (issue 29)."""
+    stored = KNOWN_KEYS[entry.key]
+    if not entry.unit or entry.unit.strip() == stored or stored == "bool" or isinstance(entry.value, bool):
+        return entry
+    try:
+        value = units.parse(f"{entry.value!r} {entry.unit.strip()}", UNIT_DIMENSIONS[stored])
+    except UserError:
+        raise UserError(f"{path}: values[{i}].unit", f"expected a unit of {entry.key} such as {stored!r}, got "
+                        f"{entry.unit!r}") from None
+    return entry.model_copy(update={"value": float(value), "unit": stored})
+
+
 # Settings of the decode probe that must agree with the workload it is applied to.
 # The 1080p-equivalent rate is normalised by pixels (docs/pipeline-and-bill.md), but that scaling is an
 # approximation (small frames cost more per pixel, the bit rate matters too), so a
@@ -150,7 +170,7 @@ MEASURED_RANGES: dict[str, tuple[float, float]] = {
     "cluster.host_to_device": (1e3, 1e13),
     # an achieved matmul: 1 GFLOP/s (an old CPU core) to 1e17 (50x a B200's dense fp8)
     "cluster.accelerator.peak_flops": (1e9, 1e17),
-    "cluster.mfu": (1e-6, 1.0),
+    "cluster.mfu": (1e-4, 1.0),  # the workload key's own plausible floor (schema.py)
     # a loader worker's CPU per frame besides decoding: ~0.2 ms measured (docs/measurement.md); below a
     # nanosecond the clock did not move, above a second it timed something else (the schema's own bound)
     "data.loader_cpu_per_frame": (1e-9, 1.0),
@@ -239,9 +259,12 @@ def parse(doc: dict[str, Any], path: str | Path) -> CalibrationFile:
                 raise UserError(f"{path}: {key}", f"{where}: {text}") from None
         raise UserError(f"{path}: {where}", text) from None
     seen: dict[str, int] = {}
+    converted = []
     for i, entry in enumerate(cal.values):
         if entry.key not in KNOWN_KEYS:
             raise UserError(f"{path}: values[{i}].key", f"expected one of {', '.join(KNOWN_KEYS)}, got {entry.key!r}")
+        entry = _in_stored_unit(entry, path, i)
+        converted.append(entry)
         if entry.key in seen:  # `probe` writes a key once (a new value replaces the old): two are a hand edit,
             #                    and which one the plan should trust is not ours to guess
             raise UserError(f"{path}: values[{i}].key", f"each key once, got {entry.key!r} again "
@@ -259,7 +282,7 @@ def parse(doc: dict[str, Any], path: str | Path) -> CalibrationFile:
         if not low <= value <= high:
             raise UserError(f"{path}: {entry.key}", f"expected a measured value from {low:g} to {high:g} "
                             f"{KNOWN_KEYS[entry.key]} (a plausible range), got {value:g}")
-    return cal
+    return cal.model_copy(update={"values": converted})
 
 
 def write(path: str | Path, probe: str, *, settings: dict[str, Any], results: dict[str, Any],

@@ -159,6 +159,14 @@ def _checked_intervals(doc: dict[str, Any], table: dict[str, Any], path: Any,
     return out
 
 
+def _same_value(first: str, second: str) -> bool:
+    """Whether two --set values are one value as TOML reads them (8 and 8.0, "fr" and fr)."""
+    from trainplan.workload.schema import parse_override_value
+
+    a, b = parse_override_value(first), parse_override_value(second)
+    return type(a) is not bool and type(b) is not bool and a == b or a is b
+
+
 def check_each_key_once(overrides: list[str] | tuple[str, ...], flag: str = "--set") -> None:
     """UserError for a key the user's --set (or a request's "set") gives twice with different values: which
     one was meant is not ours to guess (the same value twice is one setting). Checked where the user's
@@ -170,7 +178,7 @@ def check_each_key_once(overrides: list[str] | tuple[str, ...], flag: str = "--s
             continue  # apply_override names that
         key, _, raw = assignment.partition("=")
         key, raw = key.strip(), raw.strip()
-        if key in seen and seen[key] != raw:
+        if key in seen and seen[key] != raw and not _same_value(seen[key], raw):
             raise UserError(key, f"expected one value, got {seen[key]!r} and then {raw!r} from {flag}; give the key "
                                  "once")
         seen.setdefault(key, raw)

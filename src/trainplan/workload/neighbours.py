@@ -14,6 +14,7 @@ read second and what the first one says.
 - training.attention and parallel.flash_attention: an eager kernel is not a flash one.
 - parallel.flash_kernel and parallel.flash_attention / training.attention: a flash kernel's generation
   names a flash kernel, which an unfused (eager) attention does not run.
+- data.pixels_per_frame and data.width x data.height: a corpus's mean frame within 64x of the size written.
 
 model.mlp and model.norm beside model.hf_config are checked where the config's activation shape is read
 (planning/model_terms.py), against the config's own activation and norm.
@@ -35,6 +36,7 @@ def check_neighbours(w: Workload) -> None:
     _recipe(w)
     _attention(w)
     _flash_kernel(w)
+    _frame_pixels(w)
 
 
 def _sharding(w: Workload) -> None:
@@ -45,6 +47,23 @@ def _sharding(w: Workload) -> None:
     if t.sharding != said and not (t.sharding == "fsdp" and said == "zero3"):
         raise UserError("training.sharding", f"expected {said!r} as training.zero = {t.zero} says (fsdp for 3), "
                         f"got {t.sharding!r}; give one of the two")
+
+
+#: How far a corpus's frame-weighted mean frame (data.pixels_per_frame) may lie from the width x height
+#: written beside it: a mixed-size corpus's mean is between its sizes, and `data inspect` writes the
+#: dominant size beside it; 100 pixels beside 1920 x 1080 is another job (issue 29).
+PIXELS_APART = 64.0
+
+
+def _frame_pixels(w: Workload) -> None:
+    d = w.data
+    if d.pixels_per_frame is None or not (w.given("data.pixels_per_frame") and w.given("data.width")
+                                          and w.given("data.height")):
+        return
+    size = float(d.width) * float(d.height)
+    if not size / PIXELS_APART <= d.pixels_per_frame <= size * PIXELS_APART:
+        raise UserError("data.pixels_per_frame", f"expected a mean frame within {PIXELS_APART:g}x of data.width x "
+                        f"data.height ({d.width} x {d.height} = {size:,.0f} pixels), got {d.pixels_per_frame:,.0f}")
 
 
 def _utilisation(w: Workload) -> None:

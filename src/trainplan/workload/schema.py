@@ -13,6 +13,7 @@ calibration file written by a probe), or `derived` (computed by trainplan).
 from __future__ import annotations
 
 import copy
+import re
 import difflib
 import math
 import sys
@@ -50,10 +51,41 @@ def _unit(dimension: units.Dimension):  # noqa: ANN202 - a pydantic validator fa
 LARGEST_WHOLE = units.LARGEST_WHOLE
 
 
-def _whole(value: Any) -> Any:
-    """Counts of things (layers, cameras) may be written 1e3 or "4k" but must be whole."""
+#: The nouns a whole-number key may name what it counts with ("32 layers", "8 gpus"), by field name; a count
+#: noun of another thing ("8 tokens" for a micro-batch of sequences) is refused, not read as the number
+#: (issue 29). A field not listed takes a number alone.
+OWN_NOUNS: Final[dict[str, tuple[str, ...]]] = {
+    "layers": ("layers", "layer"), "heads": ("heads", "head"), "kv_heads": ("heads", "head"),
+    "experts": ("experts", "expert"), "experts_per_token": ("experts", "expert"),
+    "cameras": ("cameras", "camera"), "count": ("devices", "device", "gpus", "gpu", "accelerators", "accelerator"),
+    "micro_batch": ("sequences", "sequence"), "batch": ("sequences", "sequence", "requests", "request"),
+    "side": ("px", "pixels", "pixel"), "width": ("px", "pixels", "pixel"), "height": ("px", "pixels", "pixel"),
+    "patch": ("px", "pixels", "pixel"), "gop": ("frames", "frame"), "vocab": ("tokens", "token"),
+    "context": ("tokens", "token"), "grad_accum": ("steps", "step"),
+}
+#: What each rate key counts a second: a frame rate written "30 tokens/s" names another thing (issue 29).
+RATE_NOUN: Final[dict[str, str]] = {"tokenizer_rate": "tokens"}
+
+
+def _refuse_other_noun(value: Any, field: str | None) -> None:
+    """ValueError where `value` ends in a count noun that is not one of `field`'s own (OWN_NOUNS)."""
+    if not isinstance(value, str) or field is None:
+        return
+    last = re.search(r"([A-Za-z]+)\s*$", value)
+    if last is None or last.group(1).lower() not in units.COUNT_NOUNS:
+        return
+    own = OWN_NOUNS.get(field, ())
+    if last.group(1).lower() not in own:
+        also = f", optionally followed by {own[0]!r}" if own else " (a number alone)"
+        raise ValueError(f"expected a whole number{also}, got {value!r}")
+
+
+def _whole(value: Any, info: ValidationInfo) -> Any:
+    """Counts of things (layers, cameras) may be written 1e3 or "4k" but must be whole, and may name only
+    what they count (OWN_NOUNS)."""
     if value is None or isinstance(value, bool):
         return value
+    _refuse_other_noun(value, info.field_name)
     try:
         number = units.parse(value, "count")
     except UserError as err:
@@ -117,6 +149,9 @@ Count = Annotated[float, _unit("count")]
 Whole = Annotated[int, BeforeValidator(_whole)]
 # A plain number below a megabyte is refused ("80 bytes? write 80 GB"): see units.parse_size.
 Bytes = Annotated[float, _natural(units.parse_size)]
+# The size of one image: a plain number is read in bytes (a JPEG is tens to hundreds of kB), without the
+# "80 bytes? write 80 GB" refusal of sizes of memory and datasets.
+ImageBytes = Annotated[float, _unit("bytes")]
 BytesPerToken = Annotated[float, BeforeValidator(_bytes_per_token)]
 SequenceLength = Annotated[int, BeforeValidator(_whole_sequence)]
 Hours = Annotated[float, _natural(units.parse_hours)]
@@ -124,8 +159,8 @@ Months = Annotated[float, _natural(units.parse_months)]
 Headroom = Annotated[float, _natural(units.parse_headroom)]
 Cores = Annotated[float, _natural(units.parse_counted, ("cores", "core"))]
 # counts that may name what they count, and may not name another thing ("7B tokens" is not a model size)
-Params = Annotated[float, _natural(units.parse_counted, ("parameters", "parameter", "params", "param"))]
-Tokens = Annotated[float, _natural(units.parse_counted, ("tokens", "token"))]
+Params = Annotated[float, _natural(units.parse_counted, units.PARAM_NOUNS)]
+Tokens = Annotated[float, _natural(units.parse_counted, units.TOKEN_NOUNS)]
 Epochs = Annotated[float, _natural(units.parse_counted, ("epochs", "epoch"))]
 Attempts = Annotated[float, _natural(units.parse_counted, ("attempts", "attempt"))]
 # Prices may name what they are per: "$3/h", "$0.023/GB-month", "$0.01 per GB".
@@ -143,7 +178,24 @@ FlopRate = Annotated[float, _unit("flop_rate")]
 Seconds = Annotated[float, _unit("time")]
 Watts = Annotated[float, _unit("power")]
 Fraction = Annotated[float, _unit("fraction")]
-PerSecond = Annotated[float, _unit("frequency")]
+def _rate(value: Any, info: ValidationInfo) -> Any:
+    """A rate a second: "30", "30 fps", "1M tokens/s"; a rate of frames may not be written in tokens, nor a
+    rate of tokens in frames (RATE_NOUN; issue 29)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        counted = RATE_NOUN.get(info.field_name or "", "frames")
+        other = "frames" if counted == "tokens" else "tokens"
+        text = value.strip().lower()
+        if text.endswith(f"{other}/s") or (counted == "tokens" and text.endswith("fps")):
+            raise ValueError(f"expected a rate of {counted} a second such as 30 or 30 {counted}/s, got {value!r}")
+    try:
+        return units.parse(value, "frequency")
+    except UserError as err:
+        raise ValueError(err.expected) from None
+
+
+PerSecond = Annotated[float, BeforeValidator(_rate)]
 Dollars = Annotated[float, _unit("dollars")]
 CarbonIntensity = Annotated[float, _unit("carbon")]
 
@@ -471,12 +523,13 @@ class ClusterSection(Section):
         plausible=(None, 1e8), sweep="array", execution=True, feeds=("bill.total", "compute.seconds_per_step",
           "compute.wall_seconds", "energy.kg_co2", "memory.per_device_bytes", "pipeline.cores_needed",
           "training_cost.budget"))
+    # an MFU of 1e-20 plans a run of 10^20 times its compute (issue 29): below 0.01 % no training run is meant
     mfu: Fraction = Q(0.4, "reference workload: MFU 0.4, typical of dense transformer training", gt=0, le=1,
-        argument="mfu", execution=True, feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
+        plausible=(1e-4, None), argument="mfu", execution=True, feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds",
           "energy.kg_co2", "pipeline.busy", "pipeline.cores_needed", "training_cost.budget"))
     hfu: Fraction | None = Q(None, "none: time follows cluster.mfu; give hfu (executed FLOPs, recomputation and "
                              "causal attention as run) to have time follow it instead", gt=0, le=1,
-        feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy",
+        plausible=(1e-4, None), feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2", "pipeline.busy",
           "pipeline.cores_needed", "training_cost.budget"))
     mfu_end_to_end: bool = Q(False, "assumed: MFU is a single-device figure, so scaling efficiency applies",
         feeds=("bill.total", "compute.seconds_per_step", "compute.wall_seconds", "energy.kg_co2",
@@ -655,9 +708,10 @@ class DataSection(Section):
     images: Count = Q(1.28e6, "assumed: 1.28 M images, ImageNet-1k's training set", gt=0,
         plausible=(None, 1e15), kinds=IMAGES, feeds=("compute.wall_seconds", "energy.kg_co2",
           "storage.retained_bytes", "training_cost.budget"))
-    image_bytes: Bytes | None = Q(None, "derived: 0.6 bytes a pixel of data.width x data.height, as ImageNet-1k's "
+    # a plain number is bytes here: an image of 150000 bytes is common, and "150000 GB" no hint (issue 29)
+    image_bytes: ImageBytes | None = Q(None, "derived: 0.6 bytes a pixel of data.width x data.height, as ImageNet-1k's "
                                   "JPEGs (about 140 GB in 1.28 M images of about 470 x 390 px)", gt=0,
-        plausible=(None, 1e10), kinds=IMAGES)
+        plausible=(None, 1e10), kinds=IMAGES, feeds=("bill.total", "storage.retained_bytes"))
     dataset_size: Bytes | None = Q(None, "derived: hours x cameras x bit rate for video (decoded: 1.5 W H a "
                                    "frame), tokens / epochs x bytes per token for token ids", gt=0,
         plausible=(None, 1e18), feeds=("pipeline.cache.cached_fraction", "pipeline.cache.dataset_size",
@@ -727,7 +781,7 @@ class EnergySection(Section):
 
 
 class ServingSection(Section):
-    mfu: Fraction = Q(0.3, "assumed: inference MFU 0.3 at large batch", gt=0, le=1,
+    mfu: Fraction = Q(0.3, "assumed: inference MFU 0.3 at large batch", gt=0, le=1, plausible=(1e-4, None),
         feeds=("serving.cost_per_request",))
     mode: Literal["auto", "decode", "encode"] = Q(
         "auto", "derived: encode for a video workload's model without a vocabulary (a vision encoder: one forward "
@@ -912,6 +966,12 @@ def set_path(doc: dict[str, Any], parts: list[str], value: Any, key: str) -> Non
         elif not isinstance(child, dict):
             raise UserError(key, f"{'.'.join(parts[: i + 1])} is a value, not a table")
         node = child
+    if parts == ["cluster", "accelerator"] and isinstance(value, str) and isinstance(node.get("accelerator"), dict):
+        # a name given after figures of the entry (--set cluster.accelerator.memory=40GB --set
+        # cluster.accelerator=a100-sxm-80gb, or a sweep's --vary of the name): the figures stay overrides
+        # of the entry now named, as in the other order, not dropped with the old name (issue 29)
+        node["accelerator"] = {**node["accelerator"], "name": value}
+        return
     node[parts[-1]] = value
 
 
@@ -953,6 +1013,11 @@ def _first_error(err: ValidationError, doc: dict[str, Any]) -> UserError:
         return UserError(key, f"unknown key{hint}; expected one of {', '.join(choices)}")
     if kind == "missing":
         return UserError(key, "required key is missing")
+    if kind == "model_type":  # pydantic's "a valid dictionary or instance of ClusterSection" names a class
+        got = e.get("input")
+        shown = "a list" if isinstance(got, list) else f"{got!r}"[:80]
+        where = f"a [[{loc[0]}]] entry" if any(p.isdigit() for p in loc) else f"a [{key}] section"
+        return UserError(key, f"expected a table of keys ({where}, or {{key = value}}), got {shown}")
     msg = e["msg"]
     bound_words = {"less_than": ("lt", "below"), "less_than_equal": ("le", "at most"),
                    "greater_than": ("gt", "above"), "greater_than_equal": ("ge", "at least")}
@@ -1095,6 +1160,11 @@ def build_workload(doc: dict[str, Any]) -> Workload:
     _ = workload.accelerator  # resolve now so an unknown accelerator is refused at the boundary
     _check_consistency(workload)
     _check_parallel(workload)
+    acc = workload.accelerator
+    if workload.training.state_recipe == "fp8_te" and "fp8" not in acc.peak_flops and "any" not in acc.peak_flops:
+        # Transformer Engine's FP8 recipe runs FP8 GEMMs: a card without FP8 tensor cores cannot (issue 29)
+        raise UserError("training.state_recipe", f"expected a recipe {acc.key} can run: it has no FP8 tensor cores "
+                        f"(peak figures for {', '.join(sorted(acc.peak_flops))}), got 'fp8_te'")
     if isinstance(doc.get("parallel"), dict) and "framework" in doc["parallel"]:
         _check_framework(workload)  # a named framework: only what it offers (an assumed one is not held to it)
     # every leaf assumed until load_workload says where it came from (file, --set, calibration)
@@ -1260,7 +1330,7 @@ def input_dimensions() -> dict[str, str]:
 def _input_dimensions(schema: Any) -> dict[str, str]:
     import typing
 
-    by_type = {"Bytes": "bytes", "ByteRate": "byte_rate", "BitRate": "bit_rate", "FlopRate": "flop_rate",
+    by_type = {"Bytes": "bytes", "ImageBytes": "bytes", "ByteRate": "byte_rate", "BitRate": "bit_rate", "FlopRate": "flop_rate",
                "Seconds": "seconds", "Hours": "hours", "Months": "months", "Watts": "watts", "Fraction": "fraction",
                "Headroom": "fraction", "Dollars": "dollars", "PerHourPrice": "dollars_per_hour",
                "PerGBPrice": "dollars_per_gb", "PerGBMonthPrice": "dollars_per_gb_month",

@@ -26,7 +26,7 @@ def _source(text: str) -> datamix.Source:
     if len(parts) != 3 or not parts[0]:
         raise UserError("--source", f"expected NAME:TOKENS:WEIGHT such as web:2T:0.7, got {text!r}")
     name, tokens, weight = parts
-    return datamix.Source(name, units.parse(tokens, "count", f"--source {name} tokens"),
+    return datamix.Source(name, units.parse_counted(tokens, units.TOKEN_NOUNS, f"--source {name} tokens"),
                           units.parse(weight, "fraction", f"--source {name} weight"))
 
 
@@ -58,8 +58,8 @@ def mix(
 ) -> None:
     """Epochs of each source: tokens read (weight share x total) / tokens available."""
     check_format(format, SMALL_FORMATS)
-    with named_as({"training.tokens": "--tokens", "sources.": "--source "}):  # the flags typed (issue 16)
-        result = datamix.mixture_epochs([_source(s) for s in source], units.parse(tokens, "count", "--tokens"))
+    with named_as({"training.tokens": "--tokens", "sources": "--source", "sources.": "--source "}):  # the flags typed (issue 16)
+        result = datamix.mixture_epochs([_source(s) for s in source], units.parse_counted(tokens, units.TOKEN_NOUNS, "--tokens"))
     _write_small(asdict(result), format, output, "Epochs of each source")
 
 
@@ -198,6 +198,13 @@ def inspect_cmd(
     report = _run_inspection(paths, where, options, full=full, by_shard=by_shard, sample_files=sample_files,
                              seed=seed, scheduler=scheduler, journal=journal, batch=batch, cameras=cameras,
                              shard_fraction=shard_fraction)
+    counted = report.get("aggregate", {}).get("tokens_counted_as")
+    if dtype is not None and (report.get("kind") != "tokens" or counted != "token ids"):
+        # the integer type of token-id files (.bin): text, video or images are not read as ids (issue 29)
+        raise UserError("--dtype", "expected token-id files (.bin, .npy) with it, not text, video or images")
+    if cameras is not None and report.get("kind") != "video":  # streams of video: unread for tokens or images
+        raise UserError("--cameras", f"expected a video corpus with it (the streams the video holds), got "
+                        f"{report.get('kind')} files")
     if report.get("files_skipped") or report.get("truncated") or report.get("named_more_than_once"):
         _report_skips(report)
     if output is not None:

@@ -107,7 +107,7 @@ def formats_command(
         raise UserError("--rounding", f"expected one of {', '.join(fmt_mod.ROUNDINGS)}, got {rounding!r}")
     dtypes = [fmt_mod.check_format(d) for d in (dtype or fmt_mod.FORMATS)]
     nums = [_number(v, "values") for v in (values or ["0.1"])]
-    count = units.parse(params, "count", "--params") if params is not None else None
+    count = units.parse_counted(params, units.PARAM_NOUNS, "--params") if params is not None else None
     if count is not None and not count > 0:
         raise UserError("--params", f"expected a positive parameter count, got {params!r}")
     if scale is not None and not (math.isfinite(scale) and scale > 0):

@@ -11,6 +11,7 @@ measured, end-to-end MFU of the step (`cluster.mfu`, `cluster.mfu_end_to_end = t
 from __future__ import annotations
 
 import json
+import math
 import os
 import runpy
 import sys
@@ -23,6 +24,9 @@ from trainplan.workload import calibration
 from trainplan.measure import profiler as profile_mod
 from trainplan.errors import UserError
 from trainplan.planning.evaluate import clean
+
+#: runs of each pass of `profile --stalls` (the median used, the spread shown)
+DEFAULT_STALL_REPEATS = 3
 
 
 def _predicted(workload_file: Path | None, sets: list[str], cal: Path | None) -> tuple[Any, Any]:
@@ -166,7 +170,7 @@ def _print_script_traceback(err: BaseException, script: Path) -> None:
 
 
 def _stall_passes(script: Path, args: list[str], data: list[Path], warmup: int, sync: str,
-                  frames_per_batch: float | None, format: str, repeats: int = 3) -> None:  # noqa: A002
+                  frames_per_batch: float | None, format: str, repeats: int = DEFAULT_STALL_REPEATS) -> None:  # noqa: A002
     """`--stalls`: DS-Analyzer's differential passes (see profiler.differential_stalls)."""
     read_script(script)  # a FIFO or a folder is named as such (not opened), a missing script as missing
     files = [f for p in data for f in (sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p])]
@@ -282,13 +286,19 @@ def register(app: typer.Typer) -> None:
                                              "fetch and prep stalls")] = False,
         data: Annotated[Optional[list[Path]], typer.Option("--data", help="the script's data files or folders "
                                                            "(warmed and dropped from the page cache by --stalls)")] = None,
-        repeats: Annotated[int, typer.Option(help="--stalls: runs of each pass (the median used, the spread "
-                                             "shown)", min=1)] = 3,
+        repeats_given: Annotated[Optional[int], typer.Option("--repeats", help="--stalls: runs of each pass (the "
+                                                   "median used, the spread shown)  [default: 3]", min=1)] = None,
     ) -> None:
         """Run a training script and report its busy fraction, slowest hop and cores needed."""
         if format not in ("table", "json"):
             from trainplan.interfaces.options import check_format
             check_format(format, ("table", "json"))
+        if frames_per_batch is not None and not (1 <= frames_per_batch < math.inf):
+            # a batch of 0 or -5 frames is a slip: it would print a rate of 0 or a negative one (issue 29)
+            raise UserError("--frames-per-batch", f"expected at least 1 frame a batch, got {frames_per_batch:g}")
+        if repeats_given is not None and not stalls:  # the repeats are of --stalls' passes: alone, unused
+            raise UserError("--repeats", "expected --stalls with it (the runs of each pass of the stall split)")
+        repeats = DEFAULT_STALL_REPEATS if repeats_given is None else repeats_given
         if stalls:
             _stall_passes(script, list(ctx.args), data or [], warmup, sync, frames_per_batch, format, repeats)
             return

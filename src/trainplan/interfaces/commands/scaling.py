@@ -91,6 +91,8 @@ def _fixed(items: list[str] | None) -> dict[str, float]:
         name, sep, value = item.partition("=")
         if not sep:
             raise UserError("--fix", f"expected NAME=VALUE such as E=1.69, got {item!r}")
+        if name.strip() in out:  # the first value would be dropped without a word (issue 29)
+            raise UserError(f"--fix {name.strip()}", "expected each constant held once, got it twice")
         try:
             out[name.strip()] = float(value)
         except ValueError:
@@ -133,8 +135,9 @@ def fit_command(
         raise UserError("--at-params" if at_params is None else "--at-tokens",
                         "give both --at-params and --at-tokens to extrapolate")
     if at_params is not None and at_tokens is not None:
-        ext = scaling.extrapolate(boot, units.parse(at_params, "count", "--at-params"),
-                                  units.parse(at_tokens, "count", "--at-tokens"))
+        with named_as({"params": "--at-params", "tokens": "--at-tokens"}):  # the flags typed
+            ext = scaling.extrapolate(boot, units.parse_counted(at_params, units.PARAM_NOUNS, "--at-params"),
+                                      units.parse_counted(at_tokens, units.TOKEN_NOUNS, "--at-tokens"))
         out |= {"extrapolated_params": ext.params, "extrapolated_tokens": ext.tokens,
                 "extrapolated_loss": ext.loss, "extrapolated_low": ext.low, "extrapolated_high": ext.high,
                 "extrapolated_level": ext.level}
@@ -149,8 +152,8 @@ def loss_command(
     output: OutputOpt = None,
 ) -> None:
     """L(N, D), and the floors left when N or D is held and the other grows without bound."""
-    n = units.parse(params, "count", "--params")
-    d = units.parse(tokens, "count", "--tokens")
+    n = units.parse_counted(params, units.PARAM_NOUNS, "--params")
+    d = units.parse_counted(tokens, units.TOKEN_NOUNS, "--tokens")
     fitted = _law(law)
     with named_as({"params": "--params", "tokens": "--tokens"}):  # the flags the user typed (issue 16)
         out = {"params": n, "tokens": d, "loss": scaling.loss(fitted, n, d),

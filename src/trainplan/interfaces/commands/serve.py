@@ -167,6 +167,9 @@ def serve_command(
     w = load_workload(file, set_ or [], calibration)
     model = _facts(w)
     if show_ladder:
+        if w.given("serving.dtype"):  # the ladder runs every dtype: one given would be left unread (issue 29)
+            raise UserError("serving.dtype", "expected no serving.dtype with --ladder, which shows fp32, bf16, int8 "
+                            "and int4 side by side")
         rows = ladder(w, model)
         if fmt == "json":
             write_output(json.dumps([r.as_dict() for r in rows], indent=2), output)

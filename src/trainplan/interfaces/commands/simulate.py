@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -419,10 +420,18 @@ def simulate_command(
     for option, path in (("--output", output), ("--plot", plot)):
         if path is not None and str(path) != "-":
             check_output_path(path, option)  # a bad path fails before the simulation runs
+    if output is not None and plot is not None and str(output) != "-" and \
+            os.path.abspath(output) == os.path.abspath(plot):  # the table would overwrite the plot (issue 29)
+        raise UserError("--plot", f"expected a file other than --output ({output})")
     workload = load_workload(file, set_ or [], calibration)
     variability = _variability(decode_dist, cv, empirical, read_cv, keyframe_cost, keyframe_interval,
                                read_latency, workload.data.gop)
     if vary:
+        varied = {v.split("=", 1)[0].strip() for v in vary}
+        if "cv" in varied and decode_dist in ("deterministic", "empirical"):
+            # as --cv is refused with these distributions: a grid over cv would run as another one
+            raise UserError("--vary cv", f"expected no cv with --decode-dist {decode_dist} (its times' spread is "
+                            "fixed)")
         if plot is not None or sweep:
             raise UserError("--plot" if plot is not None else "--buffers",
                             "not with --vary (vary the buffer with --vary buffer=...)")

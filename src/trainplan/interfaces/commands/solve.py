@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from trainplan.errors import UserError, comma_items
+from trainplan.errors import UserError, comma_items, refuse_repeats
 
 
 def solve_command(
@@ -37,13 +37,21 @@ def solve_command(
         check_format(output_format, ("table", "json"))
     entries = None if among is None else comma_items(
         "--among", among, "expected catalogue entries such as h100-sxm,a100-sxm-80gb")
+    if entries is not None:  # one kind named twice would be ranked twice
+        refuse_repeats("--among", [e.lower() for e in entries], among)
+    # options of the other kind of solve are refused, not left unread (issue 29)
+    if key != "cluster.accelerator":
+        for option, given in (("--price", price), ("--among", among), ("--cheapest", cheapest or None)):
+            if given:
+                raise UserError(option, "expected it only with KEY cluster.accelerator (the kind of accelerator)")
+    elif largest or search_range is not None:
+        raise UserError("--largest" if largest else "--range",
+                        "expected it only with a numeric KEY: cluster.accelerator ranks the catalogue by cost")
     if key == "cluster.accelerator":
         result = solve.cheapest_accelerator(file, set_ or [], for_ or [], calibration,
                                             solve.parse_prices(price or []),
                                             entries)
     else:
-        if cheapest:
-            raise UserError("--cheapest", "only with cluster.accelerator")
         result = solve.solve(file, set_ or [], key, for_ or [], largest, calibration, search_range)
     if output_format == "json":
         write_output(json.dumps(result, indent=2, allow_nan=False), output)

@@ -22,8 +22,9 @@ def sweep_command(
                        "or KEY=a,b,c; units allowed")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="KEY=VALUE", help="override a workload key (units allowed)")] = None,
     calibration: Annotated[Optional[Path], typer.Option("--calibration", metavar="FILE", help="calibration TOML")] = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", metavar="csv|parquet|json|table|markdown",
-                                                     help="csv (default), parquet or json rows; table or markdown for people")] = "csv",
+    format_given: Annotated[Optional[str], typer.Option("--format", "-f", metavar="csv|parquet|json|table|markdown",
+                                                         help="csv (default), parquet or json rows; table or markdown for "
+                                                         "people")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", help="write to this file")] = None,
     figures: Annotated[Optional[str], typer.Option(
         "--figures", metavar="FIGURE,...", help="comma-separated figures to keep (all by default), e.g. pipeline.busy,bill.total")] = None,
@@ -34,9 +35,12 @@ def sweep_command(
     from trainplan.planning import sweep
     from trainplan.outputs import write_output
 
+    output_format = "csv" if format_given is None else format_given
     if output_format not in FORMATS:
         from trainplan.interfaces.options import check_format
         check_format(output_format, FORMATS)
+    if plot is not None and format_given is not None:  # the plot is drawn in its file's format, not -f's
+        raise UserError("--format", "expected no --format with --plot (the plot's format is its --output suffix)")
     if plot is not None:
         if output is None or output.suffix.lstrip(".").lower() not in PLOT_FORMATS:
             raise UserError("--output", f"--plot needs --output PATH ending in .{', .'.join(PLOT_FORMATS)}")
