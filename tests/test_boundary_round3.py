@@ -264,3 +264,11 @@ def test_a_token_id_type_for_text_and_a_dtype_beside_the_ladder_are_refused(tmp_
     text.write_text("hello world\n")
     refused_in_process(["data", "inspect", str(text), "--dtype", "uint32"], "--dtype", "token-id files")
     refused_in_process(["serve", "--ladder", "--set", "serving.dtype=int8"], "serving.dtype", "--ladder")
+
+
+def test_a_script_s_own_arguments_after_the_separator_may_repeat(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("print('hello')\n")
+    code, _, err = run_main("profile", str(script), "--warmup", "0", "--", "--format", "a", "--format", "b")
+    assert "--format" not in err and "internal error" not in err  # the script's, not profile's
+    refused_in_process(["profile", str(script), "--warmup", "0", "--warmup", "1"], "--warmup", "twice")

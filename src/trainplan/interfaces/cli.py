@@ -305,8 +305,8 @@ def check_ascii_numbers(argv: list[str]) -> None:
 def refuse_repeated_options(argv: list[str]) -> None:
     """An option that takes one value given twice (`--calibration a.toml --calibration b.toml`, `-f json -f
     table`) is refused, naming it: click keeps the last one silently (issue 29). Options that collect values
-    (--set, --vary, --price ...) are left to their own readers; a script's own arguments after `--` or after
-    `profile SCRIPT` are not read."""
+    (--set, --vary, --price ...) are left to their own readers; a script's own arguments after `--` are not
+    read."""
     command: Any = typer.main.get_command(app)
     tokens = list(argv)
     i = 0
@@ -325,11 +325,17 @@ def refuse_repeated_options(argv: list[str]) -> None:
               if getattr(param, "param_type_name", "") == "option" and not param.multiple
               and not getattr(param, "count", False) and not getattr(param, "is_flag", False)
               for opt in (*param.opts, *param.secondary_opts)}
+    takes_value = {opt for param in getattr(command, "params", ())
+                   if getattr(param, "param_type_name", "") == "option" and not getattr(param, "is_flag", False)
+                   for opt in param.opts}
     seen: dict[str, str] = {}
-    for token in tokens[i:]:
-        if token == "--" or (getattr(command, "name", "") == "profile" and token.endswith(".py")):
-            break
+    rest = iter(tokens[i:])
+    for token in rest:
+        if token == "--":
+            break  # what follows is a script's own (profile SCRIPT ... -- ARGS): click reads options up to it
         name = token.split("=", 1)[0] if token.startswith("--") else token
+        if name in takes_value and "=" not in token:
+            next(rest, None)  # the option's value, whatever it looks like
         if name in single:
             canonical = single[name]
             if canonical in seen:
