@@ -272,3 +272,35 @@ def test_a_script_s_own_arguments_after_the_separator_may_repeat(tmp_path):
     code, _, err = run_main("profile", str(script), "--warmup", "0", "--", "--format", "a", "--format", "b")
     assert "--format" not in err and "internal error" not in err  # the script's, not profile's
     refused_in_process(["profile", str(script), "--warmup", "0", "--warmup", "1"], "--warmup", "twice")
+
+
+# ---------------------------------------------------------------- config.json fields transformers' classes refuse
+
+def _config(tmp_path, **fields):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
+QWEN2_MOE = dict(model_type="qwen2_moe", hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=4, vocab_size=1000, pad_token_id=0, num_experts=4,
+                 num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64)
+
+
+@pytest.mark.parametrize("change,key,also", [
+    ({"num_experts_per_tok": 8}, "num_experts_per_tok", "at most experts (4)"),  # top-k of 4 experts
+    ({"mlp_only_layers": 1}, "mlp_only_layers", "a list of layer indices"),
+    ({"mlp_only_layers": [[0]]}, "mlp_only_layers", "a list of layer indices"),
+    ({"mlp_only_layers": [5]}, "mlp_only_layers", "from 0 to 1"),
+])
+def test_a_moe_config_s_routing_and_layer_lists_are_checked(tmp_path, change, key, also):
+    pytest.importorskip("transformers")
+    refused_in_process(["plan", "--set", f"model.hf_config={_config(tmp_path, **{**QWEN2_MOE, **change})}"], key,
+                       also)
+
+
+def test_a_config_field_of_the_wrong_type_is_named_not_an_internal_error(tmp_path):
+    pytest.importorskip("transformers")
+    gemma2 = dict(model_type="gemma2", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=1000, head_dim=None)
+    refused_in_process(["plan", "--set", f"model.hf_config={_config(tmp_path, **gemma2)}"], "head_dim", "expected int")

@@ -46,30 +46,12 @@ def _imports() -> tuple[Any, Any]:
 
 
 def build_config(config: dict[str, Any]) -> Any:
-    """A transformers config object from a config.json dict (needs `model_type`)."""
-    _, transformers = _imports()
-    model_type = config.get("model_type")
-    if not isinstance(model_type, str):
-        raise UserError("model_type", "a config with a model_type (llama, gpt2, ...)")
-    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
-    try:
-        from huggingface_hub.errors import StrictDataclassClassValidationError as ClassError
-        from huggingface_hub.errors import StrictDataclassFieldValidationError as FieldError
-    except ImportError:  # pragma: no cover - an older huggingface_hub: no strict config fields
-        FieldError = ClassError = ValueError  # noqa: N806
-    try:
-        return transformers.AutoConfig.for_model(model_type, **kwargs)
-    except ClassError as err:  # the class's own validators (heads dividing the width, layer_types, rope)
-        cause = str(err).splitlines()[-1].strip() if str(err).strip() else type(err).__name__
-        cause = cause.split(":", 1)[1].strip() if cause.startswith(("ValueError:", "TypeError:")) else cause
-        raise UserError("config", f"expected a config transformers' {model_type} class accepts ({cause})") from None
-    except FieldError as err:  # transformers 5 checks each field's type: name the key, in one line
-        field, _, cause = str(err).partition(":")
-        key = field.rsplit(" ", 1)[-1].strip("'\"") or "config"
-        raise UserError(key, f"expected a value transformers' {model_type} config accepts "
-                        f"({' '.join(cause.split())})") from None
-    except (ValueError, KeyError) as err:
-        raise UserError("model_type", f"a model type transformers knows ({err})") from None
+    """A transformers config object from a config.json dict (needs `model_type`): the workload's one
+    builder (workload.params.transformers_config), after the probe's own check that the extra is installed."""
+    from trainplan.workload.params import transformers_config
+
+    _imports()
+    return transformers_config(config)
 
 
 def load_config(path: str | Path | None, sets: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:

@@ -291,16 +291,15 @@ def checkpointed_attention_core() -> Any:
 
 def build_meta(config: dict[str, Any], attention: str, precision: str) -> Any:
     """AutoModelForCausalLM on the meta device from a config.json dict (shapes only)."""
+    from trainplan.workload.params import transformers_config
+
     torch, transformers = _imports()
     model_type = config.get("model_type")
-    if not isinstance(model_type, str):
-        raise UserError("model_type", "a config with a model_type (llama, gpt2, ...)")
-    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "autocast": torch.float32}[precision]
+    cfg = transformers_config(config)  # the one builder: a field its class refuses is named at its key
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
     try:
-        cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
         with torch.device("meta"):
             try:
                 return transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation=attention)

@@ -464,6 +464,19 @@ _TRAITS: Final[dict[str, _FamilyTraits]] = {
 # --------------------------------------------------------------------------- #
 
 
+def _layer_list(value: object, key: str, layers: int) -> set[int]:
+    """A config's list of layer indices (Qwen2-MoE's mlp_only_layers): each a whole number from 0 to
+    layers - 1; an int, a string or nested lists are refused at the key (issue 29)."""
+    if value is None:
+        return set()
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise UserError(key, f"expected a list of layer indices such as [0, 1], got {value!r}"[:200])
+    bad = next((i for i in value if not 0 <= i < layers), None)
+    if bad is not None:
+        raise UserError(key, f"expected layer indices from 0 to {layers - 1}, got {bad}")
+    return set(value)
+
+
 def _positive_int(value: object, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise UserError(key, f"a positive whole number, got {value!r}")
@@ -733,9 +746,25 @@ def _count_hf_config(config: dict[str, Any]) -> ParamCount:
     if model_type is not None and not isinstance(model_type, str):  # a list is not a family (issue 29)
         raise UserError("model_type", f"the name of a model family (text), got {type(model_type).__name__}")
     _check_activation(config)
+    _check_routing(config)
     count = _count_by_family(config, model_type)
     _check_token_ids(config, count.vocab)
     return count
+
+
+#: The config attributes that count a MoE layer's routed experts (Mixtral, Qwen2-MoE, DeepSeek).
+EXPERT_COUNT_ATTRIBUTES: Final[tuple[str, ...]] = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def _check_routing(config: dict[str, Any]) -> None:
+    """A token routed to more experts than a layer has (top-k 8 of 4) builds a router whose top-k fails in
+    the forward pass; refused at the key, as the workload's model.experts_per_token is (issue 29)."""
+    experts = next((config[k] for k in EXPERT_COUNT_ATTRIBUTES if isinstance(config.get(k), int)
+                    and not isinstance(config.get(k), bool)), None)
+    for key in TOP_K_ATTRIBUTES:
+        k = config.get(key)
+        if isinstance(k, int) and not isinstance(k, bool) and experts is not None and 0 < experts < k:
+            raise UserError(key, f"at most experts ({experts}), the experts a layer has, got {k}")
 
 
 def _check_activation(config: dict[str, Any]) -> None:
@@ -1192,7 +1221,7 @@ def _count_qwen2_moe(config: dict[str, Any]) -> ParamCount:
     experts = _non_negative_int(get("num_experts"), "num_experts")
     top_k = _positive_int(get("num_experts_per_tok"), "num_experts_per_tok")
     step = _positive_int(get("decoder_sparse_step"), "decoder_sparse_step")
-    dense_only = set(get("mlp_only_layers") or [])
+    dense_only = _layer_list(get("mlp_only_layers"), "mlp_only_layers", layers)
     f, moe_f = _positive_int(get("intermediate_size"), "intermediate_size"), _positive_int(
         get("moe_intermediate_size"), "moe_intermediate_size")
     shared_f = _positive_int(get("shared_expert_intermediate_size"), "shared_expert_intermediate_size")
@@ -1263,6 +1292,42 @@ def _sliding_layer(model_type: str, config: dict[str, Any], i: int) -> bool:
     return True  # Mistral, Mixtral, Phi-3: every layer once a window is set
 
 
+def transformers_config(config: dict[str, Any]) -> Any:
+    """transformers' configuration object for a config.json dict: the one place a config is built (the
+    count, the meta-device trace, `probe model`). A config its class refuses is the config's fault, named
+    at its key in one line: transformers 5 checks each field's type (StrictDataclassFieldValidationError:
+    `head_dim = null` for Gemma 2) and the class's own rules (heads dividing the width, layer_types)."""
+    import transformers
+
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        raise UserError("model_type", "a config with a model_type (llama, gpt2, ...)")
+    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
+    try:
+        from huggingface_hub.errors import StrictDataclassClassValidationError as ClassError
+        from huggingface_hub.errors import StrictDataclassFieldValidationError as FieldError
+    except ImportError:  # pragma: no cover - an older huggingface_hub: no strict config fields
+        FieldError = ClassError = ValueError  # noqa: N806
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        return transformers.AutoConfig.for_model(model_type, **kwargs)
+    except ClassError as err:
+        cause = str(err).splitlines()[-1].strip() if str(err).strip() else type(err).__name__
+        cause = cause.split(":", 1)[1].strip() if cause.startswith(("ValueError:", "TypeError:")) else cause
+        raise UserError("config", f"expected a config transformers' {model_type} class accepts ({cause})") from None
+    except FieldError as err:
+        field_name, _, cause = str(err).partition(":")
+        key = field_name.rsplit(" ", 1)[-1].strip("'\"") or "config"
+        raise UserError(key, f"expected a value transformers' {model_type} config accepts "
+                        f"({' '.join(cause.split())})") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise UserError("model_type", f"a model type transformers knows, with values its config class takes "
+                        f"({err})") from None
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
 def _text_config(config: dict[str, Any]) -> Any:
     """transformers' configuration object for config.json (its class's defaults filled in), or None
     without transformers or for a type it does not know."""
@@ -1270,15 +1335,10 @@ def _text_config(config: dict[str, Any]) -> Any:
         import transformers
     except ImportError:
         return None
-    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
     try:
-        cfg = transformers.AutoConfig.for_model(config["model_type"], **kwargs)
-    except (ValueError, KeyError, TypeError, AttributeError):
+        cfg = transformers_config(config)
+    except UserError:  # the builder that needs the config refuses it, naming the key
         return None
-    finally:
-        transformers.logging.set_verbosity(verbosity)
     return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
 
 
@@ -1457,7 +1517,6 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
     except ImportError:
         raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, "
                         f"or {MODEL_EXTRA_HINT}; got {model_type!r}") from None
-    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
     causal = getattr(transformers, "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", None)
     if causal is None:
         from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as causal
@@ -1466,10 +1525,10 @@ def count_with_transformers(config: dict[str, Any]) -> ParamCount:
         # e.g. BERT's BertLMHeadModel: an encoder with a head, not a decoder-only language model
         raise UserError("model_type", f"one of {', '.join(SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES))}, or a "
                         f"decoder-only model (a transformers ...ForCausalLM class); got {model_type!r}")
+    cfg = transformers_config(config)  # a field its class refuses: named at its key
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()  # building on meta logs advice nobody asked for
     try:
-        cfg = transformers.AutoConfig.for_model(model_type, **kwargs)
         with torch.device("meta"):
             model = transformers.AutoModelForCausalLM.from_config(cfg)
     except (ValueError, KeyError, TypeError, AttributeError, AssertionError, IndexError, OverflowError,
