@@ -304,3 +304,17 @@ def test_a_config_field_of_the_wrong_type_is_named_not_an_internal_error(tmp_pat
     gemma2 = dict(model_type="gemma2", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, vocab_size=1000, head_dim=None)
     refused_in_process(["plan", "--set", f"model.hf_config={_config(tmp_path, **gemma2)}"], "head_dim", "expected int")
+
+
+@pytest.mark.parametrize("vary", ["serving.dtype=int4,bf16", "parallel.schedule=1f1b,interleaved"])
+def test_a_sweep_over_a_choice_whose_names_hold_digits_is_a_list_of_names(tmp_path, vary):
+    """serving.dtype's 'int8' and parallel.schedule's 'interleaved' hold "int": a key of text choices, not a
+    number to convert (an internal error before, issue 29)."""
+    rows_file = tmp_path / "rows.json"
+    code, _, err = run_main("sweep", "--vary", vary, "--figures", "compute.seconds", "-f", "json",
+                            "--output", str(rows_file))
+    assert code == 0, err
+    key, names = vary.split("=")
+    rows = json.loads(rows_file.read_text())
+    assert [r[key] for r in rows] == names.split(",")  # each name a row, as written
+    assert rows[0]["compute.seconds"] > 0

@@ -86,19 +86,34 @@ def parse_value(key: str, text: Any) -> Any:
     return value
 
 
+def _value_types(annotation: Any) -> set[type]:
+    """The types a field's annotation admits, through Annotated, X | None and unions; a Literal's values'
+    own types (serving.dtype's 'int8' is text, not an int: a substring test of the annotation read it as one)."""
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return {type(v) for v in typing.get_args(annotation)}
+    if origin is typing.Annotated:
+        return _value_types(typing.get_args(annotation)[0])
+    if origin is not None and typing.get_args(annotation):
+        return {t for arg in typing.get_args(annotation) for t in _value_types(arg)}
+    return {annotation} if isinstance(annotation, type) else set()
+
+
 def _is_whole(key: str) -> bool:
     section, name = _section_field(key)
     if section is None:
         return False
-    return "int" in str(section.model_fields[name].annotation)
+    return int in _value_types(section.model_fields[name].annotation) - {bool}
 
 
 def _is_numeric_key(key: str) -> bool:
     section, name = _section_field(key)
     if section is None:
         return False
-    ann = str(section.model_fields[name].annotation)
-    return ("float" in ann or "int" in ann) and "str" not in ann and "bool" not in ann
+    types = _value_types(section.model_fields[name].annotation) - {type(None)}
+    return bool(types) and types <= {int, float}
 
 
 def parse_vary(spec: str) -> Axis:
