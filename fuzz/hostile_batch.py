@@ -801,6 +801,23 @@ SEVENTH: list[Case] = [
          {"c.toml": 'format = 1\n[[values]]\nkey = "cluster.core_fps_1080p"\nvalue = 200\nunit = "GB"\n'}),
     Case(["data", "mix", "--tokens", "1T", "--source", "web:2T frames:1"], "--source web tokens"),
     W("[[training]]\nseq_len = 2048\n", "training"),
+    # the stop-42 second audit: config.json fields, a config's layout, runs CSVs
+    Case(["params", "c.json"], "head_dim", {"c.json": json.dumps({
+        "model_type": "gemma2", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 300, "head_dim": None})}),
+    Case(["params", "c.json"], "num_experts_per_tok", {"c.json": json.dumps({
+        "model_type": "mixtral", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 300, "num_local_experts": 2,
+        "num_experts_per_tok": 3})}),
+    Case(["serve", "--set", "model.hf_config=c.json"], "sliding_window", {"c.json": json.dumps({
+        "model_type": "mistral", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 300, "sliding_window": 0})}),
+    Case(["plan", "--set", "model.hf_config=c.json", "--set", "parallel.pipeline=4", "--set", "cluster.count=4"],
+         "parallel.pipeline", {"c.json": json.dumps({
+             "model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 3,
+             "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 300})}),
+    Case(["scaling", "fit", "r.csv"], "r.csv", {"r.csv": "N,params,D,loss\n1e8,1e8,2e9,3.4\n"}),
+    Case(["scaling", "fit", "r.csv"], "r.csv", {"r.csv": "params,tokens,loss\n1e8,2e9,3.4,1\n"}),
 ]
 
 

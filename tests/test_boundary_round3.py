@@ -289,8 +289,9 @@ QWEN2_MOE = dict(model_type="qwen2_moe", hidden_size=64, intermediate_size=160, 
 
 @pytest.mark.parametrize("change,key,also", [
     ({"num_experts_per_tok": 8}, "num_experts_per_tok", "at most experts (4)"),  # top-k of 4 experts
-    ({"mlp_only_layers": 1}, "mlp_only_layers", "a list of layer indices"),
-    ({"mlp_only_layers": [[0]]}, "mlp_only_layers", "a list of layer indices"),
+    # (transformers' own class refuses these two first, naming the field: "expected a list")
+    ({"mlp_only_layers": 1}, "mlp_only_layers", "list"),
+    ({"mlp_only_layers": [[0]]}, "mlp_only_layers", "list"),
     ({"mlp_only_layers": [5]}, "mlp_only_layers", "from 0 to 1"),
 ])
 def test_a_moe_config_s_routing_and_layer_lists_are_checked(tmp_path, change, key, also):
@@ -318,3 +319,106 @@ def test_a_sweep_over_a_choice_whose_names_hold_digits_is_a_list_of_names(tmp_pa
     rows = json.loads(rows_file.read_text())
     assert [r[key] for r in rows] == names.split(",")  # each name a row, as written
     assert rows[0]["compute.seconds"] > 0
+
+
+# ---------------------------------------------------------------- the second audit of stop 42: configs, layouts, CSVs
+
+SMALL = dict(hidden_size=64, intermediate_size=160, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, vocab_size=1000, pad_token_id=0, tie_word_embeddings=False)
+
+
+@pytest.mark.parametrize("model_type,extra", [
+    ("phi3", {}), ("olmo", {}),
+    ("qwen2_moe", dict(num_key_value_heads=4, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=48)),
+])
+def test_head_dim_is_counted_as_the_attention_module_reads_it(model_type, extra):
+    """head_dim = 32 beside hidden_size 64 and 4 heads: q is 64 x 128, not 64 x 64. The count equals the
+    parameters of the module transformers builds on the meta device."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from trainplan.workload.params import count_from_hf_config
+
+    config = {"model_type": model_type, **SMALL, "head_dim": 32, **extra}
+    built = transformers.AutoConfig.for_model(model_type, **{k: v for k, v in config.items() if k != "model_type"})
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(built)
+    assert count_from_hf_config(config).total == sum(p.numel() for p in model.parameters())
+
+
+def test_two_expert_counts_that_disagree_are_refused(tmp_path):
+    mixtral = {"model_type": "mixtral", **SMALL, "num_local_experts": 4, "num_experts": 8, "num_experts_per_tok": 2}
+    refused_in_process(["params", _config(tmp_path, **mixtral)], "num_experts", "num_local_experts (4)")
+
+
+def test_a_config_s_experts_and_layers_hold_the_layout(tmp_path):
+    pytest.importorskip("transformers")
+    mixtral = _config(tmp_path, model_type="mixtral", **SMALL, num_local_experts=4, num_experts_per_tok=2)
+    code, _, err = run_main("plan", "--set", f"model.hf_config={mixtral}", "--set", "parallel.expert=2", "--set",
+                            "cluster.count=2", "-f", "json")
+    assert code == 0, err  # 4 experts: EP 2 divides them
+    refused_in_process(["plan", "--set", f"model.hf_config={mixtral}", "--set", "parallel.expert=3", "--set",
+                        "cluster.count=3"], "parallel.expert", "model.experts (4)")
+    refused_in_process(["plan", "--set", f"model.hf_config={mixtral}", "--set", "parallel.pipeline=8", "--set",
+                        "cluster.count=8"], "parallel.pipeline", "model.layers (2)")
+
+
+def test_a_sequence_past_the_config_s_learned_positions_is_refused(tmp_path):
+    pytest.importorskip("transformers")
+    gpt2 = _config(tmp_path, model_type="gpt2", n_embd=64, n_layer=2, n_head=4, vocab_size=1000, n_positions=512)
+    refused_in_process(["plan", "--set", f"model.hf_config={gpt2}", "--set", "training.seq_len=1024"],
+                       "training.seq_len", "at most 512 tokens")
+    refused_in_process(["serve", "--set", f"model.hf_config={gpt2}", "--set", "serving.context=1024"],
+                       "serving.context", "at most 512 tokens")
+    code, _, err = run_main("plan", "--set", f"model.hf_config={gpt2}", "--set", "training.seq_len=512", "-f", "json")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("window", [-5, 1, "4096"])
+def test_a_sliding_window_of_no_tokens_or_text_is_refused(tmp_path, window):
+    mistral = _config(tmp_path, model_type="mistral", **SMALL, sliding_window=window)
+    refused_in_process(["serve", "--set", f"model.hf_config={mistral}"], "sliding_window", "2 or more")
+
+
+def test_probe_model_of_a_model_without_attention_names_the_option(tmp_path):
+    pytest.importorskip("transformers")
+    mamba = _config(tmp_path, model_type="mamba", hidden_size=64, num_hidden_layers=2, vocab_size=1000, state_size=8,
+                    expand=2)
+    refused_in_process(["probe", "model", mamba, "--batch", "1", "--seq-len", "16", "--flop-seq-lens", "16"],
+                       "--attention", "mamba")
+
+
+@pytest.mark.parametrize("text,also", [
+    ("params,tokens,loss\n1e8,2e9,3.5\n1,500,3e10,4.2\n", "thousands separator"),
+    ("params,params,tokens,loss\n1,1e8,2e9,3.5\n", "'params' twice"),
+    ("params,N,tokens,loss\n1e8,1e8,2e9,3.5\n", "one column for the parameter count"),
+    ("params,tokens,flops,loss\n1e8,2e9,1e30,3.5\n", "near 6 x params x tokens = 1.2e+18"),  # 6 x 1e8 x 2e9
+])
+def test_a_runs_csv_that_would_be_misread_is_refused(tmp_path, text, also):
+    runs = tmp_path / "runs.csv"
+    runs.write_text(text)
+    refused_in_process(["scaling", "fit", str(runs)], "runs.csv", also)
+
+
+def test_a_runs_csv_with_consistent_tokens_and_flops_is_read():
+    from trainplan.accounts import scaling
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "runs.csv"
+        path.write_text("params,tokens,flops,loss\n1e8,2e9,1.2e18,3.5\n2e8,4e9,4.9e18,3.2\n")  # 6ND, and 2 % off
+        assert list(scaling.read_runs(path).tokens) == [2e9, 4e9]
+
+
+@pytest.mark.parametrize("fix,also", [("alpha=-1", "above 0"), ("E=-0.5", "0 or more"), ("beta=0", "above 0")])
+def test_a_constant_held_outside_the_law_s_range_is_refused(tmp_path, fix, also):
+    runs = tmp_path / "runs.csv"
+    runs.write_text("params,tokens,loss\n" + "".join(f"{n:g},{20 * n:g},{2 + 400 / n ** 0.3:.4f}\n"
+                                                      for n in (1e8, 2e8, 4e8, 8e8, 1.6e9, 3.2e9, 6.4e9, 1.3e10)))
+    refused_in_process(["scaling", "fit", str(runs), "--fix", fix], f"--fix {fix.split('=')[0]}", also)
+
+
+def test_lora_targets_with_the_full_method_are_named_unused():
+    code, out, err = run_main("plan", "--set", 'training.lora_targets=["q"]', "-f", "json")
+    assert code == 0, err
+    assert "training.lora_targets is given but not used" in json.loads(out)["answer"]["unused"]

@@ -214,6 +214,9 @@ class Runs:
 
 # Accepted column names, first match wins (case-insensitive). The Chinchilla CSV of the
 # replication uses 'Model Size', 'Training FLOP' and 'loss'.
+#: How far a run's FLOP column may lie from 6 N D when its tokens are given too (rounding, the attention
+#: FLOPs some tables add): beyond it the two columns describe two runs.
+FLOP_AGREEMENT = 0.25
 PARAMS_COLUMNS = ("params", "n", "parameters", "model size", "model_size")
 TOKENS_COLUMNS = ("tokens", "d", "training tokens", "training_tokens")
 FLOP_COLUMNS = ("flops", "flop", "training flop", "training_flop", "compute", "c")
@@ -251,7 +254,16 @@ def read_runs(path: str | Path) -> Runs:
         rows = list(reader)
     except csv.Error as err:
         raise UserError(where, f"expected a CSV file ({err})") from None
+    names = [name.strip().lower() for name in header if name is not None]
+    twice = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    if twice is not None:  # csv.DictReader keeps the last of two columns of one name (issue 29)
+        raise UserError(where, f"expected each column once, got {twice!r} twice in the header")
     columns = {name.strip().lower(): name for name in header if name is not None}
+    for choices, what in ((PARAMS_COLUMNS, "the parameter count"), (LOSS_COLUMNS, "the loss"),
+                          (TOKENS_COLUMNS, "the tokens"), (FLOP_COLUMNS, "the training FLOP")):
+        given = [c for c in choices if c in columns]
+        if len(given) > 1:  # two spellings of one figure: which one is meant is not ours to guess
+            raise UserError(where, f"expected one column for {what}, got {', '.join(repr(columns[c]) for c in given)}")
 
     def pick(choices: tuple[str, ...]) -> str | None:
         return next((columns[c] for c in choices if c in columns), None)
@@ -279,11 +291,19 @@ def read_runs(path: str | Path) -> Runs:
 
     n, d, l_ = [], [], []
     for i, row in enumerate(rows, start=2):  # row 1 is the header
+        if None in row:  # more fields than the header names: "1,500" is a thousands separator, not two numbers
+            raise UserError(f"{where}:{i}", f"expected {len(header)} fields as the header names, got "
+                            f"{len(header) + len(row[None])} (a number written with a thousands separator?)")
         if all(not (v or "").strip() for v in row.values() if isinstance(v, str)):
             continue
         n_i = number(i, row, params_col)
         if tokens_col is not None:
             d_i = number(i, row, tokens_col)
+            if flop_col is not None:  # both written: they must describe one run, C = 6 N D
+                c_i = number(i, row, flop_col)
+                if abs(c_i / (FLOP_PER_PARAM_TOKEN * n_i * d_i) - 1.0) > FLOP_AGREEMENT:
+                    raise UserError(f"{where}:{i}", f"expected {flop_col!r} near 6 x {params_col} x {tokens_col} = "
+                                    f"{FLOP_PER_PARAM_TOKEN * n_i * d_i:.3g}, got {c_i:.3g}")
         else:
             assert flop_col is not None
             d_i = number(i, row, flop_col) / (FLOP_PER_PARAM_TOKEN * n_i)

@@ -106,8 +106,15 @@ def build_model(config: dict[str, Any], attention: str = "sdpa", device: str = "
     torch, transformers = _imports()
     cfg = build_config(config)
     torch_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
-    with torch.device(device):
-        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch_dtype, attn_implementation=attention)
+    try:
+        with torch.device(device):
+            model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch_dtype, attn_implementation=attention)
+    except ValueError as err:
+        if "does not support" not in str(err):
+            raise
+        # a model without attention (Mamba) or without this kernel: the option's fault, in one line (issue 29)
+        raise UserError("--attention", f"an attention {config.get('model_type')} implements: transformers builds it "
+                        f"without {attention} ({str(err).split('.')[0]})") from None
     return model
 
 
@@ -346,12 +353,20 @@ def announce(config: dict[str, Any], micro_batch: int, seq_len: int, attention: 
             f"after one real step per parameter dtype on CPU{gpu}.")
 
 
-def learned_position_rows(config: dict[str, Any]) -> int | None:
+def learned_position_rows(config: dict[str, Any], attention: str | None = None) -> int | None:
     """Rows of the model's learned position embedding (GPT-2's wpe, OPT's embed_positions), or None for a
     model without one (rotary or ALiBi positions): a sequence longer than the table indexes past it and
     runs on no device. Found on the built module (one layer, meta device), not from a list of families."""
     torch, _ = _imports()
-    model = build_model(_one_layer_copy(config), device="meta")
+    # `attention` given (probe model's own): a module that cannot be built with it is refused here, before
+    # any measurement; else eager, which every attention module builds with (Gemma 2's softcap has no sdpa),
+    # and a model with no attention at all (Mamba) has no position table either
+    try:
+        model = build_model(_one_layer_copy(config), attention=attention or "eager", device="meta")
+    except UserError:
+        if attention is not None:
+            raise
+        return None
     positions = getattr(model.config, "max_position_embeddings", None)
     if not isinstance(positions, int) or positions < 1:
         return None

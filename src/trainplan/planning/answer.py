@@ -207,6 +207,8 @@ def _unused_line(report: dict[str, Any]) -> str | None:
          f"training.recompute = '{value('training.recompute')}' keeps no selected share"),
         ("training.lora_rank", value("training.method") == "full",
          "training.method = 'full' trains every weight, with no adapter"),
+        ("training.lora_targets", value("training.method") == "full",
+         "training.method = 'full' trains every weight, with no adapter"),
         ("cluster.nvdec_fps_1080p", value("cluster.nvdec") is False, "cluster.nvdec = false decodes on CPU cores only"),
         ("energy.region", value("energy.grid_intensity") is not None and written_by_user(
             assumptions.get("energy.grid_intensity", {})), "energy.grid_intensity is given and used instead"),

@@ -151,8 +151,8 @@ def model_shape(w: Workload, model: Any, params: Any = None) -> parallel.ModelSh
     return parallel.ModelShape(
         layers=int(model.layers), width=int(model.width), heads=heads, kv_heads=int(model.kv_heads or heads),
         vocab=vocab, seq_len=int(w.training.seq_len), params=total, active_params=float(model.active_params),
-        embedding_params=float(vocab * model.width), tied=bool(w.model.tied), experts=int(w.model.experts),
-        experts_per_token=int(w.model.experts_per_token), attention_width=attention_width if heads_known else 0,
+        embedding_params=float(vocab * model.width), tied=bool(w.model.tied), experts=int(model.experts),
+        experts_per_token=int(model.experts_per_token), attention_width=attention_width if heads_known else 0,
         largest_layer_params=largest, matmul_params=matmul, checkpoint_tail_params=tail)
 
 

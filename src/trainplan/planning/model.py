@@ -4,6 +4,7 @@ shape or a config.json) and the shape that sizes activations and the KV cache.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from trainplan.errors import UserError
@@ -22,6 +23,8 @@ class ModelFacts:
     vocab: int | None
     source: str  # how the count was obtained
     count: Any = None  # the ParamCount when one was made (issue 12: the architecture's terms)
+    experts: int = 1  # routed experts a MoE layer holds (model.experts, or the config.json's count)
+    experts_per_token: int = 1
 
 
 def resolve_model(w: Workload) -> ModelFacts:
@@ -77,11 +80,58 @@ def resolve_model(w: Workload) -> ModelFacts:
     if m.head_dim is not None:
         head_dim = m.head_dim
     vocab = count.vocab if count is not None and m.vocab is None else m.vocab
-    tensor = w.parallel.tensor
-    if heads is not None and m.heads is None and tensor > 1 and heads % tensor:
+    from_config = count is not None and m.hf_config is not None
+    experts = int(count.experts) if from_config and not w.given("model.experts") else int(m.experts)
+    per_token = int(count.experts_per_token) if from_config and not w.given("model.experts_per_token") \
+        else int(m.experts_per_token)
+    p = w.parallel
+    if heads is not None and m.heads is None and p.tensor > 1 and heads % p.tensor:
         # the schema checks a model.heads the person wrote; heads derived here (width / 64, or the config's)
         # are split over the same ranks, so the same rule holds (issue 29: TP 5 on 12 derived heads was planned)
         basis = f"model.hf_config's {heads}" if m.hf_config is not None else f"{heads}, model.width / 64"
-        raise UserError("parallel.tensor", f"expected a divisor of the model's attention heads ({basis}), got {tensor}")
-    return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source, count)
+        raise UserError("parallel.tensor", f"expected a divisor of the model's attention heads ({basis}), got {p.tensor}")
+    if from_config:
+        _within_learned_positions(w)
+    if from_config:  # the layout's other rules against the config's layers and experts, as written keys get them
+        from trainplan.workload.layout_rules import check_layout
 
+        check_layout(w.cluster.count, p.tensor, p.pipeline, p.interleave, p.context, p.expert, p.data, p.schedule,
+                     p.sequence, heads, layers, experts, w.training.seq_len, w.training.grad_accum)
+    return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source, count, experts,
+                      per_token)
+
+
+
+def _within_learned_positions(w: Workload) -> None:
+    """A model with a learned position table (GPT-2's n_positions, OPT's) runs on no device past its rows:
+    training.seq_len and serving.context longer than the table are refused (issue 29). Found on the built
+    module (one layer on the meta device: measure/model_probe.learned_position_rows), where torch and
+    transformers are installed; without them the count is made by hand and this is not checked."""
+    from trainplan.measure import trace
+
+    asked = [(k, n) for k, n in (("training.seq_len", w.training.seq_len), ("serving.context", w.serving.context))
+             if w.given(k)]
+    if not asked or not trace.available():
+        return
+    import json
+
+    from trainplan.workload.params import load_hf_config
+
+    rows = _position_rows(json.dumps(load_hf_config(w.base_dir / str(w.model.hf_config)), sort_keys=True))
+    if rows is None:
+        return
+    for key, tokens in asked:
+        if tokens > rows:
+            raise UserError(key, f"expected at most {rows:,} tokens, the rows of the model's learned position "
+                            f"embedding (model.hf_config's max_position_embeddings / n_positions), got {tokens:,}")
+
+
+@lru_cache(maxsize=32)
+def _position_rows(config_json: str) -> int | None:
+    """measure/model_probe.learned_position_rows of a config (as JSON text): one meta build per config, not
+    one per plan of a sweep."""
+    import json
+
+    from trainplan.measure.model_probe import learned_position_rows
+
+    return learned_position_rows(json.loads(config_json))

@@ -20,7 +20,7 @@ def embedding_units(layers: int, pipeline: int, interleave: int = 1) -> int | No
 
 def check_layout(count: int, tensor: int = 1, pipeline: int = 1, interleave: int = 1, context: int = 1,
                  expert: int = 1, data: int | None = None, schedule: str = "1f1b", sequence: bool = False,
-                 heads: int | None = None, layers: int | None = None, experts: int = 1,
+                 heads: int | None = None, layers: int | None = None, experts: int | None = 1,
                  seq_len: int | None = None, micro_batches: int | None = None) -> int:
     """The data-parallel degree of a valid layout; UserError naming the key that breaks it."""
     model_split = tensor * pipeline * context
@@ -47,7 +47,7 @@ def check_layout(count: int, tensor: int = 1, pipeline: int = 1, interleave: int
         raise UserError(key, f"expected parallel.pipeline x interleave ({pipeline} x {interleave}) to divide "
                         f"model.layers ({layers}) or model.layers + 2 (the embedding and the head as stages' "
                         f"partition units)")
-    if expert > 1 and experts % expert:
+    if expert > 1 and experts is not None and experts % expert:  # None: a config.json's, checked when counted
         raise UserError("parallel.expert", f"expected a divisor of model.experts ({experts}), got {expert}")
     if expert > 1 and (d * context) % expert:
         raise UserError("parallel.expert", f"expected a divisor of data x context ({d} x {context}): experts are "

@@ -747,9 +747,28 @@ def _count_hf_config(config: dict[str, Any]) -> ParamCount:
         raise UserError("model_type", f"the name of a model family (text), got {type(model_type).__name__}")
     _check_activation(config)
     _check_routing(config)
-    count = _count_by_family(config, model_type)
+    _check_window(config)
+    count = _count_by_family(config, model_type)  # the hand count first: it names a bad shape field itself
+    if _has_transformers():  # a config its class refuses is refused, so `params` and `plan` count the same models
+        transformers_config(config)
     _check_token_ids(config, count.vocab)
     return count
+
+
+def _has_transformers() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("transformers") is not None
+
+
+def _check_window(config: dict[str, Any]) -> None:
+    """A sliding window is null (none) or a whole number of tokens of 2 or more: -5 or 1 left a KV cache of
+    one token, and text was read as no window (issue 29)."""
+    window = config.get("sliding_window")
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int) or window < 2:
+        raise UserError("sliding_window", f"expected null or a whole number of tokens of 2 or more, got {window!r}")
 
 
 #: The config attributes that count a MoE layer's routed experts (Mixtral, Qwen2-MoE, DeepSeek).
@@ -759,8 +778,12 @@ EXPERT_COUNT_ATTRIBUTES: Final[tuple[str, ...]] = ("num_local_experts", "num_exp
 def _check_routing(config: dict[str, Any]) -> None:
     """A token routed to more experts than a layer has (top-k 8 of 4) builds a router whose top-k fails in
     the forward pass; refused at the key, as the workload's model.experts_per_token is (issue 29)."""
-    experts = next((config[k] for k in EXPERT_COUNT_ATTRIBUTES if isinstance(config.get(k), int)
-                    and not isinstance(config.get(k), bool)), None)
+    given = {k: config[k] for k in EXPERT_COUNT_ATTRIBUTES if isinstance(config.get(k), int)
+             and not isinstance(config.get(k), bool)}
+    if len(set(given.values())) > 1:  # Mixtral's num_local_experts beside its alias num_experts: which is meant?
+        (first, a), (second, b) = list(given.items())[:2]
+        raise UserError(second, f"expected the same expert count as {first} ({a}) or only one of the two, got {b}")
+    experts = next(iter(given.values()), None)
     for key in TOP_K_ATTRIBUTES:
         k = config.get(key)
         if isinstance(k, int) and not isinstance(k, bool) and experts is not None and 0 < experts < k:
@@ -1034,19 +1057,20 @@ GEMMA2_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
     "tie_word_embeddings": True}
 PHI3_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
     "vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
-    "num_attention_heads": 32, "num_key_value_heads": None, "tie_word_embeddings": False}
+    "num_attention_heads": 32, "num_key_value_heads": None, "head_dim": None, "tie_word_embeddings": False}
 QWEN2_MOE_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
     "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24,
     "num_attention_heads": 16, "num_key_value_heads": 16, "decoder_sparse_step": 1, "moe_intermediate_size": 1408,
     "shared_expert_intermediate_size": 5632, "num_experts_per_tok": 4, "num_experts": 60, "mlp_only_layers": [],
-    "qkv_bias": True, "tie_word_embeddings": False}
+    "qkv_bias": True, "head_dim": None, "tie_word_embeddings": False}
 FALCON_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
     "vocab_size": 65024, "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
     "num_kv_heads": None, "num_ln_in_parallel_attn": None, "new_decoder_architecture": False, "multi_query": True,
     "parallel_attn": True, "bias": False, "ffn_hidden_size": None, "tie_word_embeddings": True}
 OLMO_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
     "vocab_size": 50304, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-    "num_attention_heads": 32, "num_key_value_heads": None, "attention_bias": False, "tie_word_embeddings": False}
+    "num_attention_heads": 32, "num_key_value_heads": None, "head_dim": None, "attention_bias": False,
+    "tie_word_embeddings": False}
 STABLELM_CONFIG_DEFAULTS: Final[dict[str, Any]] = {
     "vocab_size": 50304, "hidden_size": 2560, "intermediate_size": 6912, "num_hidden_layers": 32,
     "num_attention_heads": 32, "num_key_value_heads": 32, "use_qkv_bias": False, "qk_layernorm": False,
@@ -1119,7 +1143,7 @@ def _count_phi3(config: dict[str, Any]) -> ParamCount:
     """Phi-3: fused qkv_proj and gate_up_proj (same counts as separate matrices), no biases, RMSNorm."""
     get = _getter(config, PHI3_CONFIG_DEFAULTS)
     d = _positive_int(get("hidden_size"), "hidden_size")
-    heads, kv, hd = _heads(get, d, head_dim_key=None)
+    heads, kv, hd = _heads(get, d)  # head_dim honoured, as the attention module reads it
     return _block_count("phi3", layers=_positive_int(get("num_hidden_layers"), "num_hidden_layers"), width=d,
                         vocab=_positive_int(get("vocab_size"), "vocab_size"), heads=heads, kv_heads=kv,
                         head_dim=hd, ffn_width=_positive_int(get("intermediate_size"), "intermediate_size"),
@@ -1132,7 +1156,7 @@ def _count_olmo(config: dict[str, Any]) -> ParamCount:
     """OLMo: Llama blocks whose LayerNorms hold no parameters (OlmoLayerNorm)."""
     get = _getter(config, OLMO_CONFIG_DEFAULTS)
     d = _positive_int(get("hidden_size"), "hidden_size")
-    heads, kv, hd = _heads(get, d, head_dim_key=None)
+    heads, kv, hd = _heads(get, d)  # head_dim honoured, as the attention module reads it
     bias = _flag(get("attention_bias"), "attention_bias")
     return _block_count("olmo", layers=_positive_int(get("num_hidden_layers"), "num_hidden_layers"), width=d,
                         vocab=_positive_int(get("vocab_size"), "vocab_size"), heads=heads, kv_heads=kv,
@@ -1215,7 +1239,7 @@ def _count_qwen2_moe(config: dict[str, Any]) -> ParamCount:
     mlp_only_layers (or off the decoder_sparse_step) have a dense gated MLP of intermediate_size."""
     get = _getter(config, QWEN2_MOE_CONFIG_DEFAULTS)
     d = _positive_int(get("hidden_size"), "hidden_size")
-    heads, kv, hd = _heads(get, d, head_dim_key=None)
+    heads, kv, hd = _heads(get, d)  # head_dim honoured, as the attention module reads it
     layers = _positive_int(get("num_hidden_layers"), "num_hidden_layers")
     vocab = _positive_int(get("vocab_size"), "vocab_size")
     experts = _non_negative_int(get("num_experts"), "num_experts")
@@ -1335,10 +1359,9 @@ def _text_config(config: dict[str, Any]) -> Any:
         import transformers
     except ImportError:
         return None
-    try:
-        cfg = transformers_config(config)
-    except UserError:  # the builder that needs the config refuses it, naming the key
-        return None
+    # a config transformers' class refuses is refused here too, so `params` and `plan` count the same models
+    # (the hand count of a family would take what transformers would not build: issue 29)
+    cfg = transformers_config(config)
     return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
 
 

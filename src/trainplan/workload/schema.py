@@ -1258,8 +1258,10 @@ def _check_parallel(w: Workload) -> None:
     from trainplan.workload.layout_rules import check_layout
 
     p = w.parallel
+    # a config.json's experts are known once it is counted (planning/model.resolve_model checks them there)
+    experts = None if w.model.hf_config is not None else w.model.experts
     check_layout(w.cluster.count, p.tensor, p.pipeline, p.interleave, p.context, p.expert, p.data, p.schedule,
-                 p.sequence, w.model.heads, w.model.layers, w.model.experts, w.training.seq_len,
+                 p.sequence, w.model.heads, w.model.layers, experts, w.training.seq_len,
                  w.training.grad_accum)
 
 

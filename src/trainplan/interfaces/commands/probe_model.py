@@ -127,13 +127,13 @@ DEFAULT_FLOP_SEQ_LENS = "512,2048,8192"
 
 
 def _within_positions(config: dict[str, Any], seq_len: int, lens: tuple[int, ...], seq_len_given: bool,
-                      flop_lens_given: bool) -> tuple[int, tuple[int, ...]]:
+                      flop_lens_given: bool, attention: str = "sdpa") -> tuple[int, tuple[int, ...]]:
     """A model with a learned position table (GPT-2's n_positions) runs on no device at a longer sequence:
     a --seq-len or --flop-seq-lens given past it is refused; the defaults past it are cut to the table's
     length, so that the probe of a 77-position model still measures where it can run."""
     from trainplan.measure.model_probe import learned_position_rows
 
-    rows = learned_position_rows(config)
+    rows = learned_position_rows(config, attention)  # a model not built with --attention is refused here
     if rows is None:
         return seq_len, lens
     if seq_len > rows and not seq_len_given:
@@ -201,7 +201,7 @@ def register(probe_app: typer.Typer) -> None:
         cfg = model_probe.load_config(config, sets or [])
         _check_model_size(cfg, batch, seq_len, attention, lens, sets_given=bool(sets))
         seq_len, lens = _within_positions(cfg, seq_len, lens, seq_len_given=seq_len_given is not None,
-                                          flop_lens_given=flop_seq_lens_given is not None)
+                                          flop_lens_given=flop_seq_lens_given is not None, attention=attention)
         typer.echo(model_probe.announce(cfg, batch, seq_len, attention, precision, recompute, lens), err=True)
         measured = model_probe.probe_model(cfg, batch, seq_len, attention, lens, precision, recompute)
         d = {"measured": measured.as_dict(), "formula": formula_beside(cfg, measured, attention)}

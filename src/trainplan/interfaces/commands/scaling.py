@@ -97,6 +97,11 @@ def _fixed(items: list[str] | None) -> dict[str, float]:
             out[name.strip()] = float(value)
         except ValueError:
             raise UserError(f"--fix {name.strip()}", f"expected a number, got {value!r}") from None
+        held = out[name.strip()]
+        # the law's own ranges, as --law takes them: E >= 0, A, B, alpha, beta above 0 (a loss that falls)
+        if not math.isfinite(held) or (held < 0 if name.strip() == "E" else held <= 0):
+            raise UserError(f"--fix {name.strip()}", f"expected {'0 or more' if name.strip() == 'E' else 'above 0'} "
+                            f"(L = E + A/N^alpha + B/D^beta falls with N and D), got {value!r}")
     return out
 
 
