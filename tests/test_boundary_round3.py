@@ -422,3 +422,12 @@ def test_lora_targets_with_the_full_method_are_named_unused():
     code, out, err = run_main("plan", "--set", 'training.lora_targets=["q"]', "-f", "json")
     assert code == 0, err
     assert "training.lora_targets is given but not used" in json.loads(out)["answer"]["unused"]
+
+
+def test_source_names_that_read_alike_and_a_missing_config_in_a_sweep_are_refused(tmp_path):
+    workload = tmp_path / "w.toml"
+    workload.write_text('[[sources]]\nname = "cam"\n[[sources]]\nname = "Cam "\n')
+    refused_in_process(["plan", str(workload)], "sources[1].name", "'Cam ' again (after 'cam')")
+    present = _config(tmp_path, model_type="llama", **SMALL)
+    refused_in_process(["sweep", "--vary", f"model.hf_config={present},{tmp_path / 'missing.json'}"],
+                       "--vary model.hf_config", "no such")

@@ -313,6 +313,21 @@ def _override(value: Any) -> str:
     return str(value)
 
 
+def _check_configs(base: Any, axes: list[Axis]) -> None:
+    """Each config.json a sweep varies, read as --set would read it: a missing or broken one is refused
+    before the grid, not shown as a row of no plan (issue 29)."""
+    from trainplan.workload.params import load_hf_config
+
+    for axis in axes:
+        if axis.key != "model.hf_config":
+            continue
+        for value in axis.values:
+            try:
+                load_hf_config(base.base_dir / str(value))
+            except UserError as err:
+                raise UserError(f"--vary model.hf_config ({value})", err.expected) from None
+
+
 def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None,
           figures: list[str] | None = None, progress: bool | None = None) -> SweepResult:
     """Evaluate the report's figures at every point of the grid given by `varies`."""
@@ -325,6 +340,7 @@ def sweep(file: Any, sets: list[str], varies: list[str], calibration: Any = None
     total = math.prod(len(a.values) for a in axes)
     per_combo = math.prod(len(a.values) for a in vector)
     _check_vector_values(base, vector)
+    _check_configs(base, axes)
 
     keys = names
     # The rows are written straight into the order the axes were given (the first --vary slowest),

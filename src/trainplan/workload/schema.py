@@ -1224,11 +1224,13 @@ def _provenance(workload: Workload, from_file: set[str], set_keys: set[str],
 
 def _check_consistency(w: Workload) -> None:
     """Cross-field rules that a single field's constraint cannot state."""
-    names = [src.name for src in w.sources]
+    # names compared as a reader sees them: "cam", "Cam" and "cam " are one name (issue 29)
+    names = [src.name.strip().casefold() for src in w.sources]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:  # the mixture's rows and its bill are named by source: two of one name would read as one
-        raise UserError(f"sources[{names.index(twice[0], names.index(twice[0]) + 1)}].name",
-                        f"expected each source named once, got {twice[0]!r} again")
+        second = names.index(twice[0], names.index(twice[0]) + 1)
+        raise UserError(f"sources[{second}].name", f"expected each source named once (case and spaces aside), got "
+                        f"{w.sources[second].name!r} again (after {w.sources[names.index(twice[0])].name!r})")
     if w.data.kind in FRAME_KINDS and w.data.patch > w.data.side:
         raise UserError("data.patch", f"expected a patch no larger than data.side ({w.data.side} px), "
                         f"got {w.data.patch} px")
