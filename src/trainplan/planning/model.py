@@ -90,16 +90,14 @@ def resolve_model(w: Workload) -> ModelFacts:
         # are split over the same ranks, so the same rule holds (issue 29: TP 5 on 12 derived heads was planned)
         basis = f"model.hf_config's {heads}" if m.hf_config is not None else f"{heads}, model.width / 64"
         raise UserError("parallel.tensor", f"expected a divisor of the model's attention heads ({basis}), got {p.tensor}")
-    if from_config:
-        _within_learned_positions(w)
-    if from_config:  # the layout's other rules against the config's layers and experts, as written keys get them
+    if from_config:  # the config's position table, and the layout's rules against its layers and experts
         from trainplan.workload.layout_rules import check_layout
 
+        _within_learned_positions(w)
         check_layout(w.cluster.count, p.tensor, p.pipeline, p.interleave, p.context, p.expert, p.data, p.schedule,
                      p.sequence, heads, layers, experts, w.training.seq_len, w.training.grad_accum)
     return ModelFacts(params, active, layers, width, heads, kv_heads, head_dim, vocab, source, count, experts,
                       per_token)
-
 
 
 def _within_learned_positions(w: Workload) -> None:

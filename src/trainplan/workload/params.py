@@ -749,10 +749,17 @@ def _count_hf_config(config: dict[str, Any]) -> ParamCount:
     _check_routing(config)
     _check_window(config)
     count = _count_by_family(config, model_type)  # the hand count first: it names a bad shape field itself
-    if _has_transformers():  # a config its class refuses is refused, so `params` and `plan` count the same models
+    if _hand_counted(config) and _has_transformers():
+        # a config its class refuses is refused, so `params` and `plan` count the same models (any other
+        # family was just built through transformers_config by count_with_transformers)
         transformers_config(config)
     _check_token_ids(config, count.vocab)
     return count
+
+
+def _hand_counted(config: dict[str, Any]) -> bool:
+    """Whether the config's family is counted by hand (the formulas here), not built by transformers."""
+    return config.get("model_type") in SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES)
 
 
 def _has_transformers() -> bool:
@@ -1394,7 +1401,7 @@ def kv_layout_of_config(config: dict[str, Any], count: ParamCount) -> tuple[tupl
       DynamicSlidingWindowLayer; the running step attends W); full-attention layers keep every token;
     * a recurrent or convolution layer of a hybrid model keeps a state of fixed size, not counted here."""
     layers = count.layers
-    hand_counted = config.get("model_type") in SUPPORTED_MODEL_TYPES + tuple(MORE_FAMILIES)
+    hand_counted = _hand_counted(config)
     # the families counted by hand follow their configuration class's rules written out here (no
     # transformers import on the plan's path); any other was just built by transformers: ask its config
     text = None if hand_counted else _text_config(config)
